@@ -1,0 +1,1 @@
+"""Sans-I/O wire protocol: framing, messages, handshake and the recording format."""

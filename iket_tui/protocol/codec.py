@@ -1,0 +1,105 @@
+"""Messages to frames and back, with limits on every decode."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+
+from iket_tui.protocol.frames import MAX_FRAME_BODY, FrameDecoder, FrameError, encode_frame
+from iket_tui.protocol.messages import HELLO, KNOWN_TYPES, PROTOCOL_VERSION, Message
+
+_LIMITS: dict[str, Any] = {
+    "raw": False,
+    "strict_map_key": True,
+    "max_str_len": 4 * 1024 * 1024,
+    "max_bin_len": MAX_FRAME_BODY,
+    "max_array_len": 1_000_000,
+    "max_map_len": 10_000,
+    "max_ext_len": 0,
+}
+
+
+class ProtocolError(Exception):
+    """The peer or file broke the protocol; the message is a one-line explanation."""
+
+
+def encode_message(msg: Message) -> bytes:
+    """One message as one frame."""
+    return encode_frame(msgpack.packb(msg, use_bin_type=True))
+
+
+def decode_body(body: bytes) -> Message:
+    """One frame body as a message map; raises :class:`ProtocolError` on anything else."""
+    try:
+        obj = msgpack.unpackb(body, **_LIMITS)
+    except Exception as exc:  # msgpack raises several unrelated types on bad input
+        raise ProtocolError(f"undecodable message body ({type(exc).__name__})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        raise ProtocolError("message is not a map with a string 'type'")
+    return obj
+
+
+class MessageDecoder:
+    """Feed bytes, iterate messages of known types.
+
+    Messages of unknown types (a newer peer) are skipped and counted in :attr:`unknown`. In
+    resync mode (recordings) damaged frames and undecodable bodies are skipped and counted;
+    otherwise they raise :class:`ProtocolError`.
+    """
+
+    def __init__(self, *, resync: bool = False) -> None:
+        self.frames = FrameDecoder(resync=resync)
+        self._resync = resync
+        self.unknown = 0
+        self.undecodable = 0
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self.frames.feed(data)
+
+    def __iter__(self) -> Iterator[Message]:
+        try:
+            for body in self.frames:
+                msg = self._decode(body)
+                if msg is not None:
+                    yield msg
+        except FrameError as exc:
+            raise ProtocolError(str(exc)) from None
+
+    def finish(self) -> Iterator[Message]:
+        """At end of stream: every remaining complete message (see :meth:`FrameDecoder.finish`)."""
+        for body in self.frames.finish():
+            msg = self._decode(body)
+            if msg is not None:
+                yield msg
+
+    def _decode(self, body: bytes) -> Message | None:
+        try:
+            msg = decode_body(body)
+        except ProtocolError:
+            if not self._resync:
+                raise
+            self.undecodable += 1
+            return None
+        if msg["type"] not in KNOWN_TYPES:
+            self.unknown += 1
+            return None
+        return msg
+
+
+def check_hello(msg: Message, *, expect_role: str) -> None:
+    """Validate a peer's hello: right role, same protocol major version."""
+    if msg.get("type") != HELLO:
+        raise ProtocolError(f"expected a hello, got {msg.get('type')!r}")
+    proto = msg.get("proto")
+    if not (isinstance(proto, list) and len(proto) == 2 and all(isinstance(v, int) for v in proto)):
+        raise ProtocolError("hello without a valid protocol version")
+    if proto[0] != PROTOCOL_VERSION[0]:
+        ours = ".".join(map(str, PROTOCOL_VERSION))
+        raise ProtocolError(f"protocol version mismatch: peer speaks {proto[0]}.{proto[1]}, this iket-tui speaks {ours}")
+    if msg.get("role") != expect_role:
+        raise ProtocolError(f"peer is a {msg.get('role')!r}, expected an {expect_role!r}")
+    for key in ("pid", "start_time"):
+        if not isinstance(msg.get(key), int):
+            raise ProtocolError(f"hello without an integer {key!r}")

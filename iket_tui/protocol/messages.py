@@ -1,0 +1,257 @@
+"""The message schema shared by the agent, the socket, recordings and the UI.
+
+A message is a msgpack map with a ``type`` key. Constructors here build the plain dicts that
+go on the wire; readers treat any map as untrusted and validate the fields they use. The
+full schema, with every field, is documented in ``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+Message = dict[str, Any]
+
+PROTOCOL_VERSION: Final = (1, 0)
+
+# Session
+HELLO: Final = "hello"
+HEARTBEAT: Final = "heartbeat"
+SYNC: Final = "sync"  # end of the backlog a late client receives; live stream follows
+DROPPED: Final = "dropped"  # events this client lost since the last report
+BYE: Final = "bye"  # the target is exiting
+# Compiles and passes
+COMPILE_BEGIN: Final = "compile_begin"
+COMPILE_END: Final = "compile_end"
+PASS_CONTEXT_ENTER: Final = "pass_context_enter"
+PASS_CONTEXT_EXIT: Final = "pass_context_exit"
+PASS_START: Final = "pass_start"
+PASS_END: Final = "pass_end"
+PASS_INCOMPLETE: Final = "pass_incomplete"
+CALLBACK_MISMATCH: Final = "callback_mismatch"
+CODEGEN_BEGIN: Final = "codegen_begin"
+CODEGEN_END: Final = "codegen_end"
+# Recordings only
+RECORDING: Final = "recording"
+CHECKPOINT: Final = "checkpoint"
+END: Final = "end"
+
+PASS_EVENTS: Final = frozenset({PASS_START, PASS_END, PASS_INCOMPLETE})
+KNOWN_TYPES: Final = frozenset(
+    {
+        HELLO,
+        HEARTBEAT,
+        SYNC,
+        DROPPED,
+        BYE,
+        COMPILE_BEGIN,
+        COMPILE_END,
+        PASS_CONTEXT_ENTER,
+        PASS_CONTEXT_EXIT,
+        PASS_START,
+        PASS_END,
+        PASS_INCOMPLETE,
+        CALLBACK_MISMATCH,
+        CODEGEN_BEGIN,
+        CODEGEN_END,
+        RECORDING,
+        CHECKPOINT,
+        END,
+    }
+)
+
+# Capabilities an agent may announce in its hello.
+CAP_PASSES: Final = "passes"
+
+
+def hello(
+    *,
+    role: str,
+    pid: int,
+    start_time: int,
+    software_version: str,
+    capabilities: list[str],
+    argv: list[str] | None = None,
+    t_ns: int = 0,
+) -> Message:
+    """Both ends send one first. ``start_time`` is the process start time in clock ticks since
+    boot (``/proc/PID/stat`` field 22), which tells a reused pid from the original process."""
+    return {
+        "type": HELLO,
+        "proto": list(PROTOCOL_VERSION),
+        "role": role,
+        "pid": pid,
+        "start_time": start_time,
+        "version": software_version,
+        "caps": capabilities,
+        "argv": argv or [],
+        "t_ns": t_ns,
+    }
+
+
+def heartbeat(*, t_ns: int, produced: int, dropped: int, open_passes: int) -> Message:
+    """Sent about once a second: ``produced`` events so far in the target, ``dropped`` for this
+    client so far, passes open now."""
+    return {
+        "type": HEARTBEAT,
+        "t_ns": t_ns,
+        "produced": produced,
+        "dropped": dropped,
+        "open_passes": open_passes,
+    }
+
+
+def sync(*, t_ns: int, backlog: int, backlog_lost: int) -> Message:
+    """Ends the catch-up a client receives on connect: ``backlog`` events were replayed,
+    ``backlog_lost`` older ones no longer held (the open passes are always replayed)."""
+    return {"type": SYNC, "t_ns": t_ns, "backlog": backlog, "backlog_lost": backlog_lost}
+
+
+def dropped(*, t_ns: int, count: int, total: int) -> Message:
+    """This client's queue overflowed: ``count`` events lost since the last report."""
+    return {"type": DROPPED, "t_ns": t_ns, "count": count, "total": total}
+
+
+def bye(*, t_ns: int, produced: int, dropped: int, reason: str) -> Message:
+    return {"type": BYE, "t_ns": t_ns, "produced": produced, "dropped": dropped, "reason": reason}
+
+
+def compile_begin(*, compile: int, label: str, kernel: str | None, target: str | None, t_ns: int) -> Message:
+    return {
+        "type": COMPILE_BEGIN,
+        "compile": compile,
+        "label": label,
+        "kernel": kernel,
+        "target": target,
+        "t_ns": t_ns,
+    }
+
+
+def compile_end(
+    *,
+    compile: int,
+    label: str,
+    t_ns: int,
+    duration_ns: int,
+    ok: bool,
+    error: str | None = None,
+    error_type: str | None = None,
+    traceback: str | None = None,
+    stage: str | None = None,
+) -> Message:
+    """``error`` is ``"Type: message"``; ``stage`` is where it failed: ``"pass"`` or
+    ``"codegen"`` (or ``None`` when it succeeded or failed elsewhere)."""
+    return {
+        "type": COMPILE_END,
+        "compile": compile,
+        "label": label,
+        "t_ns": t_ns,
+        "duration_ns": duration_ns,
+        "ok": ok,
+        "error": error,
+        "error_type": error_type,
+        "traceback": traceback,
+        "stage": stage,
+    }
+
+
+def pass_context(kind: str, *, compile: int, context: int, t_ns: int) -> Message:
+    """``kind`` is :data:`PASS_CONTEXT_ENTER` or :data:`PASS_CONTEXT_EXIT`."""
+    return {"type": kind, "compile": compile, "context": context, "t_ns": t_ns}
+
+
+def pass_start(
+    *, compile: int, context: int, name: str, seq: int, depth: int, parent: int | None, phase: str | None, t_ns: int
+) -> Message:
+    return {
+        "type": PASS_START,
+        "compile": compile,
+        "context": context,
+        "name": name,
+        "seq": seq,
+        "depth": depth,
+        "parent": parent,
+        "phase": phase,
+        "t_ns": t_ns,
+    }
+
+
+def pass_end(
+    *,
+    compile: int,
+    context: int,
+    name: str,
+    seq: int,
+    depth: int,
+    parent: int | None,
+    phase: str | None,
+    t_ns: int,
+    duration_ns: int,
+) -> Message:
+    msg = pass_start(
+        compile=compile, context=context, name=name, seq=seq, depth=depth, parent=parent, phase=phase, t_ns=t_ns
+    )
+    msg["type"] = PASS_END
+    msg["duration_ns"] = duration_ns
+    return msg
+
+
+def pass_incomplete(
+    *,
+    compile: int,
+    context: int,
+    name: str,
+    seq: int,
+    depth: int,
+    parent: int | None,
+    phase: str | None,
+    t_ns: int,
+    error: str | None,
+) -> Message:
+    """A pass that started and never finished (its pass context exited on an exception)."""
+    msg = pass_start(
+        compile=compile, context=context, name=name, seq=seq, depth=depth, parent=parent, phase=phase, t_ns=t_ns
+    )
+    msg["type"] = PASS_INCOMPLETE
+    msg["error"] = error
+    return msg
+
+
+def callback_mismatch(*, compile: int, context: int, expected: str | None, got: str, t_ns: int) -> Message:
+    """The instrument saw a pass finish that is not the innermost open one."""
+    return {
+        "type": CALLBACK_MISMATCH,
+        "compile": compile,
+        "context": context,
+        "expected": expected,
+        "got": got,
+        "t_ns": t_ns,
+    }
+
+
+def codegen_begin(*, compile: int, t_ns: int) -> Message:
+    return {"type": CODEGEN_BEGIN, "compile": compile, "t_ns": t_ns}
+
+
+def codegen_end(*, compile: int, t_ns: int, duration_ns: int, ok: bool, error: str | None = None) -> Message:
+    return {"type": CODEGEN_END, "compile": compile, "t_ns": t_ns, "duration_ns": duration_ns, "ok": ok, "error": error}
+
+
+def recording(*, created_unix: float, software_version: str, source: str) -> Message:
+    """First frame of a recording, after the file magic."""
+    return {
+        "type": RECORDING,
+        "proto": list(PROTOCOL_VERSION),
+        "created_unix": created_unix,
+        "version": software_version,
+        "source": source,
+    }
+
+
+def checkpoint(*, messages: int, dropped: int, t_ns: int) -> Message:
+    """Periodic in a recording: messages written so far, drops seen so far."""
+    return {"type": CHECKPOINT, "messages": messages, "dropped": dropped, "t_ns": t_ns}
+
+
+def end(*, messages: int, dropped: int, t_ns: int, reason: str) -> Message:
+    """Last frame of a cleanly closed recording."""
+    return {"type": END, "messages": messages, "dropped": dropped, "t_ns": t_ns, "reason": reason}

@@ -1,0 +1,80 @@
+"""The recording file format: a magic header, then the socket's frames.
+
+A recording starts with :data:`MAGIC`, then a ``recording`` message, the stream exactly as
+it came off the socket with periodic ``checkpoint`` messages, and an ``end`` message when it
+was closed cleanly. A file cut off mid-write still yields every complete frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from iket_tui.protocol.codec import MessageDecoder, ProtocolError
+from iket_tui.protocol.messages import RECORDING, Message
+
+MAGIC = b"\x89IKETREC\r\n\x1a\n"
+
+
+class RecordingDecoder:
+    """Feed a recording's bytes from the start, iterate its messages.
+
+    After :meth:`finish`, :attr:`cut_at` is the byte offset where an incomplete tail begins
+    (``None`` if the file ends on a frame boundary), and :attr:`skipped_bytes` counts damaged
+    bytes skipped inside the file.
+    """
+
+    def __init__(self) -> None:
+        self._head = bytearray()
+        self._started = False
+        self._decoder = MessageDecoder(resync=True)
+        self.cut_at: int | None = None
+        self.saw_header = False
+
+    @property
+    def skipped_bytes(self) -> int:
+        return self._decoder.frames.skipped_bytes
+
+    @property
+    def undecodable(self) -> int:
+        return self._decoder.undecodable
+
+    @property
+    def unknown(self) -> int:
+        return self._decoder.unknown
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self._started:
+            self._decoder.feed(data)
+            return
+        self._head += data
+        if len(self._head) < len(MAGIC):
+            if not MAGIC.startswith(bytes(self._head)):
+                raise ProtocolError("not an iket-tui recording (bad magic)")
+            return
+        if not self._head.startswith(MAGIC):
+            raise ProtocolError("not an iket-tui recording (bad magic)")
+        self._started = True
+        self._decoder.feed(self._head[len(MAGIC) :])
+        self._head.clear()
+
+    def __iter__(self) -> Iterator[Message]:
+        if self._started:
+            for msg in self._decoder:
+                yield self._check(msg)
+
+    def finish(self) -> Iterator[Message]:
+        if not self._started:
+            if self._head:
+                raise ProtocolError("not an iket-tui recording (file shorter than its header)")
+            raise ProtocolError("empty file")
+        for msg in self._decoder.finish():
+            yield self._check(msg)
+        if self._decoder.frames.pending:
+            self.cut_at = len(MAGIC) + self._decoder.frames.consumed
+
+    def _check(self, msg: Message) -> Message:
+        if not self.saw_header:
+            if msg["type"] != RECORDING:
+                raise ProtocolError("recording does not begin with a 'recording' frame")
+            self.saw_header = True
+        return msg

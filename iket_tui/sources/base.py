@@ -1,0 +1,59 @@
+"""One interface for where the UI's events come from: a live socket or a recording."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol, runtime_checkable
+
+from iket_tui.protocol.messages import Message
+
+
+class SourceState(Enum):
+    CONNECTING = "connecting"
+    LIVE = "live"  # messages flowing (or a replay playing)
+    ENDED = "ended"  # the target said bye, the socket closed, or the recording ended
+    FAILED = "failed"  # an error ended the source; ``SourceBatch.error`` says what
+
+
+@dataclass(frozen=True)
+class SourceBatch:
+    """What a source produced since its last batch (about every 30 ms).
+
+    ``state`` is set when the source's state changed; ``error`` is a one-line message when
+    it failed; ``notes`` are one-line remarks for the user (a recording cut short, say).
+    """
+
+    messages: tuple[Message, ...] = ()
+    state: SourceState | None = None
+    error: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+class EventSource(Protocol):
+    """A blocking producer of batches, run on a worker thread; ``close`` may be called from any
+    thread and makes ``batches`` return soon."""
+
+    description: str
+
+    def batches(self) -> Iterator[SourceBatch]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class PlaybackControl(Protocol):
+    """What a replay offers beyond a live source; called from the app thread."""
+
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def speed(self) -> float: ...
+
+    def set_paused(self, paused: bool) -> None: ...
+
+    def step(self) -> None: ...
+
+    def set_speed(self, speed: float) -> None: ...
