@@ -21,6 +21,8 @@ class FrameError(Exception):
 
 def encode_frame(body: bytes) -> bytes:
     """Wrap one message body in a frame."""
+    if not body:
+        raise FrameError("a frame body cannot be empty")
     if len(body) > MAX_FRAME_BODY:
         raise FrameError(f"frame body of {len(body)} bytes exceeds the {MAX_FRAME_BODY} byte limit")
     return HEADER.pack(len(body), zlib.crc32(body)) + body
@@ -67,6 +69,9 @@ class FrameDecoder:
             length, crc = HEADER.unpack_from(buf, pos)
             if length > self._max_body:
                 self._reject(f"frame length {length} exceeds the {self._max_body} byte limit")
+                continue
+            if length == 0:
+                self._reject("empty frame")
                 continue
             end = pos + HEADER_SIZE + length
             if end > len(buf):
