@@ -8,6 +8,7 @@ process, without connecting.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
@@ -108,10 +109,8 @@ def list_endpoints(*, clean_stale: bool = True) -> list[AgentEndpoint]:
         if endpoint.alive:
             found.append(endpoint)
         elif clean_stale:
-            try:
+            with contextlib.suppress(OSError):
                 path.unlink()
-            except OSError:
-                pass
     return sorted(found, key=lambda e: e.pid)
 
 
@@ -140,7 +139,7 @@ def peer_uid(sock: socket.socket) -> int:
     """The uid of the process at the other end of a connected Unix socket (``SO_PEERCRED``)."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid
+    return int(uid)
 
 
 def check_peer(sock: socket.socket) -> None:

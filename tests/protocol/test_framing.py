@@ -35,7 +35,7 @@ def test_messages_survive_any_chunking() -> None:
 def test_strict_decoder_rejects_garbage_before_decoding() -> None:
     decoder = MessageDecoder()
     decoder.feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-    with pytest.raises(ProtocolError, match="exceeds|checksum"):
+    with pytest.raises(ProtocolError, match=r"exceeds|checksum"):
         list(decoder)
 
 
@@ -110,7 +110,9 @@ def test_hello_version_check_names_both_versions() -> None:
     with pytest.raises(ProtocolError, match=r"peer speaks 2\.0, this iket-tui speaks 1\.0"):
         check_hello(hello, expect_role="agent")
     with pytest.raises(ProtocolError, match="expected an 'agent'"):
-        check_hello(m.hello(role="client", pid=1, start_time=2, software_version="9", capabilities=[]), expect_role="agent")
+        check_hello(
+            m.hello(role="client", pid=1, start_time=2, software_version="9", capabilities=[]), expect_role="agent"
+        )
 
 
 @given(st.binary(max_size=512))
