@@ -97,7 +97,9 @@ def check_hello(msg: Message, *, expect_role: str) -> None:
         raise ProtocolError("hello without a valid protocol version")
     if proto[0] != PROTOCOL_VERSION[0]:
         ours = ".".join(map(str, PROTOCOL_VERSION))
-        raise ProtocolError(f"protocol version mismatch: peer speaks {proto[0]}.{proto[1]}, this iket-tui speaks {ours}")
+        raise ProtocolError(
+            f"protocol version mismatch: peer speaks {proto[0]}.{proto[1]}, this iket-tui speaks {ours}"
+        )
     if msg.get("role") != expect_role:
         raise ProtocolError(f"peer is a {msg.get('role')!r}, expected an {expect_role!r}")
     for key in ("pid", "start_time"):
