@@ -19,6 +19,7 @@ HEARTBEAT: Final = "heartbeat"
 SYNC: Final = "sync"  # end of the backlog a late client receives; live stream follows
 DROPPED: Final = "dropped"  # events this client lost since the last report
 BYE: Final = "bye"  # the target is exiting
+BATCH: Final = "batch"  # several messages in one frame, in order; readers flatten it
 # Compiles and passes
 COMPILE_BEGIN: Final = "compile_begin"
 COMPILE_END: Final = "compile_end"
@@ -43,6 +44,7 @@ KNOWN_TYPES: Final = frozenset(
         SYNC,
         DROPPED,
         BYE,
+        BATCH,
         COMPILE_BEGIN,
         COMPILE_END,
         PASS_CONTEXT_ENTER,

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, encode_message
+from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, encode_batch, encode_message
 from iket_tui.protocol.frames import HEADER, FrameDecoder, FrameError, encode_frame
 
 
@@ -122,3 +122,55 @@ def test_arbitrary_bytes_never_crash_a_resyncing_reader(data: bytes) -> None:
     list(decoder)
     list(decoder.finish())
     assert decoder.frames.consumed + decoder.frames.pending == len(data)
+
+
+def test_batches_are_flattened_in_order() -> None:
+    events = _pass_events(5)
+    stream = encode_batch(events[:3]) + encode_message(events[3]) + encode_batch(events[4:])
+    decoder = MessageDecoder()
+    decoder.feed(stream)
+    assert list(decoder) == events
+    again = MessageDecoder()
+    again.feed(stream)
+    assert again.drain() == events
+
+
+def test_a_batch_holding_junk_is_refused_or_skipped() -> None:
+    good = _pass_events(1)[0]
+    body = msgpack.packb({"type": "batch", "messages": [good, 7, {"type": "from_the_future"}]})
+    strict = MessageDecoder()
+    strict.feed(encode_frame(body))
+    with pytest.raises(ProtocolError, match="not a message"):
+        strict.drain()
+    lenient = MessageDecoder(resync=True)
+    lenient.feed(encode_frame(body))
+    assert lenient.drain() == [good]
+    assert (lenient.undecodable, lenient.unknown) == (1, 1)
+
+
+@given(st.lists(st.sampled_from(["frame", "garbage", "damaged", "batch", "future"]), max_size=12))
+def test_drain_and_iteration_agree_on_any_stream(parts: list[str]) -> None:
+    events = iter(_pass_events(40))
+    stream = b""
+    for part in parts:
+        if part == "frame":
+            stream += encode_message(next(events))
+        elif part == "garbage":
+            stream += b"\x00\x00\x00\x05junk!"
+        elif part == "damaged":
+            frame = bytearray(encode_message(next(events)))
+            frame[-2] ^= 1
+            stream += bytes(frame)
+        elif part == "batch":
+            stream += encode_batch([next(events), next(events)])
+        else:
+            stream += encode_frame(msgpack.packb({"type": "from_the_future"}))
+    one, two = MessageDecoder(resync=True), MessageDecoder(resync=True)
+    one.feed(stream)
+    two.feed(stream)
+    assert [*one, *one.finish()] == [*two.drain(), *two.finish()]
+    assert (one.unknown, one.undecodable, one.frames.skipped_bytes) == (
+        two.unknown,
+        two.undecodable,
+        two.frames.skipped_bytes,
+    )
