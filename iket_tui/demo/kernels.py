@@ -1,0 +1,359 @@
+# mypy: disable-error-code="valid-type, untyped-decorator"
+"""Real TileLang kernels for the demo, the tests and the benchmarks, by name.
+
+Every kernel is lowered for Hopper (``sm_90a``) through TileLang's real pass pipeline, so the
+agent sees the same passes a user's compile produces. No GPU is needed: ``lower`` stops at the
+generated CUDA source, ``compile`` also runs nvcc. The kernel cache is turned off before each
+compile, because a cached kernel runs no pass at all.
+
+The registry holds good kernels and three on purpose unusual ones:
+
+- ``layout_conflict`` adds a transposed fragment to another after two ``T.gemm``; TileLang
+  rejects it in ``tl.LayoutInference`` with ``tvm.error.InternalError: Layout infer conflict``.
+- ``nvcc_error`` calls a device function that no header declares; every pass succeeds and
+  nvcc rejects the generated source, so ``compile`` fails in codegen with nvcc's own error text
+  (``lower`` runs no nvcc and succeeds).
+- ``slow_gemm`` is the GEMM compiled while one pass, ``tl.InjectSoftwarePipeline``, takes
+  ``slow_seconds`` longer (see ``slowed_pass``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import tilelang
+import tilelang.language as T
+import tilelang.transform
+from tilelang import tvm
+from tilelang.instrumentation import compile_pass_instrumentation, create_pass_instruments
+
+TARGET: Mapping[str, str] = MappingProxyType({"kind": "cuda", "arch": "sm_90a"})
+"""The target every demo kernel is lowered for: Hopper, named explicitly so no GPU is probed."""
+
+SLOWED_PASS = "tl.InjectSoftwarePipeline"
+"""The pass that ``slow_gemm`` slows down."""
+
+LAYOUT_CONFLICT_PASS = "tl.LayoutInference"
+"""The pass in which ``layout_conflict`` fails."""
+
+DEFAULT_SLOW_SECONDS = 4.0
+"""How much longer ``SLOWED_PASS`` takes for ``slow_gemm`` unless told otherwise."""
+
+PrimFunc = Any
+"""A TileLang ``T.prim_func`` (TileLang ships no type information)."""
+
+
+class UnknownKernelError(ValueError):
+    """A kernel name that is not in the registry; the message lists the known names."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown demo kernel {name!r}; known: {', '.join(KERNELS)}")
+        self.name = name
+
+
+@dataclass(frozen=True)
+class DemoKernel:
+    """One named kernel: how to build it and what its compile is expected to do."""
+
+    name: str
+    summary: str
+    build: Callable[[], PrimFunc]
+    fails_in: str | None = None
+    """The pass (or ``"nvcc"``) where ``compile`` fails, None when it succeeds."""
+    slowed_pass: str | None = None
+    """The pass that takes ``slow_seconds`` longer while this kernel compiles."""
+
+
+def gemm(
+    m: int = 1024, n: int = 1024, k: int = 1024, block_m: int = 128, block_n: int = 128, block_k: int = 32
+) -> PrimFunc:
+    """C = A @ B in fp16 with fp32 accumulation, tiled for shared memory, 3-stage pipelined."""
+
+    @T.prim_func
+    def gemm(
+        A: T.Tensor((m, k), T.float16),
+        B: T.Tensor((k, n), T.float16),
+        C: T.Tensor((m, n), T.float16),
+    ) -> None:
+        with T.Kernel(T.ceildiv(n, block_n), T.ceildiv(m, block_m), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_m, block_k), T.float16)
+            B_shared = T.alloc_shared((block_k, block_n), T.float16)
+            C_local = T.alloc_fragment((block_m, block_n), T.float32)
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(k, block_k), num_stages=3):
+                T.copy(A[by * block_m, ko * block_k], A_shared)
+                T.copy(B[ko * block_k, bx * block_n], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_m, bx * block_n])
+
+    return gemm
+
+
+def gemm_relu(m: int = 1024, n: int = 1024, k: int = 1024, block: int = 128, block_k: int = 32) -> PrimFunc:
+    """C = relu(A @ B + bias): a GEMM with a fused bias and ReLU epilogue on the accumulator."""
+
+    @T.prim_func
+    def gemm_relu(
+        A: T.Tensor((m, k), T.float16),
+        B: T.Tensor((k, n), T.float16),
+        bias: T.Tensor((n,), T.float16),
+        C: T.Tensor((m, n), T.float16),
+    ) -> None:
+        with T.Kernel(T.ceildiv(n, block), T.ceildiv(m, block), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block, block_k), T.float16)
+            B_shared = T.alloc_shared((block_k, block), T.float16)
+            C_local = T.alloc_fragment((block, block), T.float32)
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(k, block_k), num_stages=3):
+                T.copy(A[by * block, ko * block_k], A_shared)
+                T.copy(B[ko * block_k, bx * block], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            for i, j in T.Parallel(block, block):
+                C_local[i, j] = T.max(C_local[i, j] + bias[bx * block + j], 0)
+            T.copy(C_local, C[by * block, bx * block])
+
+    return gemm_relu
+
+
+def vector_add(m: int = 1024, n: int = 1024, block: int = 128) -> PrimFunc:
+    """C = A + B, elementwise in fp16."""
+
+    @T.prim_func
+    def vector_add(
+        A: T.Tensor((m, n), T.float16),
+        B: T.Tensor((m, n), T.float16),
+        C: T.Tensor((m, n), T.float16),
+    ) -> None:
+        with T.Kernel(T.ceildiv(n, block), T.ceildiv(m, block), threads=128) as (bx, by):
+            for i, j in T.Parallel(block, block):
+                C[by * block + i, bx * block + j] = (
+                    A[by * block + i, bx * block + j] + B[by * block + i, bx * block + j]
+                )
+
+    return vector_add
+
+
+def softmax(m: int = 1024, n: int = 1024, block_m: int = 8) -> PrimFunc:
+    """Row-wise softmax of an fp16 matrix, with the max and sum reductions in fp32 fragments."""
+
+    @T.prim_func
+    def softmax(
+        X: T.Tensor((m, n), T.float16),
+        Y: T.Tensor((m, n), T.float16),
+    ) -> None:
+        with T.Kernel(T.ceildiv(m, block_m), threads=128) as bx:
+            x_shared = T.alloc_shared((block_m, n), T.float16)
+            x_local = T.alloc_fragment((block_m, n), T.float32)
+            row_max = T.alloc_fragment((block_m,), T.float32)
+            row_sum = T.alloc_fragment((block_m,), T.float32)
+            T.copy(X[bx * block_m, 0], x_shared)
+            T.copy(x_shared, x_local)
+            T.reduce_max(x_local, row_max, dim=1)
+            for i, j in T.Parallel(block_m, n):
+                x_local[i, j] = T.exp(x_local[i, j] - row_max[i])
+            T.reduce_sum(x_local, row_sum, dim=1)
+            for i, j in T.Parallel(block_m, n):
+                x_local[i, j] = x_local[i, j] / row_sum[i]
+            T.copy(x_local, Y[bx * block_m, 0])
+
+    return softmax
+
+
+def layout_conflict(size: int = 256, block: int = 64) -> PrimFunc:
+    """Two GEMMs whose accumulators are added with one transposed: no fragment layout fits both."""
+
+    @T.prim_func
+    def layout_conflict(
+        A: T.Tensor((size, size), T.float16),
+        B: T.Tensor((size, size), T.float16),
+        C: T.Tensor((size, size), T.float16),
+    ) -> None:
+        with T.Kernel(T.ceildiv(size, block), T.ceildiv(size, block), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block, block), T.float16)
+            B_shared = T.alloc_shared((block, block), T.float16)
+            C_local = T.alloc_fragment((block, block), T.float32)
+            D_local = T.alloc_fragment((block, block), T.float32)
+            T.copy(A[by * block, 0], A_shared)
+            T.copy(B[0, bx * block], B_shared)
+            T.gemm(A_shared, B_shared, C_local, clear_accum=True)
+            T.gemm(B_shared, A_shared, D_local, clear_accum=True)
+            for i, j in T.Parallel(block, block):
+                C_local[i, j] = C_local[i, j] + D_local[j, i]
+            T.copy(C_local, C[by * block, bx * block])
+
+    return layout_conflict
+
+
+MISSING_DEVICE_FUNCTION = "iket_demo_missing_device_function"
+"""The device function ``nvcc_error`` calls and no header declares."""
+
+
+def nvcc_error(m: int = 1024, n: int = 1024, block: int = 128) -> PrimFunc:
+    """An elementwise kernel that calls an undeclared device function: only nvcc can tell."""
+
+    @T.prim_func
+    def nvcc_error(
+        A: T.Tensor((m, n), T.float16),
+        C: T.Tensor((m, n), T.float16),
+    ) -> None:
+        with T.Kernel(T.ceildiv(n, block), T.ceildiv(m, block), threads=128) as (bx, by):
+            for i, j in T.Parallel(block, block):
+                C[by * block + i, bx * block + j] = T.call_extern(
+                    T.float16, MISSING_DEVICE_FUNCTION, A[by * block + i, bx * block + j]
+                )
+
+    return nvcc_error
+
+
+def _named(name: str, build: Callable[[], PrimFunc]) -> Callable[[], PrimFunc]:
+    """A builder whose kernel carries ``name`` as its symbol, so compile labels show it."""
+
+    def build_named() -> PrimFunc:
+        return build().with_attr("global_symbol", name)
+
+    return build_named
+
+
+KERNELS: Mapping[str, DemoKernel] = MappingProxyType(
+    {
+        kernel.name: kernel
+        for kernel in (
+            DemoKernel("vector_add", "fp16 elementwise add, 1024x1024", vector_add),
+            DemoKernel("gemm", "fp16 GEMM 1024^3, 128x128x32 tiles, 3 stages", gemm),
+            DemoKernel("softmax", "fp16 row softmax, 1024x1024, fp32 reductions", softmax),
+            DemoKernel("gemm_relu", "fp16 GEMM 1024^3 with fused bias and ReLU", gemm_relu),
+            DemoKernel(
+                "slow_gemm",
+                f"the GEMM with {SLOWED_PASS} slowed down",
+                _named("slow_gemm", gemm),
+                slowed_pass=SLOWED_PASS,
+            ),
+            DemoKernel(
+                "layout_conflict",
+                "two GEMM results added with one transposed",
+                layout_conflict,
+                fails_in=LAYOUT_CONFLICT_PASS,
+            ),
+            DemoKernel(
+                "nvcc_error",
+                f"calls the undeclared device function {MISSING_DEVICE_FUNCTION}",
+                nvcc_error,
+                fails_in="nvcc",
+            ),
+        )
+    }
+)
+"""Every demo kernel by name, in the order a demo shows them."""
+
+
+def kernel(name: str) -> DemoKernel:
+    """The registry entry for ``name``; raises ``UnknownKernelError`` for any other name."""
+    try:
+        return KERNELS[name]
+    except KeyError:
+        raise UnknownKernelError(name) from None
+
+
+def build(name: str) -> PrimFunc:
+    """A fresh ``T.prim_func`` of the named kernel."""
+    return kernel(name).build()
+
+
+def lower(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS) -> str:
+    """Run TileLang's full pass pipeline and CUDA codegen on the named kernel, without nvcc.
+
+    Returns the generated CUDA source. The compile is labelled
+    ``stage=lower, kernel=<name>, target=sm_90a`` for pass instrumentation tools, as
+    ``tilelang.compile`` labels its own. A failing pass raises TileLang's own exception.
+    """
+    entry = kernel(name)
+    func = entry.build()
+    tilelang.disable_cache()
+    target = tvm.target.Target(dict(TARGET))
+    label = f"stage=lower, kernel={name}, target={TARGET['arch']}"
+    with (
+        _slowed_if(entry, slow_seconds),
+        compile_pass_instrumentation(name=name),
+        tvm.transform.PassContext(opt_level=3, instruments=create_pass_instruments(context=label)),
+        target,
+    ):
+        artifact = tilelang.lower(func, target=target, enable_device_compile=False)
+    return str(artifact.kernel_source)
+
+
+def compile(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS) -> str:
+    """Compile the named kernel as a user would, with ``tilelang.compile``: passes, codegen, nvcc.
+
+    Returns the CUDA source nvcc accepted. A failing pass raises TileLang's own exception; nvcc
+    rejecting the source raises ``RuntimeError`` holding the source and nvcc's error text.
+    Loading the result onto a GPU is left out, so this works on a machine without one.
+    """
+    entry = kernel(name)
+    func = entry.build()
+    tilelang.disable_cache()
+    with _slowed_if(entry, slow_seconds):
+        compiled = tilelang.compile(func, target=dict(TARGET))
+    return str(compiled.get_kernel_source())
+
+
+def _slowed_if(entry: DemoKernel, seconds: float) -> AbstractContextManager[None]:
+    """``slowed_pass`` for a kernel that has one, else nothing."""
+    return nullcontext() if entry.slowed_pass is None else slowed_pass(entry.slowed_pass, seconds)
+
+
+@contextmanager
+def slowed_pass(pass_name: str, seconds: float) -> Iterator[None]:
+    """Make the TileLang pass ``pass_name`` (e.g. ``"tl.InjectSoftwarePipeline"``) take ``seconds`` longer.
+
+    Inside the block, ``tilelang.transform``'s factory for that pass makes a pass with the same
+    name that sleeps, then does the real pass's work, so every instrumentation tool sees one
+    pass of that name, ``seconds`` slower, at its usual place. Every run of that pass is slowed,
+    in every compile of the process meanwhile, so keep other threads from compiling. The factory
+    is restored on exit, also when the compile fails.
+    """
+    attribute = pass_name.removeprefix("tl.")
+    original: Callable[..., Any] | None = getattr(tilelang.transform, attribute, None)
+    if original is None or pass_name != f"tl.{attribute}":
+        raise ValueError(f"{pass_name!r} is not a pass of tilelang.transform")
+
+    def make_slowed(*args: Any, **kwargs: Any) -> Any:
+        real = original(*args, **kwargs)
+
+        def run(mod: Any, context: Any) -> Any:
+            time.sleep(seconds)
+            with _uninstrumented(context):
+                return real(mod)
+
+        return tvm.transform.module_pass(run, opt_level=0, name=str(real.info.name))
+
+    setattr(tilelang.transform, attribute, make_slowed)
+    try:
+        yield
+    finally:
+        setattr(tilelang.transform, attribute, original)
+
+
+def _uninstrumented(context: Any) -> Any:
+    """A pass context like ``context`` but with no instruments, so the real pass reports nothing twice."""
+    return tvm.transform.PassContext(
+        opt_level=context.opt_level,
+        required_pass=list(context.required_pass),
+        disabled_pass=list(context.disabled_pass),
+        config=dict(context.config),
+    )
+
+
+def nvcc_available() -> bool:
+    """Whether TileLang finds nvcc, so that ``compile`` can run; ``lower`` never needs it."""
+    from tilelang.contrib.nvcc import get_nvcc_compiler
+
+    try:
+        return os.path.isfile(get_nvcc_compiler())
+    except Exception:
+        return False
