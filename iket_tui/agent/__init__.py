@@ -1,0 +1,11 @@
+"""The iket-tui agent: runs inside the watched process and serves its compiler events to clients.
+
+Start it with :func:`start` in code, with ``IKET_TUI=1`` in the environment at interpreter
+start (see :mod:`iket_tui.agent.autostart`), or with ``iket-tui run -- CMD``. It never imports
+TileLang: it begins watching TileLang compiles when the program imports TileLang.
+"""
+
+from iket_tui.agent.lifecycle import Agent, current, start, stop
+from iket_tui.agent.registry import ClientStats
+
+__all__ = ["Agent", "ClientStats", "current", "start", "stop"]

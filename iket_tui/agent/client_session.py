@@ -1,0 +1,198 @@
+"""One connected client, on its own thread: handshake, catch-up, live stream, heartbeats, goodbye.
+
+Everything that can wait on the client happens here: encoding, writing to the socket, a
+client that reads slowly or not at all. The compiler only ever touches this client's bounded
+queue (:class:`iket_tui.agent.registry.ClientQueue`). A peer that is not an iket-tui client
+of this user, or that disappears, is closed and forgotten; the target never notices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from iket_tui.agent.registry import CatchUp, ClientQueue, Registry
+from iket_tui.endpoints import check_peer
+from iket_tui.protocol import messages as m
+from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, encode_batch, encode_message
+from iket_tui.protocol.messages import Message
+
+BATCH: Final = 512
+MAX_HELLO_BYTES: Final = 64 * 1024
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """How every client of one agent is served."""
+
+    hello: Message
+    queue: int
+    heartbeat_s: float
+    handshake_timeout_s: float
+    send_buffer: int | None
+
+
+class ClientSession:
+    """Serves one accepted connection until the client leaves or the agent closes."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        registry: Registry,
+        settings: SessionSettings,
+        on_synced: Callable[[], None],
+    ) -> None:
+        self._sock = sock
+        self._registry = registry
+        self._settings = settings
+        self._on_synced = on_synced
+        self._closing = threading.Event()
+        self._bye_reason = "exit"
+        self._queue: ClientQueue | None = None
+        self.thread = threading.Thread(target=self._run, name="iket-tui client", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self, reason: str) -> None:
+        """Flush what this client's queue holds, say goodbye, and hang up."""
+        self._bye_reason = reason
+        self._closing.set()
+        queue = self._queue
+        if queue is not None:
+            queue.wake.set()
+
+    def abort(self) -> None:
+        """Hang up at once, even in the middle of a write to a client that stopped reading."""
+        self._closing.set()
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+
+    def _run(self) -> None:
+        try:
+            self._handshake()
+        except Exception:  # another user, not our protocol, gone, or too slow: nothing to serve
+            self._hang_up()
+            return
+        queue, catch_up = self._registry.attach(self._settings.queue)
+        self._queue = queue
+        if self._closing.is_set():
+            queue.wake.set()
+        try:
+            self._stream(queue, catch_up)
+        except OSError:
+            pass
+        except Exception:
+            self._registry.observer_errors += 1
+        finally:
+            self._registry.detach(queue)
+            self._hang_up()
+
+    def _handshake(self) -> None:
+        sock = self._sock
+        sock.settimeout(self._settings.handshake_timeout_s)
+        check_peer(sock)
+        if self._settings.send_buffer is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._settings.send_buffer)
+        self._send(encode_message({**self._settings.hello, "t_ns": time.monotonic_ns()}))
+        decoder = MessageDecoder()
+        received = 0
+        while True:
+            data = sock.recv(4096)
+            if not data:
+                raise ConnectionError("the peer left during the handshake")
+            received += len(data)
+            decoder.feed(data)
+            for msg in decoder:
+                check_hello(msg, expect_role="client")
+                sock.settimeout(None)
+                return
+            if received > MAX_HELLO_BYTES:
+                raise ProtocolError(f"no hello in the first {MAX_HELLO_BYTES} bytes")
+
+    def _stream(self, queue: ClientQueue, catch_up: CatchUp) -> None:
+        for start in range(0, len(catch_up.messages), BATCH):
+            self._send_messages(catch_up.messages[start : start + BATCH])
+        self._send_messages(
+            [m.sync(t_ns=time.monotonic_ns(), backlog=catch_up.backlog, backlog_lost=catch_up.backlog_lost)]
+        )
+        self._on_synced()
+        heartbeat_ns = int(self._settings.heartbeat_s * 1e9)
+        next_beat = time.monotonic_ns() + heartbeat_ns
+        reported_drops = 0
+        while True:
+            queue.wake.clear()
+            closing = self._closing.is_set()
+            if closing:
+                self._registry.detach(queue)
+            batch = queue.take(BATCH)
+            if batch:
+                self._send_messages(batch)
+                queue.mark_delivered()
+            reported_drops = self._report_drops(queue, reported_drops)
+            if closing and not batch:
+                self._say_bye(queue)
+                return
+            now = time.monotonic_ns()
+            if now >= next_beat:
+                self._beat(queue, now)
+                next_beat = now + heartbeat_ns
+            if not batch:
+                queue.wake.wait(max(0.0, (next_beat - now) / 1e9))
+
+    def _report_drops(self, queue: ClientQueue, reported: int) -> int:
+        """Tell the client what it lost since the last report; returns the total now reported."""
+        dropped = queue.dropped
+        if dropped != reported:
+            self._send_messages([m.dropped(t_ns=time.monotonic_ns(), count=dropped - reported, total=dropped)])
+        return dropped
+
+    def _beat(self, queue: ClientQueue, now: int) -> None:
+        beat = m.heartbeat(
+            t_ns=now, produced=queue.produced, dropped=queue.dropped, open_passes=self._registry.open_passes
+        )
+        self._send_messages([beat])
+
+    def _say_bye(self, queue: ClientQueue) -> None:
+        bye = m.bye(t_ns=time.monotonic_ns(), produced=queue.produced, dropped=queue.dropped, reason=self._bye_reason)
+        self._send_messages([bye])
+
+    def _send_messages(self, batch: list[Message]) -> None:
+        self._send(_encode(batch, self._registry))
+
+    def _send(self, data: bytes) -> None:
+        """Write everything, without SIGPIPE even where the program restored its default action."""
+        view = memoryview(data)
+        while view:
+            sent = self._sock.send(view, socket.MSG_NOSIGNAL)
+            view = view[sent:]
+
+    def _hang_up(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+def _encode(batch: list[Message], registry: Registry) -> bytes:
+    """Messages as one ``batch`` frame; as a frame each when together they exceed a frame's limit.
+
+    A message that cannot be encoded at all (too large, or holding something msgpack does not
+    know) is left out and counted in the registry's ``observer_errors``.
+    """
+    try:
+        return encode_batch(batch)
+    except Exception:
+        pass
+    frames = []
+    for msg in batch:
+        try:
+            frames.append(encode_message(msg))
+        except Exception:
+            registry.observer_errors += 1
+    return b"".join(frames)

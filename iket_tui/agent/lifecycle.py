@@ -1,0 +1,119 @@
+"""Starting and stopping the agent of this process: its socket server and its TileLang watcher."""
+
+from __future__ import annotations
+
+import atexit
+import os
+from pathlib import Path
+
+from iket_tui.agent.registry import DEFAULT_BACKLOG, DEFAULT_QUEUE, ClientStats, Registry, registry
+from iket_tui.agent.server import DEFAULT_EXIT_FLUSH_S, DEFAULT_HEARTBEAT_S, AgentServer
+from iket_tui.agent.tilelang_hook import TileLangHook
+
+
+class Agent:
+    """The agent running in this process."""
+
+    def __init__(self, registry: Registry, server: AgentServer, hook: TileLangHook, exit_flush_s: float) -> None:
+        self.registry = registry
+        self._server = server
+        self._hook = hook
+        self._exit_flush_s = exit_flush_s
+        self.pid = server.pid
+
+    @property
+    def socket_path(self) -> Path:
+        """The Unix socket clients connect to."""
+        return self._server.path
+
+    @property
+    def produced(self) -> int:
+        """Events produced in this process so far."""
+        return self.registry.produced
+
+    @property
+    def clients(self) -> int:
+        """Clients connected now."""
+        return self._server.clients
+
+    @property
+    def watching_tilelang(self) -> bool:
+        """Whether TileLang has been imported and its compiles are watched."""
+        return self._hook.registered
+
+    def wait_for_client(self, timeout: float | None) -> bool:
+        """Block until a client has received its catch-up (so it misses nothing); ``False`` on timeout."""
+        return self._server.wait_for_client(timeout)
+
+    def client_stats(self) -> list[ClientStats]:
+        """Exact counters of every connected client, in the order they attached."""
+        return self.registry.client_stats()
+
+    def stop(self, *, reason: str = "stopped") -> None:
+        """Stop watching compiles, flush and say goodbye to every client, remove the socket."""
+        with self.registry.agent_lock:
+            if self.registry.agent is self:
+                self.registry.agent = None
+        atexit.unregister(self._at_exit)
+        self._hook.remove()
+        self._server.close(reason=reason, flush_s=self._exit_flush_s)
+
+    def _at_exit(self) -> None:
+        self._server.close(reason="exit", flush_s=self._exit_flush_s)
+
+
+def start(
+    *,
+    backlog: int = DEFAULT_BACKLOG,
+    queue: int = DEFAULT_QUEUE,
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+    wait_for_client_s: float | None = None,
+    exit_flush_s: float = DEFAULT_EXIT_FLUSH_S,
+    send_buffer: int | None = None,
+) -> Agent:
+    """Start the agent of this process, or return the one already running.
+
+    ``backlog`` events are kept for clients that attach later; each client's queue holds up to
+    ``queue`` events before further ones are dropped and counted. With ``wait_for_client_s``
+    this blocks until a first client has received its catch-up, for at most that many
+    seconds, so that it misses nothing of what follows. ``exit_flush_s`` bounds the wait for
+    clients to receive what they are owed when the process exits. ``send_buffer`` sets the
+    kernel send buffer of each client socket in bytes (the system default when ``None``).
+    """
+    if backlog < 0:
+        raise ValueError(f"backlog must be at least 0, got {backlog}")
+    if queue < 1:
+        raise ValueError(f"queue must be at least 1, got {queue}")
+    if heartbeat_s <= 0:
+        raise ValueError(f"heartbeat_s must be positive, got {heartbeat_s}")
+    with registry.agent_lock:
+        agent = registry.agent
+        if agent is None or agent.pid != os.getpid():
+            registry.configure(backlog=backlog)
+            server = AgentServer(registry, queue=queue, heartbeat_s=heartbeat_s, send_buffer=send_buffer)
+            server.start()
+            hook = TileLangHook(registry)
+            try:
+                hook.install()
+            except BaseException:
+                server.close(reason="error", flush_s=0.0)
+                raise
+            agent = Agent(registry, server, hook, exit_flush_s)
+            atexit.register(agent._at_exit)
+            registry.agent = agent
+    if wait_for_client_s is not None:
+        agent.wait_for_client(wait_for_client_s)
+    return agent
+
+
+def stop() -> None:
+    """Stop the agent of this process, if one runs."""
+    agent = current()
+    if agent is not None:
+        agent.stop()
+
+
+def current() -> Agent | None:
+    """The agent running in this process, if any."""
+    agent = registry.agent
+    return agent if agent is not None and agent.pid == os.getpid() else None

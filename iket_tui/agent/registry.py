@@ -1,0 +1,240 @@
+"""The agent's single registry: what the target produced, what is still open, and who is listening.
+
+Observers on compiler threads call :meth:`Registry.emit`. It never waits on a client: each
+message goes into a bounded backlog (for clients that attach later) and into every client's
+bounded queue, or is dropped and counted for that client when its queue is full. The
+registry also keeps every compile, pass context, codegen and pass that is still open, so a
+client that attaches late always sees the passes running right now, even when the backlog
+no longer holds their start.
+
+Accounting is exact: for every client, the events produced while it was attached equal the
+events delivered to its socket, plus those dropped, plus those still queued.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from iket_tui.protocol import messages as m
+from iket_tui.protocol.messages import Message
+
+if TYPE_CHECKING:
+    from iket_tui.agent.lifecycle import Agent
+
+DEFAULT_BACKLOG: Final = 10_000
+DEFAULT_QUEUE: Final = 10_000
+
+_OpenKey = tuple[str, int, int]
+
+
+@dataclass(frozen=True)
+class ClientStats:
+    """One client's share of the stream: ``produced == delivered + dropped + queued``."""
+
+    produced: int
+    delivered: int
+    dropped: int
+    queued: int
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """What a client receives on attach, before the live stream.
+
+    ``messages`` holds the open compiles, contexts and passes older than the backlog, then the
+    backlog in order. ``backlog_lost`` events were produced before the backlog's oldest one.
+    """
+
+    messages: list[Message]
+    backlog: int
+    backlog_lost: int
+
+    @property
+    def produced_before(self) -> int:
+        """Events the target produced before this client attached."""
+        return self.backlog + self.backlog_lost
+
+
+class ClientQueue:
+    """One client's bounded queue of messages waiting for its sender thread.
+
+    :meth:`offer` runs on the emitting thread with the registry lock held; :meth:`take` and
+    :meth:`mark_delivered` run on the client's sender thread. Neither side ever waits for the
+    other: the deque's append and popleft are atomic, and the small lock here only keeps the
+    sender's bookkeeping consistent for :meth:`Registry.client_stats`.
+    """
+
+    def __init__(self, limit: int, produced_before: int) -> None:
+        self.limit = limit
+        self.produced_before = produced_before
+        self.wake = threading.Event()
+        self.offered = 0
+        self.dropped = 0
+        self.delivered = 0
+        self._items: deque[Message] = deque()
+        self._in_flight = 0
+        self._lock = threading.Lock()
+
+    def offer(self, msg: Message) -> None:
+        self.offered += 1
+        if len(self._items) >= self.limit:
+            self.dropped += 1
+            return
+        self._items.append(msg)
+        if not self.wake.is_set():
+            self.wake.set()
+
+    def take(self, limit: int) -> list[Message]:
+        """Up to ``limit`` queued messages, oldest first; they count as in flight until delivered."""
+        with self._lock:
+            items = self._items
+            batch = [items.popleft() for _ in range(min(limit, len(items)))]
+            self._in_flight = len(batch)
+        return batch
+
+    def mark_delivered(self) -> None:
+        """The batch last taken is now written to the socket."""
+        with self._lock:
+            self.delivered += self._in_flight
+            self._in_flight = 0
+
+    @property
+    def produced(self) -> int:
+        """Events the target produced up to now, as seen from this client."""
+        return self.produced_before + self.offered
+
+    def stats(self) -> ClientStats:
+        with self._lock:
+            return ClientStats(
+                produced=self.offered,
+                delivered=self.delivered,
+                dropped=self.dropped,
+                queued=len(self._items) + self._in_flight,
+            )
+
+
+class Registry:
+    """Every event of this process, the open set, and the attached clients' queues."""
+
+    def __init__(self, backlog: int = DEFAULT_BACKLOG) -> None:
+        self._lock = threading.Lock()
+        self._backlog: deque[Message] = deque(maxlen=backlog)
+        self._open: dict[_OpenKey, tuple[int, Message]] = {}
+        self._open_passes = 0
+        self._clients: tuple[ClientQueue, ...] = ()
+        self._compile_ids = itertools.count(1)
+        self.produced = 0
+        self.observer_errors = 0
+        self.agent: Agent | None = None
+        """The agent running in this process, if any."""
+        self.agent_lock = threading.Lock()
+        """Held while the agent starts or stops."""
+
+    def emit(self, msg: Message) -> None:
+        """Record one event and offer it to every client. Cheap, and never waits on a client.
+
+        The message must not be changed afterwards: the backlog and the queues share it.
+        """
+        with self._lock:
+            index = self.produced
+            self.produced = index + 1
+            self._backlog.append(msg)
+            kind = msg["type"]
+            if kind in _OPENS:
+                self._open[_open_key(kind, msg)] = (index, msg)
+                if kind == m.PASS_START:
+                    self._open_passes += 1
+            elif kind in _CLOSES:
+                opener = _CLOSES[kind]
+                if self._open.pop(_open_key(opener, msg), None) is not None and opener == m.PASS_START:
+                    self._open_passes -= 1
+            elif kind == m.COMPILE_END:
+                self._close_compile(msg["compile"])
+            for client in self._clients:
+                client.offer(msg)
+
+    def _close_compile(self, compile_id: int) -> None:
+        for key in [key for key in self._open if key[1] == compile_id]:
+            del self._open[key]
+            if key[0] == m.PASS_START:
+                self._open_passes -= 1
+
+    def next_compile_id(self) -> int:
+        return next(self._compile_ids)
+
+    @property
+    def open_passes(self) -> int:
+        return self._open_passes
+
+    def open_messages(self) -> list[Message]:
+        """The start of every compile, context, codegen and pass still open, oldest first."""
+        with self._lock:
+            return [msg for _index, msg in self._open.values()]
+
+    def attach(self, limit: int) -> tuple[ClientQueue, CatchUp]:
+        """A new client: its queue, and the catch-up that precedes everything the queue gets."""
+        with self._lock:
+            backlog = list(self._backlog)
+            first = self.produced - len(backlog)
+            older_open = [msg for index, msg in self._open.values() if index < first]
+            client = ClientQueue(limit, produced_before=self.produced)
+            self._clients = (*self._clients, client)
+        return client, CatchUp(older_open + backlog, backlog=len(backlog), backlog_lost=first)
+
+    def detach(self, client: ClientQueue) -> None:
+        """Stop offering events to ``client``; what it already holds stays for a final flush."""
+        with self._lock:
+            self._clients = tuple(c for c in self._clients if c is not client)
+
+    def client_stats(self) -> list[ClientStats]:
+        """Exact counters of every attached client, in attach order."""
+        with self._lock:
+            return [client.stats() for client in self._clients]
+
+    def configure(self, *, backlog: int) -> None:
+        """Change the backlog bound, keeping its newest events."""
+        with self._lock:
+            if backlog != self._backlog.maxlen:
+                self._backlog = deque(self._backlog, maxlen=backlog)
+
+    def forget(self) -> None:
+        """Start from nothing: used in a forked child, whose parent's events and clients are not its own."""
+        self._lock = threading.Lock()
+        self._backlog = deque(maxlen=self._backlog.maxlen)
+        self._open = {}
+        self._open_passes = 0
+        self._clients = ()
+        self.produced = 0
+        self.agent = None
+        self.agent_lock = threading.Lock()
+
+
+_OPENS: Final[dict[str, str | None]] = {
+    m.COMPILE_BEGIN: None,
+    m.PASS_CONTEXT_ENTER: "context",
+    m.CODEGEN_BEGIN: None,
+    m.PASS_START: "seq",
+}
+_CLOSES: Final[dict[str, str]] = {
+    m.PASS_CONTEXT_EXIT: m.PASS_CONTEXT_ENTER,
+    m.CODEGEN_END: m.CODEGEN_BEGIN,
+    m.PASS_END: m.PASS_START,
+    m.PASS_INCOMPLETE: m.PASS_START,
+}
+
+
+def _open_key(opener: str, msg: Message) -> _OpenKey:
+    """Where an open item lives: its opening type, its compile, and its id within the compile."""
+    field = _OPENS[opener]
+    return (opener, msg["compile"], msg[field] if field else 0)
+
+
+registry: Final = Registry()
+"""The one registry of this process."""
+
+os.register_at_fork(after_in_child=registry.forget)

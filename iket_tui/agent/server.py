@@ -1,0 +1,156 @@
+"""The agent's Unix socket: one file per process in the per-user runtime directory, several clients.
+
+A daemon thread accepts connections and gives each its own :class:`ClientSession`. On
+close (the target exiting, or :func:`iket_tui.agent.stop`) the socket file goes first, so
+no new client can arrive; then every client gets what its queue holds and a ``bye``,
+within a bounded wait, and a client that does not read by then is simply hung up on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import iket_tui
+from iket_tui import endpoints
+from iket_tui.agent.client_session import ClientSession, SessionSettings
+from iket_tui.agent.registry import DEFAULT_QUEUE, Registry
+from iket_tui.protocol import messages as m
+
+DEFAULT_HEARTBEAT_S = 1.0
+DEFAULT_EXIT_FLUSH_S = 2.0
+DEFAULT_HANDSHAKE_TIMEOUT_S = 5.0
+
+
+class AgentServer:
+    """Serves this process's events to every client that connects to its socket."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        queue: int = DEFAULT_QUEUE,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        send_buffer: int | None = None,
+    ) -> None:
+        self._registry = registry
+        self.pid = os.getpid()
+        start_time = endpoints.process_start_time(self.pid)
+        if start_time is None:
+            raise endpoints.EndpointError(f"cannot read the start time of process {self.pid}")
+        self.start_time = start_time
+        self.path: Path = endpoints.socket_path_for(self.pid, start_time)
+        self._settings = SessionSettings(
+            hello=m.hello(
+                role="agent",
+                pid=self.pid,
+                start_time=start_time,
+                software_version=iket_tui.__version__,
+                capabilities=[m.CAP_PASSES],
+                argv=endpoints.process_argv(self.pid) or list(sys.argv),
+                t_ns=time.monotonic_ns(),
+            ),
+            queue=queue,
+            heartbeat_s=heartbeat_s,
+            handshake_timeout_s=handshake_timeout_s,
+            send_buffer=send_buffer,
+        )
+        self._listener: socket.socket | None = None
+        self._inode: int | None = None
+        self._sessions: list[ClientSession] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._synced = threading.Event()
+
+    def start(self) -> None:
+        """Create the socket file (mode 0600) and start accepting clients.
+
+        The socket is bound and listening under a hidden name first, then renamed: a client
+        that sees the file can always connect.
+        """
+        endpoints.ensure_runtime_dir()
+        endpoints.list_endpoints(clean_stale=True)
+        binding = self.path.with_name(f".{self.path.name}.binding")
+        # Same pid and start time: any file under these names is a leftover of this very process.
+        binding.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(binding))
+            os.chmod(binding, 0o600)
+            listener.listen(16)
+            os.replace(binding, self.path)
+            self._inode = os.stat(self.path).st_ino
+        except BaseException:
+            listener.close()
+            binding.unlink(missing_ok=True)
+            raise
+        self._listener = listener
+        threading.Thread(target=self._accept_loop, args=(listener,), name="iket-tui accept", daemon=True).start()
+
+    def wait_for_client(self, timeout: float | None) -> bool:
+        """Block until some client has received its catch-up and ``sync``; ``False`` on timeout."""
+        return self._synced.wait(timeout)
+
+    @property
+    def clients(self) -> int:
+        """Clients connected now (handshakes in progress included)."""
+        with self._lock:
+            return sum(1 for session in self._sessions if session.thread.is_alive())
+
+    def close(self, *, reason: str = "exit", flush_s: float = DEFAULT_EXIT_FLUSH_S) -> None:
+        """Remove the socket file, flush every client within ``flush_s`` seconds, send ``bye``, hang up."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            sessions = list(self._sessions)
+        if os.getpid() != self.pid:
+            return
+        listener = self._listener
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        self._unlink()
+        for session in sessions:
+            session.close(reason)
+        deadline = time.monotonic() + flush_s
+        for session in sessions:
+            session.thread.join(max(0.0, deadline - time.monotonic()))
+        for session in sessions:
+            if session.thread.is_alive():
+                session.abort()
+        for session in sessions:
+            session.thread.join(0.5)
+
+    def _accept_loop(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                conn, _addr = listener.accept()
+            except OSError:
+                if self._closed:
+                    return
+                time.sleep(0.05)
+                continue
+            session = ClientSession(conn, self._registry, self._settings, self._synced.set)
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    return
+                self._sessions = [s for s in self._sessions if s.thread.is_alive()]
+                self._sessions.append(session)
+                session.start()
+
+    def _unlink(self) -> None:
+        """Remove the socket file if it is still the one this server created."""
+        try:
+            if os.stat(self.path).st_ino == self._inode:
+                self.path.unlink()
+        except OSError:
+            pass

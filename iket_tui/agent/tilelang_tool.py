@@ -1,0 +1,407 @@
+"""Every TileLang compile, observed through ``tilelang.instrumentation`` and told to the registry.
+
+TileLang creates one :class:`CompileWatcher` per compile session. It hands each TVM
+``PassContext`` of that compile a ``StackedPassInstrument`` whose sequence numbers are shared
+across the compile's contexts, wraps codegen, and learns the compile's real exception in
+``finish``. Nothing here may raise into the compiler: a failure of the watcher is counted in
+the registry and the compile goes on unobserved.
+
+Two TileLang facts shape the order of events. The label of a ``PassContext`` is readable only
+while its instrument is created, and the kernel name of a plain ``tilelang.lower`` is known
+only from the module the first pass receives; so ``compile_begin`` (and the context entries
+before it) go out when the compile first does something, carrying their original times. A
+failing pass is reported with ``error=None`` when its context exits, and the exception
+reaches only ``finish``; so the watcher aborts its open passes itself when an exception
+leaves a pass pipeline or codegen, and holds any that were still reported without an error
+until ``finish`` names it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from collections.abc import Callable, Generator, Sequence
+from contextlib import contextmanager
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
+
+from tilelang.instrumentation import (
+    PassEventObserver,
+    PassInstrumentationTool,
+    StackedPassInstrument,
+    current_compile_pass_instrumentation,
+    current_pass_instrument_context,
+    register_pass_instrumentation_tool,
+    unregister_pass_instrumentation_tool,
+)
+
+from iket_tui.agent import failures
+from iket_tui.agent.registry import Registry
+from iket_tui.protocol import messages as m
+from iket_tui.protocol.messages import Message
+
+TOOL_NAME: Final = "iket-tui"
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_W = TypeVar("_W", bound="CompileWatcher")
+
+_KERNEL_IN_LABEL: Final = re.compile(r"(?:^|,)\s*kernel=([^,]+)")
+
+
+def register(registry: Registry) -> None:
+    """Watch every TileLang compile that starts from now on."""
+    register_pass_instrumentation_tool(TOOL_NAME, lambda: CompileWatcher(registry))
+
+
+def unregister() -> None:
+    """Stop watching compiles that start from now on."""
+    unregister_pass_instrumentation_tool(TOOL_NAME)
+
+
+def _never_raises(method: Callable[Concatenate[_W, _P], _R]) -> Callable[Concatenate[_W, _P], _R | None]:
+    """Run a watcher callback; if it fails, count the failure and let the compile go on."""
+
+    @functools.wraps(method)
+    def guarded(self: _W, /, *args: _P.args, **kwargs: _P.kwargs) -> _R | None:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:
+            self.registry.observer_errors += 1
+            return None
+
+    return guarded
+
+
+class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
+    """One TileLang compile session, seen as ``compile_begin`` ... ``compile_end`` events."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self._compile: int | None = None
+        self._label: str | None = None
+        self._first_seen_ns: int | None = None
+        self._early_contexts: list[tuple[int, int]] = []
+        self._next_seq = 0
+        self._next_context = 0
+        self._instruments: list[Any] = []
+        self._unnamed_failures: list[tuple[int, Any, int]] = []
+        self._held_exits: list[Message] = []
+        self._stage: str | None = None
+        self._finished = False
+
+    # TileLang's tool interface
+
+    @_never_raises
+    def create_pass_instrument(self) -> Any:
+        if self._label is None:
+            self._label = current_pass_instrument_context() or _session_name()
+        self._seen()
+        instrument = StackedPassInstrument(_ContextObserver(self), sequence_allocator=self._allocate_seq)
+        self._instruments.append(instrument)
+        return instrument
+
+    @contextmanager
+    def pipeline_scope(self, base_phase: str) -> Generator[None, None, None]:
+        try:
+            yield
+        except BaseException as exc:
+            self._abort_open_passes(exc)
+            raise
+
+    def run_codegen(self, event: Any, next_call: Callable[[], Any]) -> Any:
+        started = self._codegen_began(event)
+        try:
+            result = next_call()
+        except BaseException as exc:
+            self._codegen_ended(event, started, exc)
+            raise
+        self._codegen_ended(event, started, None)
+        return result
+
+    @_never_raises
+    def finish(self, error: BaseException | None) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if self._compile is None and self._first_seen_ns is None and error is None:
+            return
+        if self._label is None:
+            self._label = _session_name()
+        compile_id = self._begin()
+        emit = self.registry.emit
+        described = failures.describe(error) if error is not None else None
+        for context, event, t_ns in self._unnamed_failures:
+            emit(_incomplete(compile_id, context, event, t_ns, described))
+        self._unnamed_failures.clear()
+        for msg in self._held_exits:
+            emit(msg)
+        self._held_exits.clear()
+        now = time.monotonic_ns()
+        emit(
+            m.compile_end(
+                compile=compile_id,
+                label=self._label or "",
+                t_ns=now,
+                duration_ns=now - (self._first_seen_ns or now),
+                ok=error is None,
+                error=described,
+                error_type=failures.type_name(error) if error is not None else None,
+                traceback=failures.format_traceback(error) if error is not None else None,
+                stage=self._stage if error is not None else None,
+            )
+        )
+
+    # Pass contexts and passes, from each context's observer
+
+    @_never_raises
+    def context_entered(self) -> int:
+        context = self._next_context
+        self._next_context += 1
+        now = time.monotonic_ns()
+        if self._compile is None:
+            self._seen(now)
+            self._early_contexts.append((context, now))
+        else:
+            self.registry.emit(m.pass_context(m.PASS_CONTEXT_ENTER, compile=self._compile, context=context, t_ns=now))
+        return context
+
+    @_never_raises
+    def context_exited(self, context: int) -> None:
+        compile_id = self._begin()
+        msg = m.pass_context(m.PASS_CONTEXT_EXIT, compile=compile_id, context=context, t_ns=time.monotonic_ns())
+        if any(held[0] == context for held in self._unnamed_failures):
+            self._held_exits.append(msg)
+        else:
+            self.registry.emit(msg)
+
+    @_never_raises
+    def pass_started(self, context: int, mod: Any, event: Any) -> int:
+        compile_id = self._begin(mod)
+        now = time.monotonic_ns()
+        self.registry.emit(
+            m.pass_start(
+                compile=compile_id,
+                context=context,
+                name=str(event.name),
+                seq=int(event.sequence),
+                depth=int(event.depth),
+                parent=_optional_int(event.parent_sequence),
+                phase=_optional_str(event.phase),
+                t_ns=now,
+            )
+        )
+        return now
+
+    @_never_raises
+    def pass_finished(self, context: int, event: Any, started_ns: Any) -> None:
+        compile_id = self._begin()
+        now = time.monotonic_ns()
+        self.registry.emit(
+            m.pass_end(
+                compile=compile_id,
+                context=context,
+                name=str(event.name),
+                seq=int(event.sequence),
+                depth=int(event.depth),
+                parent=_optional_int(event.parent_sequence),
+                phase=_optional_str(event.phase),
+                t_ns=now,
+                duration_ns=now - started_ns if isinstance(started_ns, int) else 0,
+            )
+        )
+
+    @_never_raises
+    def passes_incomplete(self, context: int, passes: Sequence[Any], error: BaseException | None) -> None:
+        compile_id = self._begin()
+        now = time.monotonic_ns()
+        if self._stage is None:
+            self._stage = "pass"
+        described = failures.describe(error) if error is not None else None
+        for frame in passes:
+            event = frame.event
+            if event is None:
+                continue
+            if described is None:
+                self._unnamed_failures.append((context, event, now))
+            else:
+                self.registry.emit(_incomplete(compile_id, context, event, now, described))
+
+    @_never_raises
+    def callback_mismatch(self, context: int, actual: str, expected: str | None) -> None:
+        self.registry.emit(
+            m.callback_mismatch(
+                compile=self._begin(),
+                context=context,
+                expected=_optional_str(expected),
+                got=str(actual),
+                t_ns=time.monotonic_ns(),
+            )
+        )
+
+    # Internals
+
+    def _allocate_seq(self) -> int:
+        seq = self._next_seq
+        self._next_seq += 1
+        return seq
+
+    def _seen(self, now: int | None = None) -> None:
+        if self._first_seen_ns is None:
+            self._first_seen_ns = time.monotonic_ns() if now is None else now
+
+    def _begin(self, mod: Any = None) -> int:
+        """The compile id, announcing the compile (and the contexts it entered so far) the first time."""
+        if self._compile is not None:
+            return self._compile
+        self._seen()
+        compile_id = self.registry.next_compile_id()
+        label = self._label or _session_name() or ""
+        self._label = label
+        self.registry.emit(
+            m.compile_begin(
+                compile=compile_id,
+                label=label,
+                kernel=_kernel_from_label(label) or _kernel_from_module(mod),
+                target=_current_target(),
+                t_ns=self._first_seen_ns or time.monotonic_ns(),
+            )
+        )
+        self._compile = compile_id
+        for context, t_ns in self._early_contexts:
+            self.registry.emit(m.pass_context(m.PASS_CONTEXT_ENTER, compile=compile_id, context=context, t_ns=t_ns))
+        self._early_contexts.clear()
+        return compile_id
+
+    @_never_raises
+    def _abort_open_passes(self, error: BaseException) -> None:
+        """Report the passes open in this compile as incomplete, with the exception that stopped them."""
+        for instrument in self._instruments:
+            if instrument.pending_events:
+                instrument.abort(error)
+
+    @_never_raises
+    def _codegen_began(self, event: Any) -> int:
+        now = time.monotonic_ns()
+        msg = m.codegen_begin(compile=self._begin(getattr(event, "mod", None)), t_ns=now)
+        msg["name"] = str(event.name)
+        self.registry.emit(msg)
+        return now
+
+    @_never_raises
+    def _codegen_ended(self, event: Any, started_ns: int | None, error: BaseException | None) -> None:
+        if error is not None:
+            self._stage = "codegen"
+            self._abort_open_passes(error)
+        now = time.monotonic_ns()
+        msg = m.codegen_end(
+            compile=self._begin(),
+            t_ns=now,
+            duration_ns=now - started_ns if started_ns is not None else 0,
+            ok=error is None,
+            error=failures.describe(error) if error is not None else None,
+        )
+        msg["name"] = str(event.name)
+        self.registry.emit(msg)
+
+
+class _ContextObserver(PassEventObserver):  # type: ignore[misc]
+    """The events of one TVM ``PassContext``, forwarded to its compile's watcher."""
+
+    def __init__(self, watcher: CompileWatcher) -> None:
+        self.watcher = watcher
+        self.context = -1
+
+    def enter_pass_context(self) -> None:
+        context = self.watcher.context_entered()
+        self.context = -1 if context is None else context
+
+    def exit_pass_context(self) -> None:
+        self.watcher.context_exited(self.context)
+
+    def pass_started(self, mod: Any, event: Any) -> int | None:
+        return self.watcher.pass_started(self.context, mod, event)
+
+    def pass_finished(self, mod: Any, event: Any, state: Any) -> None:
+        self.watcher.pass_finished(self.context, event, state)
+
+    def passes_incomplete(self, passes: Sequence[Any], error: BaseException | None) -> None:
+        self.watcher.passes_incomplete(self.context, passes, error)
+
+    def callback_mismatch(self, actual: str, expected: str | None) -> None:
+        self.watcher.callback_mismatch(self.context, actual, expected)
+
+
+def _incomplete(compile_id: int, context: int, event: Any, t_ns: int, error: str | None) -> Message:
+    return m.pass_incomplete(
+        compile=compile_id,
+        context=context,
+        name=str(event.name),
+        seq=int(event.sequence),
+        depth=int(event.depth),
+        parent=_optional_int(event.parent_sequence),
+        phase=_optional_str(event.phase),
+        t_ns=t_ns,
+        error=error,
+    )
+
+
+def _session_name() -> str | None:
+    session = current_compile_pass_instrumentation()
+    name = getattr(session, "name", None)
+    return None if name is None else str(name)
+
+
+def _kernel_from_label(label: str) -> str | None:
+    """``kernel=NAME`` in a context label such as ``stage=jit-lower, kernel=add, backend=tvm_ffi``."""
+    match = _KERNEL_IN_LABEL.search(label)
+    return match.group(1).strip() if match else None
+
+
+def _kernel_from_module(mod: Any) -> str | None:
+    """The kernel a module holds: its first function's symbol, with a count of the others."""
+    try:
+        return _function_names(mod)
+    except Exception:
+        return None
+
+
+def _function_names(mod: Any) -> str | None:
+    functions = getattr(mod, "functions", None)
+    if not functions:
+        return None
+    names: list[str] = []
+    for global_var, func in functions.items():
+        attrs = getattr(func, "attrs", None)
+        symbol = attrs.get("global_symbol") if attrs is not None else None
+        name = str(symbol if symbol is not None else global_var.name_hint)
+        if name not in names:
+            names.append(name)
+    if not names:
+        return None
+    return names[0] if len(names) == 1 else f"{names[0]} +{len(names) - 1} more"
+
+
+def _current_target() -> str | None:
+    """The TVM target in scope, as ``kind arch`` (``cuda sm_90a``)."""
+    from tvm.target import Target
+
+    try:
+        target = Target.current(allow_none=True)
+    except Exception:
+        return None
+    if target is None:
+        return None
+    try:
+        arch = target.attrs.get("arch")
+        return f"{target.kind.name} {arch}" if arch else str(target.kind.name)
+    except Exception:
+        return None
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,110 @@
+"""The registry alone: exact loss accounting, and what a client attaching late is told first."""
+
+from __future__ import annotations
+
+import threading
+
+from iket_tui.agent.registry import ClientStats, Registry
+from iket_tui.protocol import messages as m
+from iket_tui.protocol.messages import Message
+
+
+def start(seq: int, parent: int | None = None, *, depth: int = 0, compile: int = 1) -> Message:
+    return m.pass_start(
+        compile=compile, context=0, name=f"p{seq}", seq=seq, depth=depth, parent=parent, phase=None, t_ns=seq
+    )
+
+
+def end(seq: int, parent: int | None = None, *, depth: int = 0, compile: int = 1) -> Message:
+    return m.pass_end(
+        compile=compile,
+        context=0,
+        name=f"p{seq}",
+        seq=seq,
+        depth=depth,
+        parent=parent,
+        phase=None,
+        t_ns=seq,
+        duration_ns=1,
+    )
+
+
+def test_every_event_is_delivered_dropped_or_still_queued() -> None:
+    registry = Registry()
+    client, _ = registry.attach(limit=10)
+    for seq in range(25):
+        registry.emit(start(seq))
+    assert len(client.take(4)) == 4
+    client.mark_delivered()
+    assert registry.client_stats() == [ClientStats(produced=25, delivered=4, dropped=15, queued=6)]
+    for seq in range(25, 30):
+        registry.emit(start(seq))
+    assert registry.client_stats() == [ClientStats(produced=30, delivered=4, dropped=16, queued=10)]
+    assert [msg["seq"] for msg in client.take(100)] == [*range(4, 10), *range(25, 29)]
+
+
+def test_accounting_stays_exact_with_concurrent_compilers_and_a_slow_reader() -> None:
+    registry = Registry(backlog=100)
+    client, _ = registry.attach(limit=64)
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set() or client.take(1):
+            client.mark_delivered()
+            if client.take(7):
+                client.mark_delivered()
+
+    def compile_(compile_id: int) -> None:
+        for seq in range(5000):
+            registry.emit(start(seq, compile=compile_id))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    compilers = [threading.Thread(target=compile_, args=(c,)) for c in range(4)]
+    for thread in compilers:
+        thread.start()
+    for thread in compilers:
+        thread.join()
+    done.set()
+    reader.join()
+    stats = registry.client_stats()[0]
+    assert registry.produced == stats.produced == 20_000
+    assert stats.delivered + stats.dropped + stats.queued == 20_000
+    assert stats.queued == 0
+
+
+def test_late_client_gets_passes_still_running_even_beyond_the_backlog() -> None:
+    registry = Registry(backlog=2)
+    begin = m.compile_begin(compile=1, label="lower", kernel="gemm", target=None, t_ns=0)
+    enter = m.pass_context(m.PASS_CONTEXT_ENTER, compile=1, context=0, t_ns=0)
+    outer = start(0)
+    for msg in (begin, enter, outer, start(1, 0, depth=1), end(1, 0, depth=1), start(2, 0, depth=1)):
+        registry.emit(msg)
+    client, catch_up = registry.attach(limit=100)
+    assert catch_up.messages == [begin, enter, outer, end(1, 0, depth=1), start(2, 0, depth=1)]
+    assert (catch_up.backlog, catch_up.backlog_lost) == (2, 4)
+    assert registry.open_passes == 2
+    registry.emit(end(2, 0, depth=1))
+    assert client.take(10) == [end(2, 0, depth=1)]
+
+
+def test_an_ended_compile_leaves_nothing_running() -> None:
+    registry = Registry()
+    registry.emit(m.compile_begin(compile=7, label="lower", kernel="k", target=None, t_ns=0))
+    registry.emit(start(0, compile=7))
+    registry.emit(m.codegen_begin(compile=7, t_ns=1))
+    registry.emit(m.compile_begin(compile=8, label="lower", kernel="j", target=None, t_ns=2))
+    registry.emit(m.compile_end(compile=7, label="lower", t_ns=3, duration_ns=3, ok=False, error="E: x"))
+    assert registry.open_messages() == [m.compile_begin(compile=8, label="lower", kernel="j", target=None, t_ns=2)]
+    assert registry.open_passes == 0
+
+
+def test_a_detached_client_is_offered_nothing_more() -> None:
+    registry = Registry()
+    client, _ = registry.attach(limit=10)
+    registry.emit(start(0))
+    registry.detach(client)
+    registry.emit(start(1))
+    assert [msg["seq"] for msg in client.take(10)] == [0]
+    assert registry.client_stats() == []
+    assert registry.produced == 2
