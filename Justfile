@@ -37,4 +37,4 @@ demo:
 
 # Refresh the SVGs in screenshots/.
 screenshots:
-    {{py}} -m benchmarks.screenshots
+    {{py}} scripts/screenshots.py

@@ -57,3 +57,7 @@ class PlaybackControl(Protocol):
     def step(self) -> None: ...
 
     def set_speed(self, speed: float) -> None: ...
+
+
+class SourceError(Exception):
+    """A source cannot start or go on; the message is a one-line explanation for the user."""

@@ -1,0 +1,41 @@
+"""What the stream itself says about loss and health, as counts."""
+
+from __future__ import annotations
+
+
+class StreamCounters:
+    """Counts a user needs to trust what the tree shows.
+
+    ``events`` are compile and pass messages (not session traffic such as heartbeats);
+    ``dropped`` is the largest loss count the agent or recorder reported for this client;
+    ``unknown`` messages had a type this version does not know; ``malformed`` ones had
+    missing keys or fields of the wrong type; ``backlog_lost`` events were too old for the
+    catch-up a late client receives.
+    """
+
+    __slots__ = (
+        "backlog",
+        "backlog_lost",
+        "dropped",
+        "events",
+        "heartbeats",
+        "malformed",
+        "open_passes",
+        "produced",
+        "unknown",
+    )
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.heartbeats = 0
+        self.dropped = 0
+        self.unknown = 0
+        self.malformed = 0
+        self.backlog = 0
+        self.backlog_lost = 0
+        self.produced = 0  # events produced in the target, from its heartbeats
+        self.open_passes = 0  # passes open in the target, from its heartbeats
+
+    def saw_dropped(self, total: int) -> None:
+        if total > self.dropped:
+            self.dropped = total

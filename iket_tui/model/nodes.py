@@ -1,0 +1,195 @@
+"""The nodes of the pass tree: the watched process, its compiles, their pass contexts,
+codegen steps and passes.
+
+Plain slotted classes rather than dataclasses: a long replay creates half a million pass
+nodes and their construction cost is most of what applying an event costs.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """What the monitor knows about a node. ``stuck`` is not a status: it depends on the
+    clock and is derived by :meth:`PassTree.is_stuck`."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"  # started, never finished (an exception, or the stream ended)
+    MISMATCH = "mismatch"  # its end callback arrived out of order
+
+
+RUNNING = Status.RUNNING
+DONE = Status.DONE
+FAILED = Status.FAILED
+INCOMPLETE = Status.INCOMPLETE
+MISMATCH = Status.MISMATCH
+
+
+class ProcessNode:
+    """The watched process, as its agent introduced itself in its hello."""
+
+    __slots__ = ("argv", "capabilities", "exit_reason", "pid", "seen_hello", "start_time", "version")
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.argv: list[str] = []
+        self.start_time: int | None = None
+        self.version: str | None = None
+        self.capabilities: list[str] = []
+        self.seen_hello = False
+        self.exit_reason: str | None = None  # from the agent's bye
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv)
+
+
+class CompileNode:
+    """One TileLang compile (one compile session of the agent)."""
+
+    __slots__ = (
+        "begin_ns",
+        "codegen",
+        "context_order",
+        "contexts",
+        "duration_ns",
+        "end_ns",
+        "error",
+        "error_type",
+        "failing",
+        "id",
+        "incomplete",
+        "kernel",
+        "label",
+        "mismatches",
+        "order",
+        "position",
+        "shape",
+        "stage",
+        "status",
+        "target",
+        "traceback",
+        "version",
+    )
+
+    def __init__(self, compile_id: int, begin_ns: int, position: int, order: int) -> None:
+        self.id = compile_id
+        self.label = ""
+        self.kernel: str | None = None
+        self.target: str | None = None
+        self.status = RUNNING
+        self.begin_ns = begin_ns
+        self.end_ns: int | None = None
+        self.duration_ns: int | None = None
+        self.error: str | None = None
+        self.error_type: str | None = None
+        self.traceback: str | None = None
+        self.stage: str | None = None
+        self.contexts: dict[int, ContextNode] = {}
+        self.context_order: list[ContextNode] = []
+        self.codegen: CodegenNode | None = None
+        self.incomplete: list[PassNode] = []
+        self.failing: PassNode | None = None  # the pass the compile failed in
+        self.mismatches = 0
+        self.position = position  # index in PassTree.compiles
+        self.order = order  # tree order among every node
+        self.version = 0  # bumped on every change to this compile or its descendants
+        self.shape = 0  # bumped when a descendant is added (the rows below it change)
+
+    @property
+    def title(self) -> str:
+        """What the user calls this compile: its kernel, else its label, else its number."""
+        return self.kernel or self.label or f"compile {self.id}"
+
+
+class ContextNode:
+    """One TVM PassContext entered during a compile; its passes hang below it."""
+
+    __slots__ = ("begin_ns", "compile", "end_ns", "id", "order", "passes", "root_ns", "roots", "status")
+
+    def __init__(self, compile: CompileNode, context_id: int, begin_ns: int, order: int) -> None:
+        self.compile = compile
+        self.id = context_id
+        self.begin_ns = begin_ns
+        self.end_ns: int | None = None
+        self.status = RUNNING
+        self.roots: list[PassNode] = []
+        self.passes: dict[int, PassNode] = {}  # by seq
+        self.root_ns = 0  # inclusive time of the finished top-level passes
+        self.order = order
+
+
+class CodegenNode:
+    """Code generation after the passes (for CUDA: nvcc)."""
+
+    __slots__ = ("begin_ns", "compile", "duration_ns", "end_ns", "error", "order", "status")
+
+    def __init__(self, compile: CompileNode, begin_ns: int, order: int) -> None:
+        self.compile = compile
+        self.begin_ns = begin_ns
+        self.end_ns: int | None = None
+        self.duration_ns: int | None = None
+        self.status = RUNNING
+        self.error: str | None = None
+        self.order = order
+
+
+NO_CHILDREN: list[PassNode] = []
+"""Shared by every pass without children, never appended to: most passes have none, and a
+list per pass doubles the objects a long replay allocates."""
+
+
+class PassNode:
+    """One run of one compiler pass. ``seq`` is its sequence number within its context;
+    ``order`` is its place in tree order among all nodes (passes start in tree order)."""
+
+    __slots__ = (
+        "child_ns",
+        "children",
+        "compile",
+        "context",
+        "depth",
+        "duration_ns",
+        "end_ns",
+        "error",
+        "name",
+        "order",
+        "parent",
+        "phase",
+        "seq",
+        "start_ns",
+        "status",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        seq: int,
+        depth: int,
+        phase: str | None,
+        start_ns: int,
+        parent: PassNode | None,
+        context: ContextNode,
+        order: int,
+    ) -> None:
+        self.name = name
+        self.seq = seq
+        self.depth = depth
+        self.phase = phase
+        self.start_ns = start_ns
+        self.parent = parent
+        self.context = context
+        self.compile = context.compile
+        self.order = order
+        self.end_ns: int | None = None
+        self.duration_ns: int | None = None
+        self.status = RUNNING
+        self.children: list[PassNode] = NO_CHILDREN  # replaced by a list at the first child
+        self.child_ns = 0  # inclusive time of the finished children
+        self.error: str | None = None
+
+
+Node = ProcessNode | CompileNode | ContextNode | CodegenNode | PassNode

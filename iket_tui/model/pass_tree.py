@@ -1,0 +1,570 @@
+"""The pass tree: every compile, pass context, codegen step and pass the agent reported.
+
+Built by applying protocol messages in arrival order, on the app thread only. Every message
+is untrusted: one with missing keys or fields of the wrong type is counted as malformed and
+leaves the tree as it was. Applying is the hot path of a replay (a million events must apply
+in well under two seconds), so handlers are looked up in a dict, validate with plain type
+checks and allocate nothing but the new node.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from iket_tui.model.counters import StreamCounters
+from iket_tui.model.nodes import (
+    DONE,
+    FAILED,
+    INCOMPLETE,
+    MISMATCH,
+    NO_CHILDREN,
+    RUNNING,
+    CodegenNode,
+    CompileNode,
+    ContextNode,
+    PassNode,
+    ProcessNode,
+)
+from iket_tui.model.typical import TypicalDurations
+from iket_tui.protocol import messages as m
+
+STUCK_FACTOR = 10.0
+"""A running pass is stuck when it has run this many times its usual (median) duration..."""
+DEFAULT_STUCK_AFTER_NS = 30_000_000_000
+"""...and in any case longer than this (the user's ``--stuck-after``)."""
+
+_MALFORMED_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+class _Malformed(Exception):
+    """A message whose fields do not have the types the protocol documents."""
+
+
+_MALFORMED = _Malformed()
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:
+        raise _MALFORMED
+    return value
+
+
+def _opt_str(value: Any) -> str | None:
+    if value is not None and type(value) is not str:
+        raise _MALFORMED
+    return value
+
+
+class PassTree:
+    """Compiles, pass contexts and passes of one watched process, with loss counters.
+
+    ``version`` changes after every :meth:`apply` that changed anything; each compile has its
+    own ``version`` (any change below it) and ``shape`` (a node added below it), so a view
+    re-renders only what changed.
+    """
+
+    def __init__(self, *, stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS, stuck_factor: float = STUCK_FACTOR) -> None:
+        self.process = ProcessNode()
+        self.compiles: list[CompileNode] = []
+        self.passes: list[PassNode] = []  # in tree order
+        self.open_compiles: dict[CompileNode, None] = {}  # compiles not yet ended, oldest first
+        self.counters = StreamCounters()
+        self.typical = TypicalDurations()
+        self.stuck_after_ns = stuck_after_ns
+        self.stuck_factor = stuck_factor
+        self.version = 0
+        self.shape = 0  # bumped when a compile is added
+        self.failed_compiles = 0
+        self.last_t_ns = 0  # the latest agent time seen
+        self.ended: str | None = None  # why the stream ended, once it has
+        self._by_id: dict[int, CompileNode] = {}
+        self._samples = self.typical.samples
+        self._session_messages = 0  # handled messages that are not compile or pass events
+        self._order = 0
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            m.PASS_START: self._pass_start,
+            m.PASS_END: self._pass_end,
+            m.PASS_INCOMPLETE: self._pass_incomplete,
+            m.PASS_CONTEXT_ENTER: self._context_enter,
+            m.PASS_CONTEXT_EXIT: self._context_exit,
+            m.COMPILE_BEGIN: self._compile_begin,
+            m.COMPILE_END: self._compile_end,
+            m.CODEGEN_BEGIN: self._codegen_begin,
+            m.CODEGEN_END: self._codegen_end,
+            m.CALLBACK_MISMATCH: self._callback_mismatch,
+            m.HELLO: self._hello,
+            m.HEARTBEAT: self._heartbeat,
+            m.SYNC: self._sync,
+            m.DROPPED: self._dropped,
+            m.BYE: self._bye,
+            m.RECORDING: self._ignore,
+            m.CHECKPOINT: self._checkpoint,
+            m.END: self._ignore,
+        }
+
+    # Applying messages
+
+    def apply(self, messages: Iterable[Any]) -> None:
+        """Apply messages in arrival order; bad ones are counted and skipped.
+
+        The cyclic garbage collector is paused meanwhile: every node made here lives as long
+        as the tree, and collections triggered by a burst of them were most of the cost.
+        """
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._apply(messages)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _apply(self, messages: Iterable[Any]) -> None:
+        handlers = self._handlers
+        counters = self.counters
+        bad = (_Malformed, *_MALFORMED_ERRORS)
+        applied = 0
+        session = counters.heartbeats + self._session_messages
+        msg: Any = None
+        for msg in messages:
+            try:
+                handler = handlers.get(msg["type"])
+            except _MALFORMED_ERRORS:
+                counters.malformed += 1
+                continue
+            if handler is None:
+                if type(msg["type"]) is str:
+                    counters.unknown += 1
+                else:
+                    counters.malformed += 1
+                continue
+            try:
+                handler(msg)
+            except bad:
+                counters.malformed += 1
+            else:
+                applied += 1
+        counters.events += applied - (counters.heartbeats + self._session_messages - session)
+        try:
+            t = msg["t_ns"]
+        except _MALFORMED_ERRORS:
+            t = None
+        if type(t) is int and t > self.last_t_ns:
+            self.last_t_ns = t  # messages arrive in time order; the handlers of rare ones track it too
+        self.version += 1
+
+    def end_stream(self, reason: str) -> None:
+        """The stream ended (target exited, socket closed, recording over): whatever is still
+        open will never be reported finished, so it is marked incomplete at the last time seen."""
+        if self.ended is not None:
+            return
+        self.ended = reason
+        t = self.last_t_ns
+        note = f"never finished: {reason}"
+        for node in self.running_passes():
+            self._abandon(node, t, note)
+        for comp in list(self.open_compiles):
+            del self.open_compiles[comp]
+            if comp.status is RUNNING:
+                comp.status = INCOMPLETE
+                comp.end_ns = t
+                comp.duration_ns = t - comp.begin_ns
+                self._close_children(comp, t, INCOMPLETE)
+                comp.version += 1
+        self.version += 1
+
+    # Derived state
+
+    def compile(self, compile_id: int) -> CompileNode | None:
+        return self._by_id.get(compile_id)
+
+    def is_stuck(self, node: PassNode, now_ns: int) -> bool:
+        """A running pass that has run far longer than is usual for its name, and longer than
+        the user's threshold in any case (with no history, the threshold alone decides)."""
+        if node.status is not RUNNING:
+            return False
+        elapsed = now_ns - node.start_ns
+        if elapsed <= self.stuck_after_ns:
+            return False
+        usual = self.typical.median(node.name)
+        return usual is None or elapsed > self.stuck_factor * usual
+
+    def running_passes(self) -> list[PassNode]:
+        """Passes started and not yet ended, in tree order."""
+        return [node for comp in self.open_compiles for node in _running_in(comp)]
+
+    def stuck_passes(self, now_ns: int) -> list[PassNode]:
+        return [node for node in self.running_passes() if self.is_stuck(node, now_ns)]
+
+    # Handlers: compiles and contexts
+
+    def _next_order(self) -> int:
+        self._order += 1
+        return self._order
+
+    def _new_compile(self, compile_id: int, t: int) -> CompileNode:
+        comp = CompileNode(compile_id, t, len(self.compiles), self._next_order())
+        self.compiles.append(comp)
+        self.open_compiles[comp] = None
+        self._by_id[compile_id] = comp
+        self.shape += 1
+        return comp
+
+    def _unannounced_context(self, comp: CompileNode, context_id: int, t: int) -> ContextNode:
+        ctx = ContextNode(comp, context_id, t, self._next_order())
+        comp.contexts[context_id] = ctx
+        comp.context_order.append(ctx)
+        comp.shape += 1
+        return ctx
+
+    def _compile_begin(self, msg: dict[str, Any]) -> None:
+        compile_id = _int(msg["compile"])
+        label = msg["label"]
+        if type(label) is not str:
+            raise _MALFORMED
+        kernel = _opt_str(msg.get("kernel"))
+        target = _opt_str(msg.get("target"))
+        t = _int(msg["t_ns"])
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
+        comp.begin_ns = min(comp.begin_ns, t)
+        comp.label = label
+        comp.kernel = kernel
+        comp.target = target
+        comp.version += 1
+        self._seen(t)
+
+    def _compile_end(self, msg: dict[str, Any]) -> None:
+        compile_id = _int(msg["compile"])
+        t = _int(msg["t_ns"])
+        duration = _int(msg["duration_ns"])
+        ok = msg["ok"]
+        if type(ok) is not bool:
+            raise _MALFORMED
+        error = _opt_str(msg.get("error"))
+        error_type = _opt_str(msg.get("error_type"))
+        traceback = _opt_str(msg.get("traceback"))
+        stage = _opt_str(msg.get("stage"))
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t - duration)
+        if comp.end_ns is not None:
+            return
+        comp.end_ns = t
+        comp.duration_ns = duration
+        comp.error, comp.error_type, comp.traceback, comp.stage = error, error_type, traceback, stage
+        if not comp.label:
+            label = msg.get("label")
+            comp.label = label if type(label) is str else ""
+            comp.kernel = comp.kernel or kernel_from_label(comp.label)
+        for node in _running_in(comp):
+            self._abandon(node, t, error)
+        self.open_compiles.pop(comp, None)
+        if ok:
+            comp.status = DONE
+            self._close_children(comp, t, DONE)
+        else:
+            comp.status = FAILED
+            self.failed_compiles += 1
+            self._close_children(comp, t, INCOMPLETE)
+            if stage == "codegen" and comp.codegen is not None:
+                comp.codegen.status = FAILED
+                comp.codegen.error = comp.codegen.error or error
+            elif comp.incomplete:
+                failing = max(comp.incomplete, key=lambda node: (node.depth, node.order))
+                comp.failing = failing
+                if failing.status is not MISMATCH:
+                    failing.status = FAILED
+                failing.error = failing.error or error
+        comp.version += 1
+        self._seen(t)
+
+    def _close_children(self, comp: CompileNode, t: int, status: Any) -> None:
+        for ctx in comp.context_order:
+            if ctx.status is RUNNING:
+                ctx.status = status
+                ctx.end_ns = t
+        if comp.codegen is not None and comp.codegen.status is RUNNING:
+            comp.codegen.status = status
+            comp.codegen.end_ns = t
+            comp.codegen.duration_ns = t - comp.codegen.begin_ns
+
+    def _context_enter(self, msg: dict[str, Any]) -> None:
+        compile_id = _int(msg["compile"])
+        context_id = _int(msg["context"])
+        t = _int(msg["t_ns"])
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
+        ctx = comp.contexts.get(context_id)
+        if ctx is None:
+            self._unannounced_context(comp, context_id, t)
+        else:
+            ctx.begin_ns = min(ctx.begin_ns, t)
+        comp.version += 1
+        self._seen(t)
+
+    def _context_exit(self, msg: dict[str, Any]) -> None:
+        compile_id = _int(msg["compile"])
+        context_id = _int(msg["context"])
+        t = _int(msg["t_ns"])
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
+        ctx = comp.contexts.get(context_id) or self._unannounced_context(comp, context_id, t)
+        if ctx.end_ns is None:
+            ctx.end_ns = t
+            failed = any(node.context is ctx for node in comp.incomplete)
+            ctx.status = FAILED if failed else DONE
+        comp.version += 1
+        self._seen(t)
+
+    def _codegen_begin(self, msg: dict[str, Any]) -> None:
+        compile_id = _int(msg["compile"])
+        t = _int(msg["t_ns"])
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
+        if comp.codegen is None:
+            comp.codegen = CodegenNode(comp, t, self._next_order())
+            comp.shape += 1
+        comp.version += 1
+        self._seen(t)
+
+    def _codegen_end(self, msg: dict[str, Any]) -> None:
+        compile_id = _int(msg["compile"])
+        t = _int(msg["t_ns"])
+        duration = _int(msg["duration_ns"])
+        ok = msg["ok"]
+        if type(ok) is not bool:
+            raise _MALFORMED
+        error = _opt_str(msg.get("error"))
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t - duration)
+        codegen = comp.codegen
+        if codegen is None:
+            codegen = comp.codegen = CodegenNode(comp, t - duration, self._next_order())
+            comp.shape += 1
+        codegen.end_ns = t
+        codegen.duration_ns = duration
+        codegen.status = DONE if ok else FAILED
+        codegen.error = error
+        comp.version += 1
+        self._seen(t)
+
+    # Handlers: passes (the hot path)
+
+    def _pass_start(self, msg: dict[str, Any]) -> None:
+        compile_id = msg["compile"]
+        context_id = msg["context"]
+        name = msg["name"]
+        seq = msg["seq"]
+        depth = msg["depth"]
+        parent = msg["parent"]
+        phase = msg["phase"]
+        t = msg["t_ns"]
+        if (
+            type(compile_id) is not int
+            or type(context_id) is not int
+            or type(name) is not str
+            or type(seq) is not int
+            or type(depth) is not int
+            or type(t) is not int
+            or (parent is not None and type(parent) is not int)
+            or (phase is not None and type(phase) is not str)
+        ):
+            raise _MALFORMED
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
+        ctx = comp.contexts.get(context_id) or self._unannounced_context(comp, context_id, t)
+        passes = ctx.passes
+        if seq in passes:
+            return  # a catch-up backlog overlapping what was already seen
+        up = None if parent is None else passes.get(parent)
+        self._order += 1
+        node = PassNode(name, seq, depth, phase, t, up, ctx, self._order)
+        passes[seq] = node
+        if up is None:
+            ctx.roots.append(node)
+        elif up.children is NO_CHILDREN:
+            up.children = [node]
+        else:
+            up.children.append(node)
+        self.passes.append(node)
+        comp.shape += 1
+
+    def _pass_end(self, msg: dict[str, Any]) -> None:
+        compile_id = msg["compile"]
+        context_id = msg["context"]
+        seq = msg["seq"]
+        t = msg["t_ns"]
+        duration = msg["duration_ns"]
+        if (
+            type(compile_id) is not int
+            or type(context_id) is not int
+            or type(seq) is not int
+            or type(t) is not int
+            or type(duration) is not int
+        ):
+            raise _MALFORMED
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t - duration)
+        ctx = comp.contexts.get(context_id) or self._unannounced_context(comp, context_id, t - duration)
+        node = ctx.passes.get(seq) or self._unseen_start(msg, comp, ctx, t - duration)
+        if node.end_ns is not None:
+            return
+        node.end_ns = t
+        node.duration_ns = duration
+        if node.status is RUNNING:
+            node.status = DONE
+        up = node.parent
+        if up is None:
+            ctx.root_ns += duration
+        else:
+            up.child_ns += duration
+        samples = self._samples.get(node.name)
+        if samples is None:
+            self.typical.record(node.name, duration)
+        else:
+            samples.append(duration)
+        comp.version += 1
+
+    def _pass_incomplete(self, msg: dict[str, Any]) -> None:
+        compile_id = _int(msg["compile"])
+        context_id = _int(msg["context"])
+        seq = _int(msg["seq"])
+        t = _int(msg["t_ns"])
+        error = _opt_str(msg.get("error"))
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
+        ctx = comp.contexts.get(context_id) or self._unannounced_context(comp, context_id, t)
+        node = ctx.passes.get(seq) or self._unseen_start(msg, comp, ctx, t)
+        if node.end_ns is not None:
+            return
+        self._abandon(node, t, error)
+        comp.version += 1
+        self._seen(t)
+
+    def _unseen_start(self, msg: dict[str, Any], comp: CompileNode, ctx: ContextNode, start: int) -> PassNode:
+        """A pass whose start this client never saw (lost to a full queue or an old backlog)."""
+        name = msg["name"]
+        depth = _int(msg["depth"])
+        parent = msg["parent"]
+        phase = _opt_str(msg["phase"])
+        if type(name) is not str or (parent is not None and type(parent) is not int):
+            raise _MALFORMED
+        up = None if parent is None else ctx.passes.get(parent)
+        node = PassNode(name, msg["seq"], depth, phase, start, up, ctx, self._next_order())
+        ctx.passes[node.seq] = node
+        if up is None:
+            ctx.roots.append(node)
+        elif up.children is NO_CHILDREN:
+            up.children = [node]
+        else:
+            up.children.append(node)
+        self.passes.append(node)
+        comp.shape += 1
+        return node
+
+    def _abandon(self, node: PassNode, t: int, error: str | None) -> None:
+        """Mark a pass that will never finish as incomplete, ending at ``t``."""
+        duration = max(0, t - node.start_ns)
+        node.end_ns = t
+        node.duration_ns = duration
+        if node.status is RUNNING:
+            node.status = INCOMPLETE
+        node.error = node.error or error
+        node.compile.incomplete.append(node)
+        if node.parent is None:
+            node.context.root_ns += duration
+        else:
+            node.parent.child_ns += duration
+        node.compile.version += 1
+
+    def _callback_mismatch(self, msg: dict[str, Any]) -> None:
+        compile_id = _int(msg["compile"])
+        context_id = _int(msg["context"])
+        t = _int(msg["t_ns"])
+        expected = _opt_str(msg.get("expected"))
+        got = msg["got"]
+        if type(got) is not str:
+            raise _MALFORMED
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
+        ctx = comp.contexts.get(context_id) or self._unannounced_context(comp, context_id, t)
+        comp.mismatches += 1
+        innermost = next((node for node in reversed(ctx.passes.values()) if node.status is RUNNING), None)
+        if innermost is not None:
+            innermost.status = MISMATCH
+            innermost.error = f"end callback out of order: {got!r} ended while {expected!r} was innermost"
+        comp.version += 1
+        self._seen(t)
+
+    # Handlers: the session
+
+    def _seen(self, t: int) -> None:
+        if t > self.last_t_ns:
+            self.last_t_ns = t
+
+    def _hello(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+        if msg.get("role", "agent") != "agent":
+            return
+        pid = _int(msg["pid"])
+        argv = msg.get("argv") or []
+        if not isinstance(argv, list) or not all(type(arg) is str for arg in argv):
+            raise _MALFORMED
+        process = self.process
+        process.pid = pid
+        process.argv = argv
+        start_time = msg.get("start_time")
+        process.start_time = start_time if type(start_time) is int else None
+        process.version = _opt_str(msg.get("version"))
+        caps = msg.get("caps")
+        process.capabilities = [cap for cap in caps if type(cap) is str] if isinstance(caps, list) else []
+        process.seen_hello = True
+        t = msg.get("t_ns")
+        if type(t) is int:
+            self._seen(t)
+
+    def _heartbeat(self, msg: dict[str, Any]) -> None:
+        t = _int(msg["t_ns"])
+        produced = _int(msg["produced"])
+        dropped = _int(msg["dropped"])
+        counters = self.counters
+        counters.heartbeats += 1
+        counters.produced = max(counters.produced, produced)
+        counters.saw_dropped(dropped)
+        open_passes = msg.get("open_passes")
+        if type(open_passes) is int:
+            counters.open_passes = open_passes
+        self._seen(t)
+
+    def _sync(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+        backlog = _int(msg["backlog"])
+        lost = _int(msg["backlog_lost"])
+        self.counters.backlog += backlog
+        self.counters.backlog_lost += lost
+        self._seen(_int(msg["t_ns"]))
+
+    def _dropped(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+        total = _int(msg["total"])
+        _int(msg["count"])
+        self.counters.saw_dropped(total)
+        self._seen(_int(msg["t_ns"]))
+
+    def _checkpoint(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+        self.counters.saw_dropped(_int(msg["dropped"]))
+
+    def _bye(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+        reason = msg.get("reason")
+        self.process.exit_reason = reason if type(reason) is str else "exited"
+        self.counters.saw_dropped(_int(msg["dropped"]))
+        self._seen(_int(msg["t_ns"]))
+
+    def _ignore(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+
+
+def _running_in(comp: CompileNode) -> list[PassNode]:
+    return [node for ctx in comp.context_order for node in ctx.passes.values() if node.status is RUNNING]
+
+
+def kernel_from_label(label: str) -> str | None:
+    """The ``kernel=NAME`` item of a TileLang pass-context label, if it has one."""
+    for item in label.split(","):
+        key, _, value = item.strip().partition("=")
+        if key == "kernel" and value:
+            return value
+    return None

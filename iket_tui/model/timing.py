@@ -1,0 +1,60 @@
+"""Inclusive and self time of any node, with running nodes timed up to a given clock.
+
+``now_ns`` is on the agent's monotonic clock (the clock of ``t_ns`` in messages); the UI
+maps its own clock onto it (see :class:`iket_tui.model.clock.AgentClock`).
+"""
+
+from __future__ import annotations
+
+from iket_tui.model.nodes import RUNNING, CodegenNode, CompileNode, ContextNode, Node, PassNode, ProcessNode
+
+
+def inclusive_ns(node: Node, now_ns: int) -> int | None:
+    """Time from the node's start to its end, or to ``now_ns`` while it runs."""
+    if isinstance(node, PassNode | CodegenNode):
+        if node.duration_ns is not None:
+            return node.duration_ns
+        return max(0, now_ns - node.start_ns) if isinstance(node, PassNode) else max(0, now_ns - node.begin_ns)
+    if isinstance(node, CompileNode):
+        if node.duration_ns is not None:
+            return node.duration_ns
+        return max(0, now_ns - node.begin_ns)
+    if isinstance(node, ContextNode):
+        end = node.end_ns if node.end_ns is not None else now_ns
+        return max(0, end - node.begin_ns)
+    return None
+
+
+def self_ns(node: Node, now_ns: int) -> int | None:
+    """Inclusive time minus the time spent in the node's children (for a compile: outside
+    its passes and codegen)."""
+    total = inclusive_ns(node, now_ns)
+    if total is None:
+        return None
+    if isinstance(node, PassNode):
+        inner = node.child_ns + _running_tail(node.children, now_ns)
+    elif isinstance(node, ContextNode):
+        inner = node.root_ns + _running_tail(node.roots, now_ns)
+    elif isinstance(node, CompileNode):
+        inner = sum(ctx.root_ns + _running_tail(ctx.roots, now_ns) for ctx in node.context_order)
+        if node.codegen is not None:
+            inner += inclusive_ns(node.codegen, now_ns) or 0
+    else:
+        return total
+    return max(0, total - inner)
+
+
+def _running_tail(children: list[PassNode], now_ns: int) -> int:
+    """Passes nest like a stack, so only the last child can still be running."""
+    if children and children[-1].status is RUNNING:
+        return max(0, now_ns - children[-1].start_ns)
+    return 0
+
+
+def start_ns(node: Node) -> int | None:
+    if isinstance(node, PassNode):
+        return node.start_ns
+    if isinstance(node, CompileNode | ContextNode | CodegenNode):
+        return node.begin_ns
+    assert isinstance(node, ProcessNode)
+    return None

@@ -1,0 +1,486 @@
+"""The iket-tui app: a live (or replayed) pass tree with a header, a detail pane and keys.
+
+A thread worker runs the source's blocking ``batches()`` and posts one message per batch;
+the app applies each batch to the model on its own thread, then lets each widget repaint
+what changed. Time comes from an injectable clock, so tests and screenshots freeze it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from threading import BoundedSemaphore
+from typing import ClassVar
+
+from rich.console import RenderableType
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Input
+from textual.worker import get_current_worker
+
+from iket_tui.model.activity import Connection, StreamActivity
+from iket_tui.model.clock import AgentClock
+from iket_tui.model.nodes import FAILED, RUNNING, CompileNode, Node, PassNode
+from iket_tui.model.pass_search import PassSearch
+from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.visible_rows import VisibleRows
+from iket_tui.protocol.messages import HEARTBEAT, Message
+from iket_tui.sources.base import EventSource, PlaybackControl, SourceBatch, SourceState
+from iket_tui.ui import units
+from iket_tui.ui.detail_pane import DetailPane
+from iket_tui.ui.header_bar import HeaderBar, HeaderState
+from iket_tui.ui.help_screen import HelpScreen
+from iket_tui.ui.messages import BatchArrived, SourceFinished
+from iket_tui.ui.pass_tree_view import ColumnHeader, PassTreeView
+from iket_tui.ui.search_bar import SearchBar
+
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1024.0, 0.0)
+"""Replay speeds the speed keys step through; 0 plays as fast as the recording can be read."""
+TICK_S = 1.0
+BATCHES_IN_FLIGHT = 16  # the reader waits when the app is this far behind
+NARROW_BELOW = 120  # columns; narrower terminals get the detail pane below the tree
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+class IketApp(App[int]):
+    """Watch the compiler passes of one target, live or from a recording."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "iket-tui"
+    ENABLE_COMMAND_PALETTE = False
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("slash", "search", "Search"),
+        Binding("n", "search_next", "Next match", show=False),
+        Binding("N", "search_previous", "Previous match", show=False),
+        Binding("f", "toggle_follow", "Follow"),
+        Binding("p", "toggle_pause", "Pause"),
+        Binding("d", "toggle_details", "Details"),
+        Binding("space", "playback_pause", "Pause", show=False, priority=True),
+        Binding("s,full_stop", "step", "Step"),
+        Binding("left_square_bracket", "slower", "Slower"),
+        Binding("right_square_bracket", "faster", "Faster"),
+        Binding("minus", "slower", "Slower", show=False, priority=True),
+        Binding("plus", "faster", "Faster", show=False, priority=True),
+    ]
+
+    def __init__(
+        self,
+        source: EventSource,
+        *,
+        stuck_after_s: float = 30.0,
+        follow: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        tick_s: float = TICK_S,
+    ) -> None:
+        """``clock`` gives local monotonic seconds (tests freeze it); ``tick_s`` is how often
+        running timers and rates refresh."""
+        super().__init__()
+        self.source = source
+        self.playback = source if isinstance(source, PlaybackControl) else None
+        self.clock = clock
+        self.tick_s = tick_s
+        self.pass_tree = PassTree(stuck_after_ns=int(stuck_after_s * 1e9))
+        self.rows = VisibleRows(self.pass_tree)
+        self.pass_search = PassSearch(self.pass_tree)
+        self.activity = StreamActivity()
+        self.agent_clock = AgentClock()
+        self.following = follow
+        self.paused = False  # a live display frozen by the user
+        self.source_state = SourceState.CONNECTING
+        self.source_error: str | None = None
+        self.notes: list[str] = []
+        self.batches_received = 0
+        self._held: list[tuple[Message, ...]] = []
+        self._paused_now_ns = 0
+        self._first_t_ns: int | None = None
+        self._seen_failed: set[CompileNode] = set()
+        self._search_origin = 0
+        self._source_closed = False
+        self._in_flight = BoundedSemaphore(BATCHES_IN_FLIGHT)
+        # The main screen's widgets, kept so that they are reachable while another screen
+        # (the help) is on top.
+        self.header = HeaderBar(id="header")
+        self.view = PassTreeView(self.pass_tree, self.rows, id="tree")
+        self.detail = DetailPane(id="detail")
+        self.search_bar = SearchBar(id="search")
+
+    # Layout
+
+    def compose(self) -> ComposeResult:
+        yield self.header
+        with Horizontal(id="main"):
+            with Vertical(id="tree-pane"):
+                yield ColumnHeader(self.view, id="columns")
+                yield self.view
+            yield self.detail
+        yield self.search_bar
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.search_bar.display = False
+        self.view.focus()
+        self._layout_for(self.size.width)
+        self.set_interval(self.tick_s, self._tick, name="tick")
+        self.refresh_views()
+        self.read_source()
+
+    def on_resize(self) -> None:
+        self._layout_for(self.size.width)
+
+    def _layout_for(self, width: int) -> None:
+        self.view.screen.set_class(width < NARROW_BELOW, "-narrow")
+
+    # The source
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="source", description="read events from the source")
+    def read_source(self) -> None:
+        """Runs the source's blocking loop; posts each batch to the app thread."""
+        worker = get_current_worker()
+        error: str | None = None
+        try:
+            for batch in self.source.batches():
+                while not self._in_flight.acquire(timeout=0.1):
+                    if worker.is_cancelled:
+                        return
+                if worker.is_cancelled:
+                    return
+                self.post_message(BatchArrived(batch))
+        except Exception as exc:  # any failure of the source ends it; what arrived stays on screen
+            error = _one_line(exc)
+        self.post_message(SourceFinished(error))
+
+    def close_source(self) -> None:
+        if not self._source_closed:
+            self._source_closed = True
+            self.source.close()
+
+    @on(BatchArrived)
+    def _batch_arrived(self, message: BatchArrived) -> None:
+        self._in_flight.release()
+        self.batches_received += 1
+        batch = message.batch
+        now_s = self.clock()
+        self._observe(batch, now_s)
+        if batch.state is not None:
+            self.source_state = batch.state
+        if batch.error:
+            self.source_error = batch.error
+        self.notes += batch.notes
+        messages = batch.messages
+        if self.paused:
+            self._held.append(messages)
+            events = sum(1 for msg in messages if not isinstance(msg, dict) or msg.get("type") != HEARTBEAT)
+        else:
+            before = self.pass_tree.counters.events
+            self._apply(messages)
+            events = self.pass_tree.counters.events - before
+        self.activity.record(now_s, events=events, messages=len(messages))
+        if self.source_state in (SourceState.ENDED, SourceState.FAILED) and not self.paused:
+            self._end_stream()
+        self.refresh_views()
+
+    @on(SourceFinished)
+    def _source_finished(self, message: SourceFinished) -> None:
+        if message.error:
+            self.source_error = message.error
+            self.source_state = SourceState.FAILED
+        elif self.source_state not in (SourceState.ENDED, SourceState.FAILED):
+            self.source_state = SourceState.ENDED
+        if not self.paused:
+            self._end_stream()
+        self.refresh_views()
+
+    def _observe(self, batch: SourceBatch, now_s: float) -> None:
+        messages = batch.messages
+        if messages:
+            last = messages[-1]
+            t = last.get("t_ns") if isinstance(last, dict) else None
+            if type(t) is int:
+                self.agent_clock.observe(t, now_s)
+                if self._first_t_ns is None:
+                    first = messages[0].get("t_ns") if isinstance(messages[0], dict) else None
+                    self._first_t_ns = first if type(first) is int else t
+
+    def _apply(self, messages: tuple[Message, ...]) -> None:
+        tree = self.pass_tree
+        watch = list(tree.open_compiles)
+        known = len(tree.compiles)
+        tree.apply(messages)
+        for comp in [*watch, *tree.compiles[known:]]:
+            if comp.status is FAILED and comp not in self._seen_failed:
+                self._seen_failed.add(comp)
+                self.rows.reveal(comp.failing or comp)
+
+    def _end_stream(self) -> None:
+        if self.pass_tree.ended is not None:
+            return
+        if self.source_state is SourceState.FAILED:
+            reason = f"the source failed: {self.source_error or 'unknown error'}"
+        elif self.pass_tree.process.exit_reason:
+            reason = f"the target exited ({self.pass_tree.process.exit_reason})"
+        elif self.playback is not None:
+            reason = "the recording ended"
+        else:
+            reason = "the connection closed"
+        self.pass_tree.end_stream(reason)
+
+    # Clock and refresh
+
+    def now_ns(self) -> int:
+        """The agent's time now, as far as the display is concerned."""
+        if self.paused:
+            return self._paused_now_ns
+        ended = self.pass_tree.ended is not None
+        if self.playback is not None:
+            frozen = ended or self.playback.paused
+            return self.agent_clock.now_ns(self.clock(), rate=self.playback.speed, frozen=frozen)
+        return self.agent_clock.now_ns(self.clock(), frozen=ended)
+
+    def _tick(self) -> None:
+        self.refresh_views()
+
+    def refresh_views(self) -> None:
+        """Bring every widget up to date with the model and the clock (also done each tick)."""
+        now_ns = self.now_ns()
+        view = self.view
+        view.set_now(now_ns)
+        if self.following and not self.paused:
+            self._follow()
+        view.sync()
+        self._show_details()
+        self.header.show(self._header_state())
+
+    def _follow(self) -> None:
+        tree = self.pass_tree
+        if not tree.compiles:
+            return
+        newest = tree.compiles[-1]
+        self.rows.follow(newest)
+        self.view.sync()
+        target: Node | None = _newest_running(newest)
+        if target is None:
+            cursor = self.view.cursor
+            inside = cursor is newest or getattr(cursor, "compile", None) is newest
+            target = cursor if inside else newest
+        self.view.select(target)
+
+    def _show_details(self) -> None:
+        self.detail.show(self.pass_tree, self.view.cursor, self.view.now_ns)
+
+    def _header_state(self) -> HeaderState:
+        now_s = self.clock()
+        process = self.pass_tree.process
+        target = self.source.description
+        if process.pid is not None:
+            pid = f"pid {process.pid}"
+            watched = f"{pid}  {process.command}" if pid not in target else process.command
+            target = f"{target}  ·  {watched}" if self.playback is not None else f"{pid}  {process.command}"
+        ended = self.source_state is SourceState.ENDED or self.pass_tree.ended is not None
+        connection = self.activity.connection(
+            now_s,
+            ended=ended and self.source_state is not SourceState.FAILED,
+            failed=self.source_state is SourceState.FAILED,
+        )
+        if connection is Connection.ENDED:
+            shown = "ended" if self.playback is not None else "disconnected"
+        else:
+            shown = connection.value
+        message = self.source_error or (self.notes[-1] if self.notes else "")
+        return HeaderState(
+            target=target,
+            connection=shown,
+            events=self.activity.received,
+            rate=units.rate(self.activity.rate(now_s)),
+            dropped=self.pass_tree.counters.dropped,
+            backlog_lost=self.pass_tree.counters.backlog_lost,
+            skipped=self.pass_tree.counters.malformed + self.pass_tree.counters.unknown,
+            mode=self._mode(),
+            message=message,
+            message_is_error=self.source_error is not None,
+        )
+
+    def _mode(self) -> str:
+        parts: list[str] = []
+        playback = self.playback
+        if playback is not None:
+            position = self.pass_tree.last_t_ns - (self._first_t_ns or self.pass_tree.last_t_ns)
+            parts.append(f"at {units.duration(position) or '0 ns'}")
+            parts.append("speed max" if playback.speed == 0 else f"speed {playback.speed:g}x")
+            if playback.paused:
+                parts.append("paused")
+        elif self.paused:
+            held = sum(len(messages) for messages in self._held)
+            parts.append(f"paused ({held:,} held)" if held else "paused")
+        if self.following:
+            parts.append("follow")
+        return "  ".join(parts)
+
+    # Cursor and follow
+
+    @on(PassTreeView.CursorMoved)
+    def _cursor_moved(self, message: PassTreeView.CursorMoved) -> None:
+        if message.by_user and self.following:
+            self.following = False
+            self.header.show(self._header_state())
+        self._show_details()
+
+    def action_toggle_follow(self) -> None:
+        self.following = not self.following
+        self.refresh_views()
+
+    def action_toggle_details(self) -> None:
+        detail = self.detail
+        detail.display = not detail.display
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    # Pause and playback
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Replay keys exist only in a replay; none of the single keys act while typing a search."""
+        if action in ("playback_pause", "step", "slower", "faster") and self.playback is None:
+            return False
+        return not (isinstance(self.focused, Input) and action in _SINGLE_KEY_ACTIONS)
+
+    def action_playback_pause(self) -> None:
+        self.action_toggle_pause()
+
+    def action_toggle_pause(self) -> None:
+        if self.playback is not None:
+            self.playback.set_paused(not self.playback.paused)
+        else:
+            self._toggle_live_pause()
+        self.refresh_views()
+
+    def _toggle_live_pause(self) -> None:
+        if not self.paused:
+            self._paused_now_ns = self.now_ns()
+            self.paused = True
+            return
+        self.paused = False
+        held, self._held = self._held, []
+        for messages in held:
+            self._apply(messages)
+        if self.source_state in (SourceState.ENDED, SourceState.FAILED):
+            self._end_stream()
+
+    def action_step(self) -> None:
+        if self.playback is not None:
+            if not self.playback.paused:
+                self.playback.set_paused(True)
+            self.playback.step()
+            self.refresh_views()
+
+    def action_faster(self) -> None:
+        if self.playback is not None:
+            current = _speed_rank(self.playback.speed)
+            faster = [speed for speed in SPEEDS if _speed_rank(speed) > current]
+            self.playback.set_speed(faster[0] if faster else SPEEDS[-1])
+            self.refresh_views()
+
+    def action_slower(self) -> None:
+        if self.playback is not None:
+            current = _speed_rank(self.playback.speed)
+            slower = [speed for speed in SPEEDS if _speed_rank(speed) < current]
+            self.playback.set_speed(slower[-1] if slower else SPEEDS[0])
+            self.refresh_views()
+
+    # Search
+
+    def action_search(self) -> None:
+        self._search_origin = _order(self.view.cursor)
+        self.search_bar.open(self.pass_search.term)
+
+    @on(SearchBar.Changed)
+    def _search_changed(self, message: SearchBar.Changed) -> None:
+        self.pass_search.set_term(message.term)
+        self.view.set_search(message.term)
+        if message.term:
+            self._jump(self.pass_search.first_from(self._search_origin))
+        else:
+            self._show_search_count()
+
+    @on(SearchBar.Closed)
+    def _search_closed(self, message: SearchBar.Closed) -> None:
+        if not message.kept:
+            self.pass_search.set_term("")
+            self.view.set_search("")
+        self.view.focus()
+
+    def action_search_next(self) -> None:
+        if self.pass_search.term:
+            self._jump(self.pass_search.next_after(_order(self.view.cursor)))
+
+    def action_search_previous(self) -> None:
+        if self.pass_search.term:
+            self._jump(self.pass_search.previous_before(_order(self.view.cursor)))
+
+    def _jump(self, node: PassNode | None) -> None:
+        if node is not None:
+            self.following = False
+            self.rows.reveal(node)
+            self.view.sync()
+            self.view.select(node, center=True)
+        self._show_search_count()
+        self.refresh_views()
+
+    def _show_search_count(self) -> None:
+        matches = len(self.pass_search.matches)
+        cursor = self.view.cursor
+        position = self.pass_search.position(cursor) if isinstance(cursor, PassNode) else None
+        if not self.pass_search.term:
+            text = ""
+        elif not matches:
+            text = "no match"
+        elif position is None:
+            text = f"{matches:,} matches"
+        else:
+            text = f"{position:,} of {matches:,}"
+        self.search_bar.show_count(text)
+
+    # Exit
+
+    async def action_quit(self) -> None:
+        self.exit(0)
+
+    def exit(self, result: int | None = None, return_code: int = 0, message: RenderableType | None = None) -> None:
+        """Close the source first: its reader thread has to end before the process can."""
+        self.close_source()
+        super().exit(result, return_code, message)
+
+    def on_unmount(self) -> None:
+        self.close_source()
+
+
+_SINGLE_KEY_ACTIONS = frozenset(
+    {"playback_pause", "slower", "faster", "step", "toggle_pause", "toggle_follow", "toggle_details", "search_next"}
+)
+
+
+def _speed_rank(speed: float) -> float:
+    return math.inf if speed == 0 else speed
+
+
+def _order(node: Node) -> int:
+    return getattr(node, "order", 0)
+
+
+def _newest_running(comp: CompileNode) -> PassNode | None:
+    """The innermost pass still running in ``comp``'s latest pass context."""
+    if not comp.context_order:
+        return None
+    for node in reversed(comp.context_order[-1].passes.values()):
+        if node.status is RUNNING:
+            return node
+    return None

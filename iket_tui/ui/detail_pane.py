@@ -1,0 +1,78 @@
+"""The detail pane: everything known about the node under the cursor."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from iket_tui.model.nodes import RUNNING, CompileNode, Node, ProcessNode
+from iket_tui.model.pass_tree import PassTree
+from iket_tui.ui.details import Details, describe
+
+
+class DetailPane(VerticalScroll):
+    """Labelled fields, then the error and the full traceback of a failure."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "detail--title",
+        "detail--key",
+        "detail--error",
+        "detail--traceback",
+        "detail--alarm",
+    }
+
+    DEFAULT_CSS = """
+    DetailPane {
+        & > .detail--title { text-style: bold; }
+        & > .detail--key { color: $text-muted; }
+        & > .detail--error { color: $error; text-style: bold; }
+        & > .detail--traceback { color: $text-muted; }
+        & > .detail--alarm { color: $error; text-style: bold; }
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._shown: tuple[Any, ...] | None = None
+        self.details: Details | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-body")
+
+    def show(self, tree: PassTree, node: Node, now_ns: int) -> None:
+        """Describe ``node``; a no-op when nothing it shows has changed."""
+        if isinstance(node, ProcessNode):
+            key: tuple[Any, ...] = (node, tree.version)
+        else:
+            comp = node if isinstance(node, CompileNode) else node.compile
+            key = (node, comp.version, comp.shape, now_ns if node.status is RUNNING else 0)
+        if key == self._shown:
+            return
+        moved = self._shown is None or self._shown[0] is not node
+        self._shown = key
+        self.details = describe(tree, node, now_ns)
+        self.query_one("#detail-body", Static).update(self._render_details(self.details))
+        if moved:
+            self.scroll_home(animate=False)
+
+    def _render_details(self, details: Details) -> Text:
+        style = self.get_component_rich_style
+        text = Text(details.title + "\n", style=style("detail--title"))
+        width = max((len(key) for key, _ in details.fields), default=0)
+        for key, value in details.fields:
+            text.append(f"{key:>{width}}  ", style=style("detail--key"))
+            alarm = key == "status" and details.alarming
+            text.append(value + "\n", style=style("detail--alarm") if alarm else "")
+        if details.error:
+            text.append("\n" + details.error + "\n", style=style("detail--error"))
+        if details.traceback:
+            text.append("\n" + details.traceback.rstrip() + "\n", style=style("detail--traceback"))
+        return text
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._shown = None

@@ -1,0 +1,165 @@
+"""What the detail pane says about a node: a title, labelled fields, the error and traceback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from iket_tui.model import timing
+from iket_tui.model.nodes import (
+    FAILED,
+    INCOMPLETE,
+    MISMATCH,
+    RUNNING,
+    CodegenNode,
+    CompileNode,
+    ContextNode,
+    Node,
+    PassNode,
+    ProcessNode,
+)
+from iket_tui.model.pass_tree import PassTree
+from iket_tui.ui import units
+
+
+@dataclass
+class Details:
+    title: str
+    fields: list[tuple[str, str]] = field(default_factory=list)
+    error: str | None = None
+    traceback: str | None = None
+
+    @property
+    def alarming(self) -> bool:
+        """Whether the status is one the user must notice (failed, incomplete, mismatch, stuck)."""
+        status = dict(self.fields).get("status", "")
+        return status.startswith(("failed", "incomplete", "mismatch", "STUCK"))
+
+    def text(self) -> str:
+        """Plain text, as a user would copy it."""
+        lines = [self.title, *(f"{key}: {value}" for key, value in self.fields)]
+        if self.error:
+            lines += ["", self.error]
+        if self.traceback:
+            lines += ["", self.traceback.rstrip()]
+        return "\n".join(lines)
+
+
+def describe(tree: PassTree, node: Node, now_ns: int) -> Details:
+    if isinstance(node, PassNode):
+        return _pass(tree, node, now_ns)
+    if isinstance(node, CompileNode):
+        return _compile(node, now_ns)
+    if isinstance(node, ContextNode):
+        return _context(node, now_ns)
+    if isinstance(node, CodegenNode):
+        return _codegen(node, now_ns)
+    return _process(tree, node)
+
+
+def _status(tree: PassTree, node: PassNode, now_ns: int) -> str:
+    if tree.is_stuck(node, now_ns):
+        usual = tree.typical.median(node.name)
+        elapsed = units.duration(now_ns - node.start_ns)
+        if usual is None:
+            return f"STUCK: running {elapsed}, longer than {units.duration(tree.stuck_after_ns)}"
+        return f"STUCK: running {elapsed}, usually {units.duration(usual)}"
+    return node.status.value
+
+
+def _pass(tree: PassTree, node: PassNode, now_ns: int) -> Details:
+    comp = node.compile
+    parent = f"{node.parent.name} (seq {node.parent.seq})" if node.parent is not None else "none (top level)"
+    details = Details(f"pass {node.name}")
+    details.fields += [
+        ("status", _status(tree, node, now_ns)),
+        ("phase", node.phase or "none"),
+        ("seq", str(node.seq)),
+        ("depth", str(node.depth)),
+        ("parent", parent),
+        ("compile", f"{comp.title} (compile {comp.id}, context {node.context.id})"),
+        ("start", f"+{units.duration(node.start_ns - comp.begin_ns)} into the compile"),
+        ("duration", units.duration(timing.inclusive_ns(node, now_ns)) + (" so far" if node.status is RUNNING else "")),
+        ("self", units.duration(timing.self_ns(node, now_ns))),
+    ]
+    usual = tree.typical.median(node.name)
+    if usual is not None:
+        details.fields.append(("usual", f"{units.duration(usual)} (median of {tree.typical.count(node.name)} runs)"))
+    if node.status is MISMATCH:
+        details.error = node.error
+    elif node.status in (FAILED, INCOMPLETE):
+        if comp.error:
+            details.error = comp.error
+            details.traceback = comp.traceback
+        else:
+            details.error = node.error or "no error reported (yet)"
+    return details
+
+
+def _compile(comp: CompileNode, now_ns: int) -> Details:
+    details = Details(f"compile {comp.title}")
+    passes = sum(len(ctx.passes) for ctx in comp.context_order)
+    details.fields += [
+        ("status", comp.status.value),
+        ("kernel", comp.kernel or "unknown"),
+        ("label", comp.label or "none"),
+        ("target", comp.target or "unknown"),
+        ("duration", units.duration(timing.inclusive_ns(comp, now_ns))),
+        ("outside passes", units.duration(timing.self_ns(comp, now_ns))),
+        ("passes", f"{passes} in {len(comp.context_order)} pass context{'s' if len(comp.context_order) != 1 else ''}"),
+    ]
+    if comp.failing is not None:
+        details.fields.append(("failed in", f"{comp.failing.name} (seq {comp.failing.seq})"))
+    if comp.stage:
+        details.fields.append(("stage", comp.stage))
+    if comp.mismatches:
+        details.fields.append(("mismatches", str(comp.mismatches)))
+    details.error = comp.error
+    details.traceback = comp.traceback
+    return details
+
+
+def _context(ctx: ContextNode, now_ns: int) -> Details:
+    details = Details(f"pass context {ctx.id}")
+    details.fields += [
+        ("status", ctx.status.value),
+        ("compile", f"{ctx.compile.title} (compile {ctx.compile.id})"),
+        ("passes", str(len(ctx.passes))),
+        ("duration", units.duration(timing.inclusive_ns(ctx, now_ns))),
+        ("outside passes", units.duration(timing.self_ns(ctx, now_ns))),
+    ]
+    return details
+
+
+def _codegen(codegen: CodegenNode, now_ns: int) -> Details:
+    details = Details("codegen")
+    details.fields += [
+        ("status", codegen.status.value),
+        ("compile", f"{codegen.compile.title} (compile {codegen.compile.id})"),
+        ("duration", units.duration(timing.inclusive_ns(codegen, now_ns))),
+    ]
+    details.error = codegen.error
+    if codegen.status is FAILED and codegen.compile.traceback:
+        details.traceback = codegen.compile.traceback
+    return details
+
+
+def _process(tree: PassTree, process: ProcessNode) -> Details:
+    counters = tree.counters
+    if process.pid is None:
+        details = Details("waiting for the target's hello")
+    else:
+        details = Details(f"process {process.pid}")
+        details.fields += [("command", process.command or "unknown"), ("agent", process.version or "unknown")]
+    details.fields += [
+        ("compiles", f"{len(tree.compiles)} ({tree.failed_compiles} failed)"),
+        ("events", units.count(counters.events)),
+        ("dropped", units.count(counters.dropped)),
+        ("backlog lost", units.count(counters.backlog_lost)),
+        ("unknown messages", units.count(counters.unknown)),
+        ("malformed messages", units.count(counters.malformed)),
+    ]
+    if process.exit_reason:
+        details.fields.append(("exited", process.exit_reason))
+    if tree.ended:
+        details.fields.append(("stream", f"ended: {tree.ended}"))
+    return details

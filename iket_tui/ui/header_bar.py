@@ -1,0 +1,91 @@
+"""The header bar: what is watched, how the connection is, how fast events come, what was lost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Static
+
+
+@dataclass(frozen=True)
+class HeaderState:
+    target: str
+    connection: str  # live, quiet, silent, disconnected, ended, failed, connecting
+    events: int
+    rate: str
+    dropped: int
+    backlog_lost: int = 0  # events too old for the catch-up a late client receives
+    skipped: int = 0  # malformed or unknown messages
+    mode: str = ""  # follow, paused, replay position and speed
+    message: str = ""  # the source's error or note, one line
+    message_is_error: bool = False
+
+    @property
+    def loss(self) -> str:
+        """What was lost, as one short phrase: always the drops, the rest only when nonzero."""
+        text = f"{self.dropped:,} dropped"
+        if self.backlog_lost:
+            text += f", {self.backlog_lost:,} missed before attach"
+        if self.skipped:
+            text += f", {self.skipped:,} bad messages"
+        return text
+
+
+class HeaderBar(Vertical):
+    """Two lines: the status line, and a message line shown only when there is one."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.state: HeaderState | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="header-status"):
+            yield Static(id="header-target", markup=False)
+            yield Static(id="header-connection", markup=False)
+            yield Static(id="header-rate", markup=False)
+            yield Static(id="header-dropped", markup=False)
+            yield Static(id="header-mode", markup=False)
+        yield Static(id="header-message", markup=False)
+
+    def show(self, state: HeaderState) -> None:
+        """Update what changed since the last state shown."""
+        old = self.state
+        if state == old:
+            return
+        self.state = state
+        if old is None or old.target != state.target:
+            self.query_one("#header-target", Static).update(state.target)
+        if old is None or old.connection != state.connection:
+            widget = self.query_one("#header-connection", Static)
+            widget.update(state.connection)
+            widget.set_classes(f"-{state.connection}")
+        if old is None or (old.rate, old.events) != (state.rate, state.events):
+            self.query_one("#header-rate", Static).update(f"{state.rate} ev/s  {state.events:,} events")
+        if old is None or (old.dropped, old.backlog_lost, old.skipped) != (
+            state.dropped,
+            state.backlog_lost,
+            state.skipped,
+        ):
+            widget = self.query_one("#header-dropped", Static)
+            widget.update(state.loss)
+            widget.set_class(state.dropped + state.backlog_lost + state.skipped > 0, "-nonzero")
+        if old is None or old.mode != state.mode:
+            widget = self.query_one("#header-mode", Static)
+            widget.update(state.mode)
+            widget.display = bool(state.mode)
+        if old is None or (old.message, old.message_is_error) != (state.message, state.message_is_error):
+            widget = self.query_one("#header-message", Static)
+            widget.update(state.message)
+            widget.display = bool(state.message)
+            widget.set_class(state.message_is_error, "-error")
+
+    def text(self) -> str:
+        """The header as plain text (what a user reads)."""
+        state = self.state
+        if state is None:
+            return ""
+        parts = [state.target, state.connection, f"{state.rate} ev/s", f"{state.events:,} events"]
+        parts += [state.loss, state.mode, state.message]
+        return "  ".join(part for part in parts if part)

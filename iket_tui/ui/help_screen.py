@@ -1,0 +1,72 @@
+"""The help screen: every key, grouped by what it is for."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    (
+        "Tree",
+        (
+            ("up/down  k/j", "move the cursor"),
+            ("pgup/pgdn  home/end", "move by a page, to the first or last row"),
+            ("left/right  h/l", "collapse or go to the parent / expand or go to the first child"),
+            ("enter  space", "expand or collapse (space pauses a replay)"),
+            ("e  +", "expand all (+ is faster in a replay)"),
+            ("c  -", "collapse all (- is slower in a replay)"),
+            ("click", "select a row and expand or collapse it"),
+        ),
+    ),
+    (
+        "Watching",
+        (
+            ("f", "follow the newest compile and its running pass"),
+            ("/", "search pass names as you type; enter keeps it, escape drops it"),
+            ("n  N", "next / previous match"),
+            ("p", "pause the display (data keeps arriving) or the replay"),
+            ("d", "show or hide the detail pane"),
+        ),
+    ),
+    (
+        "Replay",
+        (
+            ("space  p", "pause or resume playback"),
+            ("s  .", "step one message while paused"),
+            ("]  +", "faster"),
+            ("[  -", "slower"),
+        ),
+    ),
+    ("", (("?", "this help"), ("q", "quit"))),
+)
+
+
+def help_text() -> str:
+    width = max(len(key) for _, keys in KEYS for key, _ in keys)
+    lines: list[str] = []
+    for title, keys in KEYS:
+        if title:
+            lines.append(title)
+        lines += [f"  {key:<{width}}  {what}" for key, what in keys]
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+class HelpScreen(ModalScreen[None]):
+    """A modal list of keys; any of escape, ? or q closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,q", "dismiss_help", "Close help"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-body"):
+            yield Static(help_text(), markup=False)
+
+    def action_dismiss_help(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,264 @@
+"""One row of the pass tree as a strip of styled cells.
+
+Kept apart from the widget so a row can be painted, and tested, without a running app: the
+widget supplies the styles it resolved from its component classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
+
+from iket_tui.model import timing
+from iket_tui.model.nodes import (
+    FAILED,
+    INCOMPLETE,
+    CodegenNode,
+    CompileNode,
+    ContextNode,
+    Node,
+    PassNode,
+    ProcessNode,
+    Status,
+)
+from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.visible_rows import Row
+from iket_tui.ui import units
+
+GLYPHS: dict[str, str] = {
+    "running": "●",
+    "done": "✓",
+    "failed": "✗",
+    "incomplete": "◌",
+    "mismatch": "≠",
+    "stuck": "!",
+}
+EXPANDED = "▼ "
+COLLAPSED = "▶ "
+LEAF = "  "
+INDENT = 2
+
+STATUS_W = 10
+PHASE_W = 13
+TIME_W = 9
+WIDE_FROM = 90  # the phase column shows from this width on
+
+
+PLAIN = Style()
+
+
+@dataclass(frozen=True)
+class RowStyles:
+    """Rich styles for each part of a row, resolved from the widget's component classes."""
+
+    base: Style = PLAIN
+    cursor: Style = PLAIN
+    attention: Style = PLAIN  # failed and incomplete rows
+    arrow: Style = PLAIN
+    dim: Style = PLAIN
+    duration: Style = PLAIN
+    match: Style = PLAIN
+    process: Style = PLAIN
+    compile: Style = PLAIN
+    context: Style = PLAIN
+    running: Style = PLAIN
+    done: Style = PLAIN
+    failed: Style = PLAIN
+    incomplete: Style = PLAIN
+    mismatch: Style = PLAIN
+    stuck: Style = PLAIN
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [field.name for field in fields(cls)]
+
+    def status(self, name: str) -> Style:
+        style: Style = getattr(self, name)
+        return style
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Where the columns go at a given width: the name takes what the others leave."""
+
+    width: int
+
+    @property
+    def show_phase(self) -> bool:
+        return self.width >= WIDE_FROM
+
+    @property
+    def right_width(self) -> int:
+        return 1 + STATUS_W + (1 + PHASE_W if self.show_phase else 0) + 2 * (1 + TIME_W)
+
+    @property
+    def name_width(self) -> int:
+        return max(8, self.width - self.right_width)
+
+    def right(self, status: str, phase: str, total: str, own: str) -> str:
+        text = f" {status:<{STATUS_W}}"
+        if self.show_phase:
+            text += f" {phase[:PHASE_W]:<{PHASE_W}}"
+        return text + f" {total:>{TIME_W}} {own:>{TIME_W}}"
+
+    def header(self) -> str:
+        left = set_cell_size("  name", self.name_width)
+        return left + self.right("status", "phase", "total", "self")
+
+
+@dataclass(frozen=True)
+class RowState:
+    """Everything about a row besides its node that changes how it looks."""
+
+    expanded: bool
+    cursor: bool
+    now_ns: int
+    search: str = ""
+
+
+def node_status(tree: PassTree, node: Node, now_ns: int) -> str:
+    """The status word a user sees: a node's status, or ``stuck``."""
+    if isinstance(node, PassNode) and tree.is_stuck(node, now_ns):
+        return "stuck"
+    if isinstance(node, ProcessNode):
+        return ""
+    status: Status = node.status
+    return status.value
+
+
+def paint_row(tree: PassTree, row: Row, state: RowState, columns: Columns, styles: RowStyles) -> Strip:
+    """The full-width strip for ``row``."""
+    node = row.node
+    status = node_status(tree, node, state.now_ns)
+    needs_attention = status in (FAILED, INCOMPLETE, "stuck") and not isinstance(node, ContextNode)
+    base = styles.base + styles.attention if needs_attention else styles.base
+    if state.cursor:
+        base = base + styles.cursor
+    segments: list[Segment] = []
+    used = 0
+
+    def add(text: str, style: Style | None = None) -> None:
+        nonlocal used
+        if not text:
+            return
+        segments.append(Segment(text, base + style if style is not None else base))
+        used += cell_len(text)
+
+    status_style = None if state.cursor else styles.status(status) if status else None
+    add(" " * (row.level * INDENT))
+    add(EXPANDED if row.expandable and state.expanded else COLLAPSED if row.expandable else LEAF, styles.arrow)
+    if status:
+        add(GLYPHS[status] + " ", status_style)
+    name, name_style, note = _title(tree, node, styles)
+    if isinstance(node, ProcessNode):
+        summary = _process_summary(tree)
+        room = columns.width - used - len(summary) - 1
+        add(_fit(name, room), name_style)
+        room = columns.width - used - len(summary) - 1
+        if note and room > 2:
+            add(" " + _fit(note, room - 1), styles.dim)
+        add(" " * max(1, columns.width - used - len(summary)))
+        add(summary, styles.dim)
+        return Strip(segments, used)
+    room = columns.name_width - used
+    _add_name(add, name, name_style, styles.match, state.search if isinstance(node, PassNode) else "", room)
+    room = columns.name_width - used
+    if note and room > 2:
+        add(" " + _fit(note, room - 1), styles.dim)
+    add(" " * max(0, columns.name_width - used))
+    total = timing.inclusive_ns(node, state.now_ns)
+    own = timing.self_ns(node, state.now_ns) if not isinstance(node, CodegenNode) else None
+    phase = (node.phase or "") if isinstance(node, PassNode) else ""
+    status_text = "" if status == "done" else status
+    right = columns.right(status_text, phase, units.duration(total), units.duration(own))
+    split = 1 + STATUS_W
+    add(right[:split], status_style if status_text else None)
+    if columns.show_phase:
+        add(right[split : split + 1 + PHASE_W], styles.dim)
+        split += 1 + PHASE_W
+    add(right[split:], styles.duration)
+    if used < columns.width:
+        add(" " * (columns.width - used))
+    return Strip(segments, max(used, columns.width))
+
+
+def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | None, str]:
+    """The name on a row, its style, and a dimmed note after it."""
+    if isinstance(node, PassNode):
+        return node.name, None, ""
+    if isinstance(node, CompileNode):
+        note = _label_note(node)
+        if node.status is FAILED and node.error:
+            note = headline(node.error)
+        return node.title, styles.compile, note
+    if isinstance(node, ContextNode):
+        count = len(node.passes)
+        return f"pass context {node.id}", styles.context, f"{count} pass{'es' if count != 1 else ''}"
+    if isinstance(node, CodegenNode):
+        return "codegen", styles.context, headline(node.error or "")
+    process = node
+    if process.pid is None:
+        return "waiting for the target…", styles.process, ""
+    return f"pid {process.pid}", styles.process, process.command
+
+
+def headline(error: str) -> str:
+    """One line that says what went wrong: the first line, unless it only introduces the
+    compiler output that follows (``Compilation error:``), then the first line there that
+    reports an error."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = lines[0]
+    if first.endswith(":"):
+        reported = next((line for line in lines[1:] if " error" in line.lower() and "warning" not in line), None)
+        if reported is not None:
+            kind = first.split(":", 1)[0]
+            return f"{kind}: {reported}"
+    return first
+
+
+def _label_note(comp: CompileNode) -> str:
+    """The compile's label without the kernel name the row already shows."""
+    if not comp.kernel:
+        return ""
+    parts = [part.strip() for part in comp.label.split(",")]
+    return ", ".join(part for part in parts if part and part != f"kernel={comp.kernel}")
+
+
+def _process_summary(tree: PassTree) -> str:
+    compiles = len(tree.compiles)
+    text = f"{compiles} compile{'s' if compiles != 1 else ''}"
+    if tree.failed_compiles:
+        text += f", {tree.failed_compiles} failed"
+    running = len(tree.open_compiles)
+    if running and tree.ended is None:
+        text += f", {running} running"
+    return text + " "
+
+
+def _fit(text: str, width: int) -> str:
+    if width <= 0:
+        return ""
+    if cell_len(text) <= width:
+        return text
+    return set_cell_size(text, width - 1) + "…"
+
+
+def _add_name(
+    add: Callable[[str, Style | None], None], name: str, style: Style | None, match_style: Style, search: str, room: int
+) -> None:
+    shown = _fit(name, room)
+    at = shown.lower().find(search.lower()) if search else -1
+    if at < 0:
+        add(shown, style)
+        return
+    end = at + len(search)
+    add(shown[:at], style)
+    add(shown[at:end], match_style if style is None else style + match_style)
+    add(shown[end:], style)

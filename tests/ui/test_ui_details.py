@@ -1,0 +1,75 @@
+"""What the detail pane says about compiles and passes (described without an app)."""
+
+from __future__ import annotations
+
+from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.synthetic import LAYOUT_CONFLICT, NVCC_REJECTED, Lowering, live_stream
+from iket_tui.ui.details import describe
+
+MS = 1_000_000
+
+
+def test_a_failed_pass_shows_the_compile_error_and_full_traceback() -> None:
+    tree = PassTree()
+    tree.apply(Lowering(compile=4, kernel="add_transposed", start_ns=0, fail_in="tl.LayoutInference").messages())
+    failing = tree.compiles[0].failing
+    assert failing is not None
+
+    details = describe(tree, failing, tree.last_t_ns)
+    fields = dict(details.fields)
+    assert details.title == "pass tl.LayoutInference"
+    assert fields["status"] == "failed"
+    assert fields["phase"] == "pipeline_cuda"
+    assert (fields["seq"], fields["depth"], fields["parent"]) == ("23", "0", "none (top level)")
+    assert fields["compile"] == "add_transposed (compile 4, context 1)"
+    assert fields["duration"] == "26.9 ms"  # from its start to the failure
+    assert details.error == LAYOUT_CONFLICT
+    assert details.traceback is not None
+    assert details.traceback.startswith("Traceback (most recent call last):")
+    assert "tvm.error.InternalError: Layout infer conflict" in details.text()
+
+
+def test_a_nested_pass_names_its_parent_and_start_in_the_compile() -> None:
+    tree = PassTree()
+    tree.apply(Lowering(compile=1, kernel="gemm", start_ns=0).messages())
+    let_inline = next(node for node in tree.passes if node.name == "tl.LetInline")
+
+    fields = dict(describe(tree, let_inline, tree.last_t_ns).fields)
+    assert fields["parent"] == "tl.LowerTileOp (seq 25)"
+    assert fields["depth"] == "1"
+    assert fields["start"].endswith("into the compile")
+    assert fields["usual"] == "154 µs (median of 1 runs)"
+
+
+def test_a_failed_compile_shows_label_target_stage_and_error() -> None:
+    tree = PassTree()
+    tree.apply(Lowering(compile=2, kernel="k", start_ns=0, codegen_ns=300 * MS, codegen_error=NVCC_REJECTED).messages())
+
+    details = describe(tree, tree.compiles[0], tree.last_t_ns)
+    fields = dict(details.fields)
+    assert fields["status"] == "failed"
+    assert fields["label"] == "stage=jit-lower, kernel=k, backend=tvm_ffi"
+    assert fields["target"] == "cuda -keys=cuda,gpu -arch=sm_90a"
+    assert fields["stage"] == "codegen"
+    assert details.error == NVCC_REJECTED
+
+
+def test_a_stuck_pass_says_how_long_against_its_usual_time() -> None:
+    tree = PassTree(stuck_after_ns=30_000 * MS)
+    tree.apply(live_stream(running_for_ns=45_000 * MS))
+    layout = tree.running_passes()[0]
+
+    fields = dict(describe(tree, layout, tree.last_t_ns).fields)
+    assert fields["status"].startswith("STUCK: running 45.00 s, usually ")
+    assert fields["duration"] == "45.00 s so far"
+
+
+def test_the_process_shows_the_loss_counters() -> None:
+    tree = PassTree()
+    tree.apply(live_stream(dropped=12))
+    tree.apply([{"type": "pass_start"}, {"type": "from_the_future"}])
+
+    fields = dict(describe(tree, tree.process, tree.last_t_ns).fields)
+    assert fields["command"] == "python kernels/demo.py"
+    assert (fields["dropped"], fields["malformed messages"], fields["unknown messages"]) == ("12", "1", "1")
+    assert fields["compiles"] == "6 (1 failed)"

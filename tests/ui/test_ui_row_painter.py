@@ -1,0 +1,123 @@
+"""Rows of the pass tree painted without an app: what each kind of row says."""
+
+from __future__ import annotations
+
+from rich.style import Style
+
+from iket_tui.model.nodes import PassNode
+from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.synthetic import Lowering, agent_hello, live_stream
+from iket_tui.model.visible_rows import Row
+from iket_tui.ui.row_painter import STATUS_W, Columns, RowState, RowStyles, headline, paint_row
+
+MS = 1_000_000
+
+
+def pass_named(tree: PassTree, name: str) -> PassNode:
+    return next(node for node in tree.passes if node.name == name)
+
+
+def paint(tree: PassTree, row: Row, *, width: int = 120, now_ns: int = 0, **state: object) -> str:
+    look = RowState(
+        expanded=bool(state.get("expanded", True)), cursor=False, now_ns=now_ns, search=str(state.get("search", ""))
+    )
+    return paint_row(tree, row, look, Columns(width), RowStyles()).text
+
+
+def test_a_finished_pass_shows_its_name_phase_and_durations() -> None:
+    tree = PassTree()
+    tree.apply(Lowering(compile=1, kernel="gemm", start_ns=0).messages())
+    lower = pass_named(tree, "tl.LowerTileOp")
+
+    text = paint(tree, Row(lower, 3, True))
+    assert text.startswith("      ▼ ✓ tl.LowerTileOp ")
+    assert "pipeline_cuda" in text
+    assert text.split()[-4:] == ["85.1", "ms", "84.6", "ms"]
+    assert " done " not in text  # a finished pass needs no status word
+    assert len(text) == 120
+
+
+def test_a_running_pass_shows_a_live_timer_and_turns_stuck() -> None:
+    tree = PassTree(stuck_after_ns=30_000 * MS)
+    tree.apply(live_stream(running_for_ns=2_000 * MS))
+    layout = tree.running_passes()[0]
+    row = Row(layout, 3, False)
+
+    assert "● tl.LayoutInference" in paint(tree, row, now_ns=layout.start_ns + 2_000 * MS)
+    running = paint(tree, row, now_ns=layout.start_ns + 2_000 * MS).split()
+    assert running[-6:] == ["running", "pipeline_cuda", "2.00", "s", "2.00", "s"]
+    stuck = paint(tree, row, now_ns=layout.start_ns + 45_000 * MS)
+    assert "! tl.LayoutInference" in stuck
+    assert stuck.split()[-6:] == ["stuck", "pipeline_cuda", "45.00", "s", "45.00", "s"]
+
+
+def test_failed_compile_and_pass_rows_say_so() -> None:
+    tree = PassTree()
+    tree.apply(Lowering(compile=4, kernel="add_transposed", start_ns=0, fail_in="tl.LayoutInference").messages())
+    comp = tree.compiles[0]
+    assert comp.failing is not None
+
+    compile_text = paint(tree, Row(comp, 1, True), width=160)
+    assert compile_text.startswith("  ▼ ✗ add_transposed InternalError: Layout infer conflict")
+    assert " failed " in compile_text
+    assert "✗ tl.LayoutInference" in paint(tree, Row(comp.failing, 3, False))
+
+
+def test_the_process_row_names_the_target_and_sums_up() -> None:
+    tree = PassTree()
+    tree.apply([agent_hello(pid=31337, argv=["python", "train.py"])])
+    tree.apply(Lowering(compile=1, kernel="k", start_ns=0, fail_in="tl.Simplify").messages())
+
+    text = paint(tree, Row(tree.process, 0, True), width=90).rstrip()
+    assert text.startswith("▼ pid 31337 python train.py")
+    assert text.endswith("1 compile, 1 failed")
+
+
+def test_narrow_rows_drop_the_phase_column_and_shorten_long_names() -> None:
+    tree = PassTree()
+    tree.apply(Lowering(compile=1, kernel="k" * 80, start_ns=0).messages())
+    narrow = Columns(78)
+
+    assert not narrow.show_phase and Columns(120).show_phase
+    text = paint(tree, Row(tree.compiles[0], 1, True), width=78)
+    assert len(text) == 78
+    assert "k…" in text
+    assert "pipeline_cuda" not in paint(tree, Row(pass_named(tree, "tl.Simplify"), 3, False), width=78)
+
+
+def test_the_column_titles_line_up_with_the_row_cells() -> None:
+    tree = PassTree()
+    tree.apply(live_stream())
+    for width in (78, 140):
+        columns = Columns(width)
+        header = columns.header()
+        row = paint(tree, Row(tree.running_passes()[0], 3, False), width=width, now_ns=tree.last_t_ns)
+        assert header.index("status") == row.index("running") == columns.name_width + 1
+        assert header.rstrip().endswith("self") and len(header) == width
+        assert len("incomplete") <= STATUS_W
+
+
+def test_a_search_match_is_highlighted_in_the_name() -> None:
+    tree = PassTree()
+    tree.apply(Lowering(compile=1, kernel="k", start_ns=0).messages())
+    match = Style(underline=True)
+    styles = RowStyles(match=match)
+    row = Row(pass_named(tree, "tl.LayoutInference"), 3, False)
+    strip = paint_row(
+        tree, row, RowState(expanded=False, cursor=False, now_ns=0, search="layout"), Columns(100), styles
+    )
+
+    highlighted = [segment.text for segment in strip if segment.style is not None and segment.style.underline]
+    assert highlighted == ["Layout"]
+
+
+def test_a_compiler_error_is_summed_up_by_its_error_line() -> None:
+    nvcc = (
+        "RuntimeError: Compilation error:\n"
+        'common.h(621): warning #1444-D: type "longlong4" was declared deprecated\n'
+        'kernel.cu(41): error: identifier "__tl_missing" is undefined\n'
+        "1 error detected in the compilation of kernel.cu."
+    )
+    assert headline(nvcc) == 'RuntimeError: kernel.cu(41): error: identifier "__tl_missing" is undefined'
+    assert headline("InternalError: Layout infer conflict\n  detail") == "InternalError: Layout infer conflict"
+    assert headline("") == ""
