@@ -1,0 +1,85 @@
+"""Messages as single lines for ``iket-tui dump``: aligned readable text, or JSON objects.
+
+JSON lines carry each message map unchanged (its keys are the documented field names);
+values JSON cannot hold (bytes, non-finite floats) become strings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from iket_tui.protocol import messages as m
+
+_TYPE_WIDTH = 18
+_LEADING = ("compile", "context", "seq", "depth", "parent", "phase", "name")
+_PASS_ORDER = ("compile", "context", "seq", "depth", "parent", "phase", "name")
+
+
+def json_line(msg: m.Message) -> str:
+    """One message as one JSON object."""
+    try:
+        return json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return json.dumps(_jsonable(msg), ensure_ascii=False, separators=(",", ":"))
+
+
+class TextLines:
+    """Formats messages as aligned text lines, times relative to the first timestamp seen."""
+
+    def __init__(self) -> None:
+        self._t0: int | None = None
+
+    def line(self, msg: m.Message) -> str:
+        kind = str(msg.get("type"))
+        return f"{self._time(msg.get('t_ns'))}  {kind:<{_TYPE_WIDTH}}  {_fields(kind, msg)}".rstrip()
+
+    def _time(self, t_ns: object) -> str:
+        if not isinstance(t_ns, int) or isinstance(t_ns, bool) or t_ns <= 0:
+            return " " * 15
+        if self._t0 is None:
+            self._t0 = t_ns
+        return f"{(t_ns - self._t0) / 1e6:12.3f} ms"
+
+
+def _fields(kind: str, msg: m.Message) -> str:
+    order = _PASS_ORDER if kind in m.PASS_EVENTS else _LEADING
+    keys = [k for k in order if k in msg] + [k for k in msg if k not in order and k not in ("type", "t_ns")]
+    return " ".join(_field(key, msg[key]) for key in keys)
+
+
+def _field(key: str, value: Any) -> str:
+    if key == "traceback" and isinstance(value, str):
+        return f"traceback=<{len(value.splitlines())} lines>"
+    if key.endswith("_ns") and isinstance(value, int) and not isinstance(value, bool):
+        return f"{key.removesuffix('_ns')}={value / 1e6:.3f}ms"
+    if key == "name" and isinstance(value, str) and value and not any(c.isspace() for c in value):
+        return value
+    return f"{key}={_value(value)}"
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str) and value and not any(c.isspace() or c in "\"'=" for c in value):
+        return value
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    return json.dumps(_jsonable(value), ensure_ascii=False)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {_key(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _key(key: Any) -> str:
+    return key.hex() if isinstance(key, bytes) else str(key)

@@ -1,0 +1,128 @@
+"""Reading a recording file back: every complete frame, and what was cut, damaged or skipped.
+
+The file is read in chunks, so a large recording is never held in memory whole. Anything that
+is not a readable recording (missing, empty, foreign, from another protocol major version, or
+without one complete frame) is a :class:`~iket_tui.sources.base.SourceError` with a one-line
+message; a recording that was cut short or damaged reads up to the damage and says so in
+:func:`recording_notes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from iket_tui.protocol import messages as m
+from iket_tui.protocol.codec import ProtocolError
+from iket_tui.protocol.recording import RecordingDecoder
+from iket_tui.sources.base import SourceError
+
+CHUNK_SIZE = 1 << 20
+
+
+@dataclass
+class RecordingInfo:
+    """What reading a recording found, complete once its messages have all been read."""
+
+    size: int = 0
+    messages: int = 0
+    cut_at: int | None = None
+    skipped_bytes: int = 0
+    undecodable: int = 0
+    unknown: int = 0
+    ended: bool = False
+    source: str = ""
+
+
+class RecordingReader:
+    """Iterate the messages of one recording file, reading it incrementally.
+
+    Iteration raises :class:`SourceError` for a file that is not a readable recording; after
+    it, :attr:`info` describes the file.
+    """
+
+    def __init__(self, path: Path, *, chunk_size: int = CHUNK_SIZE) -> None:
+        self.path = Path(path)
+        self.info = RecordingInfo()
+        self._chunk_size = chunk_size
+
+    def __iter__(self) -> Iterator[m.Message]:
+        for batch in self.chunks():
+            yield from batch
+
+    def chunks(self) -> Iterator[list[m.Message]]:
+        """The messages, one list per chunk of the file read."""
+        decoder = RecordingDecoder()
+        try:
+            with open(self.path, "rb") as file:
+                while data := file.read(self._chunk_size):
+                    self.info.size += len(data)
+                    decoder.feed(data)
+                    batch = self._account(list(decoder), decoder)
+                    if batch:
+                        yield batch
+                batch = self._account(list(decoder.finish()), decoder)
+                if batch:
+                    yield batch
+        except ProtocolError as exc:
+            raise SourceError(f"{self.path}: {exc}") from None
+        except OSError as exc:
+            raise SourceError(f"{self.path}: {_os_reason(exc)}") from None
+        if not decoder.saw_header:
+            raise SourceError(f"{self.path}: no complete frame in this recording (cut right after its header?)")
+        self.info.cut_at = decoder.cut_at
+
+    def _account(self, batch: list[m.Message], decoder: RecordingDecoder) -> list[m.Message]:
+        info = self.info
+        if batch and info.messages == 0:
+            _check_header(self.path, batch[0])
+            source = batch[0].get("source")
+            info.source = source if isinstance(source, str) else ""
+        info.messages += len(batch)
+        info.skipped_bytes = decoder.skipped_bytes
+        info.undecodable = decoder.undecodable
+        info.unknown = decoder.unknown
+        if not info.ended:
+            info.ended = any(msg["type"] == m.END for msg in batch)
+        return batch
+
+
+def read_recording(path: Path) -> tuple[list[m.Message], RecordingInfo]:
+    """Every complete message of a recording and what reading it found."""
+    reader = RecordingReader(path)
+    messages = list(reader)
+    return messages, reader.info
+
+
+def recording_notes(info: RecordingInfo, *, verb: str = "read") -> tuple[str, ...]:
+    """One-line remarks for the user about a recording read to its end."""
+    notes: list[str] = []
+    if info.cut_at is not None:
+        notes.append(f"recording cut at byte {info.cut_at}: {info.messages} complete messages {verb}")
+    elif not info.ended:
+        notes.append("recording has no end frame: its recorder stopped without closing it")
+    if info.skipped_bytes:
+        notes.append(f"skipped {info.skipped_bytes} damaged bytes")
+    if info.undecodable:
+        notes.append(f"skipped {info.undecodable} undecodable frames")
+    if info.unknown:
+        notes.append(f"skipped {info.unknown} messages of types this iket-tui does not know (a newer recorder?)")
+    return tuple(notes)
+
+
+def _check_header(path: Path, header: m.Message) -> None:
+    proto = header.get("proto")
+    if not (isinstance(proto, list) and len(proto) == 2 and all(isinstance(v, int) for v in proto)):
+        raise SourceError(f"{path}: recording header without a valid protocol version")
+    if proto[0] != m.PROTOCOL_VERSION[0]:
+        ours = ".".join(map(str, m.PROTOCOL_VERSION))
+        raise SourceError(f"{path}: recorded with protocol {proto[0]}.{proto[1]}, this iket-tui speaks {ours}")
+
+
+def _os_reason(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory"
+    return exc.strerror or type(exc).__name__

@@ -1,0 +1,214 @@
+"""A recording played back as a live source: paced by its timestamps, with pause, step and speed.
+
+Messages are released when the playback clock reaches their ``t_ns`` (scaled by the speed);
+speed 0 plays as fast as the reader goes. Messages without a timestamp, or with one earlier
+than the clock, are released at once.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from iket_tui.protocol import messages as m
+from iket_tui.sources.base import SourceBatch, SourceError, SourceState
+from iket_tui.sources.reading import RecordingInfo, RecordingReader, read_recording, recording_notes
+
+__all__ = ["RecordingInfo", "RecordingSource", "read_recording"]
+
+_MAX_BATCH = 20_000
+_IDLE_WAIT_S = 0.5
+
+
+class RecordingSource:
+    """An :class:`~iket_tui.sources.base.EventSource` and
+    :class:`~iket_tui.sources.base.PlaybackControl` over one recording file.
+
+    ``speed`` 0 or ``"max"`` plays as fast as the file is read. :meth:`open` may be called
+    first to report an unreadable file before any UI starts.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        speed: float | Literal["max"] = 1.0,
+        start_paused: bool = False,
+        batch_interval_s: float = 0.03,
+    ) -> None:
+        self.path = Path(path)
+        self.description = f"recording {self.path}"
+        self.error: str | None = None
+        self._reader = RecordingReader(self.path)
+        self._chunks: Iterator[list[m.Message]] | None = None
+        self._buffer: deque[m.Message] = deque()
+        self._batch_interval_s = batch_interval_s
+        self._cond = threading.Condition()
+        self._speed = 0.0 if speed == "max" else max(0.0, float(speed))
+        self._paused = start_paused
+        self._steps = 0
+        self._closed = False
+        self._clock_t_ns: int | None = None
+        self._clock_wall = time.monotonic()
+
+    @property
+    def info(self) -> RecordingInfo:
+        return self._reader.info
+
+    # -- PlaybackControl ------------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def speed(self) -> float:
+        """Playback speed; 0 means as fast as possible."""
+        return self._speed
+
+    def set_paused(self, paused: bool) -> None:
+        with self._cond:
+            if paused == self._paused:
+                return
+            self._clock_t_ns = self._clock_now()
+            self._clock_wall = time.monotonic()
+            self._paused = paused
+            self._steps = 0
+            self._cond.notify_all()
+
+    def step(self) -> None:
+        """While paused, release the next message."""
+        with self._cond:
+            if self._paused:
+                self._steps += 1
+                self._cond.notify_all()
+
+    def set_speed(self, speed: float) -> None:
+        with self._cond:
+            self._clock_t_ns = self._clock_now()
+            self._clock_wall = time.monotonic()
+            self._speed = max(0.0, speed)
+            self._cond.notify_all()
+
+    # -- EventSource ----------------------------------------------------------------------
+
+    def open(self) -> m.Message:
+        """Read up to the recording's header frame; returns it. Raises :class:`SourceError`."""
+        if self._chunks is None:
+            self._chunks = self._reader.chunks()
+        if not self._fill():
+            raise SourceError(f"{self.path}: no complete frame in this recording")
+        header = self._buffer[0]
+        source = header.get("source")
+        if isinstance(source, str) and source:
+            self.description = f"recording {self.path.name} of {source}"
+        return header
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def batches(self) -> Iterator[SourceBatch]:
+        try:
+            self.open()
+        except SourceError as exc:
+            self.error = str(exc)
+            yield SourceBatch(state=SourceState.FAILED, error=self.error)
+            return
+        yield SourceBatch(state=SourceState.LIVE)
+        pending: list[m.Message] = []
+        flush_at = 0.0
+        while not self._closed:
+            try:
+                more = self._fill()
+            except SourceError as exc:
+                self.error = str(exc)
+                if pending:
+                    yield SourceBatch(messages=tuple(pending))
+                yield SourceBatch(state=SourceState.FAILED, error=self.error)
+                return
+            if not more:
+                notes = recording_notes(self.info, verb="replayed")
+                yield SourceBatch(messages=tuple(pending), state=SourceState.ENDED, notes=notes)
+                return
+            had_pending = bool(pending)
+            wait = self._release(pending)
+            if not pending:
+                self._sleep(wait)
+                continue
+            now = time.monotonic()
+            if not had_pending:
+                flush_at = now + self._batch_interval_s
+            if wait > 0 or len(pending) >= _MAX_BATCH or now >= flush_at:
+                yield SourceBatch(messages=tuple(pending))
+                pending = []
+
+    # -- pacing ---------------------------------------------------------------------------
+
+    def _release(self, pending: list[m.Message]) -> float:
+        """Move due messages from the buffer to ``pending``; seconds until the next is due."""
+        buffer = self._buffer
+        with self._cond:
+            if not self._paused and self._speed == 0:
+                room = _MAX_BATCH - len(pending)
+                while buffer and room > 0:
+                    msg = buffer.popleft()
+                    self._advance(_t_ns(msg))
+                    pending.append(msg)
+                    room -= 1
+                return 0.0
+            while buffer:
+                t_ns = _t_ns(buffer[0])
+                if self._paused:
+                    if self._steps == 0:
+                        return math.inf
+                    self._steps -= 1
+                else:
+                    clock = self._clock_now()
+                    if t_ns is not None and clock is not None and t_ns > clock:
+                        return (t_ns - clock) / 1e9 / self._speed
+                self._advance(t_ns)
+                pending.append(buffer.popleft())
+                if len(pending) >= _MAX_BATCH:
+                    return 0.0
+            return 0.0
+
+    def _advance(self, t_ns: int | None) -> None:
+        """The clock reaches a released message's time (first timestamp, a step, max speed)."""
+        if t_ns is None:
+            return
+        if self._clock_t_ns is None or self._paused or self._speed == 0:
+            if self._clock_t_ns is None or t_ns > self._clock_t_ns:
+                self._clock_t_ns = t_ns
+            self._clock_wall = time.monotonic()
+
+    def _clock_now(self) -> int | None:
+        if self._clock_t_ns is None or self._paused or self._speed == 0:
+            return self._clock_t_ns
+        return self._clock_t_ns + int((time.monotonic() - self._clock_wall) * 1e9 * self._speed)
+
+    def _sleep(self, seconds: float) -> None:
+        with self._cond:
+            if not self._closed:
+                self._cond.wait(min(seconds, _IDLE_WAIT_S))
+
+    def _fill(self) -> bool:
+        """At least one message buffered, reading more of the file if needed; ``False`` at its end."""
+        assert self._chunks is not None
+        while not self._buffer:
+            batch = next(self._chunks, None)
+            if batch is None:
+                return False
+            self._buffer.extend(batch)
+        return True
+
+
+def _t_ns(msg: m.Message) -> int | None:
+    t_ns = msg.get("t_ns")
+    return t_ns if isinstance(t_ns, int) and not isinstance(t_ns, bool) and t_ns > 0 else None
