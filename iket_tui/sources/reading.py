@@ -59,7 +59,7 @@ class RecordingReader:
                 while data := file.read(self._chunk_size):
                     self.info.size += len(data)
                     decoder.feed(data)
-                    batch = self._account(list(decoder), decoder)
+                    batch = self._account(decoder.drain(), decoder)
                     if batch:
                         yield batch
                 batch = self._account(list(decoder.finish()), decoder)
@@ -83,8 +83,8 @@ class RecordingReader:
         info.skipped_bytes = decoder.skipped_bytes
         info.undecodable = decoder.undecodable
         info.unknown = decoder.unknown
-        if not info.ended:
-            info.ended = any(msg["type"] == m.END for msg in batch)
+        if batch:
+            info.ended = batch[-1]["type"] == m.END  # a cleanly closed recording ends on its end frame
         return batch
 
 

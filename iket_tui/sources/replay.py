@@ -157,11 +157,16 @@ class RecordingSource:
         with self._cond:
             if not self._paused and self._speed == 0:
                 room = _MAX_BATCH - len(pending)
-                while buffer and room > 0:
-                    msg = buffer.popleft()
-                    self._advance(_t_ns(msg))
-                    pending.append(msg)
-                    room -= 1
+                if room >= len(buffer):
+                    pending.extend(buffer)
+                    buffer.clear()
+                else:
+                    pending.extend(buffer.popleft() for _ in range(room))
+                for msg in reversed(pending):
+                    t_ns = _t_ns(msg)
+                    if t_ns is not None:
+                        self._advance(t_ns)
+                        break
                 return 0.0
             while buffer:
                 t_ns = _t_ns(buffer[0])
