@@ -1,0 +1,1 @@
+"""Benchmarks of iket-tui's speed targets; run them all with ``python -m benchmarks.run``."""

@@ -1,0 +1,89 @@
+"""Replay of a 1,000,000-event recording: into the model alone, and into the app until idle.
+
+The recording holds back-to-back compiles shaped like a real TileLang GEMM lowering
+(``iket_tui.model.synthetic``), written by the same writer ``iket-tui record`` uses. The
+baseline is reading and decoding the file without applying anything, in the same run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.results import Figure
+from iket_tui.model import synthetic
+from iket_tui.model.pass_tree import PassTree
+from iket_tui.protocol.codec import encode_batch
+from iket_tui.protocol.messages import Message
+from iket_tui.sources.reading import RecordingReader
+from iket_tui.sources.recorder import RecordingWriter
+
+PASS_EVENTS = 1_000_000
+FRAME = 16  # messages per frame: the mean the agent sent for the demo's real compiles
+
+
+def write_recording(path: Path, pass_events: int = PASS_EVENTS, frame: int = FRAME) -> int:
+    """Write the benchmark recording, ``frame`` messages to a frame as the agent batches them;
+    returns the number of messages in it."""
+    writer = RecordingWriter(path, source="benchmark")
+    writer.write(synthetic.agent_hello())
+    pending: list[Message] = []
+    for msg in synthetic.bulk(pass_events):
+        pending.append(msg)
+        if len(pending) == frame:
+            writer.write_frames(encode_batch(pending), pending)
+            pending = []
+    if pending:
+        writer.write_frames(encode_batch(pending), pending)
+    writer.close("benchmark")
+    return writer.messages
+
+
+def _decode_only(path: Path) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    count = sum(len(chunk) for chunk in RecordingReader(path).chunks())
+    return time.perf_counter() - t0, count
+
+
+def _into_model(path: Path) -> tuple[float, PassTree]:
+    t0 = time.perf_counter()
+    tree = PassTree()
+    for chunk in RecordingReader(path).chunks():
+        tree.apply(chunk)
+    return time.perf_counter() - t0, tree
+
+
+async def _into_app(path: Path) -> float:
+    from iket_tui.sources.base import SourceState
+    from iket_tui.sources.replay import RecordingSource
+    from iket_tui.ui.app import IketApp
+
+    app = IketApp(RecordingSource(path, speed=0.0))
+    t0 = time.perf_counter()
+    async with app.run_test(size=(160, 48)) as pilot:
+        while app.source_state is not SourceState.ENDED:
+            await pilot.pause(0.01)
+        await pilot.wait_for_scheduled_animations()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        elapsed = time.perf_counter() - t0
+    return elapsed
+
+
+def run() -> list[Figure]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.msgpack"
+        messages = write_recording(path)
+        size_mb = path.stat().st_size / 1e6
+        decode_s, _ = _decode_only(path)
+        model_s, tree = _into_model(path)
+        app_s = asyncio.run(_into_app(path))
+    detail = f"{messages} messages in frames of {FRAME}, {size_mb:.0f} MB; reading and decoding alone {decode_s:.2f} s"
+    return [
+        Figure("replay 1M pass events into the model", model_s, "s", 2.0, detail),
+        Figure(
+            "replay 1M pass events into the UI until idle", app_s, "s", 5.0, f"{tree.counters.events} events applied"
+        ),
+    ]
