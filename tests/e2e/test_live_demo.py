@@ -1,0 +1,180 @@
+"""The whole path, live: the bundled TileLang program under the real agent, the app attached
+over the real socket, and the recording it leaves on disk.
+
+The program lowers real kernels for ``sm_90a``: a good one, one with a pass slowed to
+seconds, one failing in ``tl.LayoutInference``, and one that nvcc rejects. The test looks at
+what a user looks at: the rows of the tree, the header, the detail pane, and the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+from textual.pilot import Pilot
+
+from iket_tui import endpoints
+from iket_tui.model.nodes import FAILED, INCOMPLETE, RUNNING, CompileNode, PassNode
+from iket_tui.protocol import messages as m
+from iket_tui.sources.base import SourceState
+from iket_tui.sources.reading import read_recording
+from iket_tui.sources.socket import SocketSource
+from iket_tui.ui.app import IketApp
+from iket_tui.ui.detail_pane import DetailPane
+from iket_tui.ui.header_bar import HeaderBar
+
+WAIT_S = 120.0
+SLOW_S = 3.0
+KERNELS = "vector_add,slow_gemm,layout_conflict,nvcc_error"
+
+
+@pytest.fixture
+def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="ik"))  # short: socket paths are limited to 107 bytes
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(path))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def demo(runtime_dir: Path, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "IKET_TUI": "1", "IKET_TUI_WAIT_CLIENT": str(WAIT_S), "XDG_RUNTIME_DIR": str(runtime_dir)}
+    args = ["--kernels", KERNELS, "--slow-seconds", str(SLOW_S), "--pause", "0.1"]
+    with open(tmp_path / "demo.log", "wb") as log:
+        program = subprocess.Popen(
+            [sys.executable, "-m", "iket_tui.demo.program", *args], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    yield program
+    if program.poll() is None:
+        program.kill()
+    program.wait()
+
+
+def _socket_of(program: subprocess.Popen[bytes]) -> Path:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        for endpoint in endpoints.list_endpoints():
+            if endpoint.pid == program.pid:
+                return endpoint.path
+        assert program.poll() is None, "the demo program exited before its agent listened"
+        time.sleep(0.05)
+    raise AssertionError("the demo program's agent never listened")
+
+
+async def _wait(pilot: Pilot[int], condition: object, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
+def _compile(app: IketApp, kernel: str) -> CompileNode:
+    return next(comp for comp in app.pass_tree.compiles if comp.kernel == kernel)
+
+
+def _passes(app: IketApp, comp: CompileNode) -> list[PassNode]:
+    return [node for node in app.pass_tree.passes if node.compile is comp]
+
+
+def _screen(app: IketApp) -> str:
+    view = app.view
+    return "\n".join(view.render_line(y).text.rstrip() for y in range(view.size.height))
+
+
+def _details(app: IketApp) -> str:
+    shown = app.query_one(DetailPane).details
+    return "" if shown is None else shown.text()
+
+
+async def _watch(app: IketApp, pilot: Pilot[int]) -> dict[str, str]:
+    seen: dict[str, str] = {}
+
+    def slow_pass_running() -> bool:
+        return any(
+            node.name == "tl.InjectSoftwarePipeline" and node.status is RUNNING and node.compile.kernel == "slow_gemm"
+            for node in app.pass_tree.running_passes()
+        )
+
+    await _wait(pilot, slow_pass_running, "the slowed pass to be seen running")
+    await pilot.pause(0.3)
+    seen["while slow"] = _screen(app)
+    seen["header while slow"] = app.query_one(HeaderBar).text()
+    await _wait(pilot, lambda: app.source_state is SourceState.ENDED, "the program to exit")
+    failed = _compile(app, "layout_conflict")
+    app.view.select(failed.failing or failed, by_user=True, center=True)
+    await pilot.pause()
+    seen["failure screen"] = _screen(app)
+    seen["failure details"] = _details(app)
+    codegen = _compile(app, "nvcc_error")
+    app.view.select(codegen, by_user=True, center=True)
+    await pilot.pause()
+    seen["codegen details"] = _details(app)
+    seen["header at exit"] = app.query_one(HeaderBar).text()
+    return seen
+
+
+def test_a_live_demo_seen_through_the_app_and_its_recording(demo: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    recording = tmp_path / "live.msgpack"
+    app = IketApp(SocketSource(_socket_of(demo), record_to=recording), stuck_after_s=1.0)
+
+    async def drive() -> dict[str, str]:
+        async with app.run_test(size=(160, 48)) as pilot:
+            return await _watch(app, pilot)
+
+    seen = asyncio.run(drive())
+    assert demo.wait(timeout=WAIT_S) == 0
+
+    # The slowed pass was on screen as running, then stuck, before it finished.
+    assert "tl.InjectSoftwarePipeline" in seen["while slow"]
+    slow_row = next(line for line in seen["while slow"].splitlines() if "tl.InjectSoftwarePipeline" in line)
+    assert "running" in slow_row or "stuck" in slow_row
+    assert f"pid {demo.pid}" in seen["header while slow"] and "live" in seen["header while slow"]
+
+    # Every compile is there, in order, with the right outcome; data stays after exit.
+    tree = app.pass_tree
+    assert [comp.kernel for comp in tree.compiles] == KERNELS.split(",")
+    good = _compile(app, "vector_add")
+    passes = _passes(app, good)
+    assert 60 <= len(passes) <= 130
+    assert all(node.status is not RUNNING and node.duration_ns is not None for node in passes)
+    starts = [node.start_ns for node in passes]
+    assert starts == sorted(starts)
+    for node in passes:
+        if node.parent is not None:
+            assert node.depth == node.parent.depth + 1
+            assert node.parent.start_ns <= node.start_ns <= node.end_ns <= node.parent.end_ns  # type: ignore[operator]
+    slow = next(node for node in _passes(app, _compile(app, "slow_gemm")) if node.name == "tl.InjectSoftwarePipeline")
+    assert slow.duration_ns is not None and slow.duration_ns >= SLOW_S * 1e9
+
+    failed = _compile(app, "layout_conflict")
+    assert failed.status is FAILED and failed.stage == "pass"
+    assert failed.failing is not None and failed.failing.name == "tl.LayoutInference"
+    assert failed.failing.status in (FAILED, INCOMPLETE)
+    assert "tl.LayoutInference" in seen["failure screen"]
+    assert "Layout infer conflict" in seen["failure details"]
+    assert "Traceback" in seen["failure details"]
+
+    codegen = _compile(app, "nvcc_error")
+    assert codegen.status is FAILED and codegen.stage == "codegen"
+    assert "iket_demo_missing_device_function" in seen["codegen details"]
+    assert "disconnected" in seen["header at exit"] and "0 dropped" in seen["header at exit"]
+
+    # The recording holds the same stream: every pass the app saw, and the program's exit.
+    messages, info = read_recording(recording)
+    assert info.cut_at is None and info.ended
+    starts_recorded = [msg for msg in messages if msg["type"] == m.PASS_START]
+    assert len(starts_recorded) == len(tree.passes)
+    assert [msg["kernel"] for msg in messages if msg["type"] == m.COMPILE_BEGIN] == KERNELS.split(",")
+    assert any(msg["type"] == m.BYE for msg in messages)
