@@ -283,9 +283,9 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
     @_never_raises
     def _codegen_began(self, event: Any) -> int:
         now = time.monotonic_ns()
-        msg = m.codegen_begin(compile=self._begin(getattr(event, "mod", None)), t_ns=now)
-        msg["name"] = str(event.name)
-        self.registry.emit(msg)
+        self.registry.emit(
+            m.codegen_begin(compile=self._begin(getattr(event, "mod", None)), t_ns=now, name=str(event.name))
+        )
         return now
 
     @_never_raises
@@ -300,8 +300,8 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
             duration_ns=now - started_ns if started_ns is not None else 0,
             ok=error is None,
             error=failures.describe(error) if error is not None else None,
+            name=str(event.name),
         )
-        msg["name"] = str(event.name)
         self.registry.emit(msg)
 
 

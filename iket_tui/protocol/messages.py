@@ -230,12 +230,25 @@ def callback_mismatch(*, compile: int, context: int, expected: str | None, got: 
     }
 
 
-def codegen_begin(*, compile: int, t_ns: int) -> Message:
-    return {"type": CODEGEN_BEGIN, "compile": compile, "t_ns": t_ns}
+def codegen_begin(*, compile: int, t_ns: int, name: str | None = None) -> Message:
+    """A codegen step starts; ``name`` is the backend's build function (a compile may run
+    several, e.g. ``target.build.tilelang_cuda`` then ``target.build.tilelang_c_host``)."""
+    return {"type": CODEGEN_BEGIN, "compile": compile, "t_ns": t_ns, "name": name}
 
 
-def codegen_end(*, compile: int, t_ns: int, duration_ns: int, ok: bool, error: str | None = None) -> Message:
-    return {"type": CODEGEN_END, "compile": compile, "t_ns": t_ns, "duration_ns": duration_ns, "ok": ok, "error": error}
+def codegen_end(
+    *, compile: int, t_ns: int, duration_ns: int, ok: bool, error: str | None = None, name: str | None = None
+) -> Message:
+    """The most recent codegen step (of that ``name``) ended; a failure carries the compiler's text."""
+    return {
+        "type": CODEGEN_END,
+        "compile": compile,
+        "t_ns": t_ns,
+        "duration_ns": duration_ns,
+        "ok": ok,
+        "error": error,
+        "name": name,
+    }
 
 
 def recording(*, created_unix: float, software_version: str, source: str) -> Message:
