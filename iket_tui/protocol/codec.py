@@ -67,14 +67,7 @@ class MessageDecoder:
 
     def __iter__(self) -> Iterator[Message]:
         try:
-            for body in self.frames:
-                msg = self._decode(body)
-                if msg is None:
-                    continue
-                if msg["type"] == BATCH:
-                    yield from self._flatten(msg)
-                else:
-                    yield msg
+            yield from self._messages(self.frames)
         except FrameError as exc:
             raise ProtocolError(str(exc)) from None
 
@@ -108,7 +101,10 @@ class MessageDecoder:
 
     def finish(self) -> Iterator[Message]:
         """At end of stream: every remaining complete message (see :meth:`FrameDecoder.finish`)."""
-        for body in self.frames.finish():
+        yield from self._messages(self.frames.finish())
+
+    def _messages(self, bodies: Iterator[bytes]) -> Iterator[Message]:
+        for body in bodies:
             msg = self._decode(body)
             if msg is None:
                 continue
