@@ -1,0 +1,149 @@
+# mypy: disable-error-code="valid-type, untyped-decorator"
+"""Real TileLang kernels that use every IKET frontend call, instrumented through TileLang's CUDA
+post-processing callback, lowered and compiled by nvcc for sm_90a (no GPU needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+import tilelang
+import tilelang.language as T
+import tvm_ffi
+from tilelang import tvm
+from tilelang.tools.cuda import iket
+
+from iket_tui.ring.device import MARKER, WARP_VARIABLE, RingTarget
+from iket_tui.ring.events import ModuleEvents
+from iket_tui.ring.layout import RingGeometry
+from iket_tui.ring.runtime import CALLBACK_NAME, DeviceRuntime, installed
+from iket_tui.ring.wire import kernel_module, module_from_message
+
+pytestmark = pytest.mark.tilelang
+
+
+def _gpu_script() -> Any:
+    """benchmarks/gpu_ring_check.py, the script the H200 runs, imported by path."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_ring_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_ring_check", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+gpu = _gpu_script()
+
+RING = RingTarget(0x7F0000000000, RingGeometry.for_sms(132, 16), ring_id=77)
+TARGET = {"kind": "cuda", "arch": "sm_90a"}
+
+
+def every_call_kernel() -> Any:
+    """mark, range, range_push/pop, range_start/end, and payloads of all three types."""
+    iket.reset()
+    n = 256
+
+    @T.prim_func
+    def every_call(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)) -> None:
+        with T.Kernel(n // 128, threads=128) as bx:
+            T.evaluate(iket.mark("enter"))
+            T.evaluate(iket.mark("block", payload=iket.payload(bx, "int32")))
+            with iket.range("copy", payload=iket.payload(bx, "uint32")):
+                for i in T.Parallel(128):
+                    B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+            T.evaluate(iket.range_push("pushed"))
+            T.evaluate(iket.mark("first", payload=iket.payload(A[bx * 128], "float32")))
+            T.evaluate(iket.range_pop("pushed"))
+            T.evaluate(iket.range_start("started"))
+            T.evaluate(iket.range_end())
+            T.evaluate(iket.mark("enter"))
+
+    return every_call
+
+
+def _lower(func: Any) -> str:
+    tilelang.disable_cache()
+    target = tvm.target.Target(dict(TARGET))
+    with target:
+        return str(tilelang.lower(func, target=target, enable_device_compile=False).kernel_source)
+
+
+def test_generated_cuda_of_every_frontend_call_holds_the_runtime_and_its_table() -> None:
+    tables: list[ModuleEvents] = []
+    runtime = DeviceRuntime(RING, on_module=tables.append)
+    func = every_call_kernel()
+    declared = iket.event_table()
+    with installed(runtime):
+        code = _lower(func)
+
+    assert MARKER in code and f"iket_tui::Warp {WARP_VARIABLE}(0u);" in code
+    assert "#define TL_IKET_EVENT_PAYLOAD_F32" in code
+    (table,) = tables
+    assert table.kernels == ("every_call_kernel",)
+    assert [(e.name, e.kind, e.payload_type) for e in table.events] == [
+        (str(d["name"]), str(d["kind"]), "none" if d["payload_type"] == "NoPayload" else str(d["payload_type"]))
+        for d in declared
+    ]
+    assert [e.event_id for e in table.events] == [int(d["event_id"]) for d in declared]
+    assert runtime.modules == {1: table}
+    message = kernel_module(table, ring_id=RING.ring_id, layout=RING.geometry.layout, t_ns=0)
+    assert module_from_message(message) == table
+
+
+def test_nvcc_compiles_the_instrumented_kernel_and_the_callback_is_restored() -> None:
+    before = tvm_ffi.get_global_func(CALLBACK_NAME, allow_missing=True)
+    runtime = DeviceRuntime(RING)
+    tilelang.disable_cache()
+    with installed(runtime), iket.session():  # the user's own IKET session must not take the callback back
+        kernel = tilelang.compile(every_call_kernel(), target=dict(TARGET))
+    source = str(kernel.get_kernel_source())
+    assert MARKER in source and "0x7f0000000000ull" in source
+    after = tvm_ffi.get_global_func(CALLBACK_NAME, allow_missing=True)
+    assert (after is None) == (before is None)
+
+
+def test_without_a_gpu_the_kernels_compile_with_events_that_do_nothing() -> None:
+    tables: list[ModuleEvents] = []
+    tilelang.disable_cache()
+    with installed(DeviceRuntime(None, on_module=tables.append)):
+        kernel = tilelang.compile(every_call_kernel(), target=dict(TARGET))
+    assert "events compile to nothing" in str(kernel.get_kernel_source())
+    assert [e.name for e in tables[0].events] == ["enter", "block", "copy", "pushed", "first", "started"]
+
+
+@pytest.mark.parametrize("variant", gpu.GEMM_VARIANTS)
+def test_the_gpu_checks_gemms_compile_with_the_runtime(variant: str) -> None:
+    runtime = DeviceRuntime(RING)
+    kernel = gpu.compile_kernel(runtime, gpu.gemm_kernel(variant))
+    source = str(kernel.get_kernel_source())
+    if variant == "plain":
+        assert MARKER not in source and runtime.modules == {}
+        return
+    (table,) = runtime.modules.values()
+    names = {"ksteps": ["load", "mma"], "block": ["block"]}[variant]
+    assert [e.name for e in table.events] == names
+    assert f"iket_tui::Warp {WARP_VARIABLE}(0u);" in source
+
+
+def test_the_gpu_checks_known_count_and_long_running_kernels_compile_with_the_runtime() -> None:
+    runtime = DeviceRuntime(RING)
+    gpu.compile_kernel(runtime, gpu.known_count_kernel(blocks=8, steps=3))
+    gpu.compile_kernel(runtime, gpu.long_running_kernel(blocks=2, outer=3, inner=10))
+    known, long_running = runtime.modules.values()
+    assert [(e.name, e.payload_type) for e in known.events] == [
+        ("begin", "int32"),
+        ("step", "uint32"),
+        ("tick", "none"),
+        ("scale", "float32"),
+    ]
+    assert [(e.name, e.payload_type) for e in long_running.events] == [("beat", "int32")]
+    code = gpu.lower_kernel(DeviceRuntime(RING), gpu.known_count_kernel(blocks=8, steps=3))
+    kernels = code[code.index('extern "C"') :]
+    assert kernels.count("TL_IKET_EVENT(31)") == 1 and kernels.count("TL_IKET_EVENT_PAYLOAD_U32(") == 2
