@@ -23,7 +23,7 @@ class StreamActivity:
     """Arrival times of messages on the local clock (seconds, given explicitly so tests can
     freeze it)."""
 
-    __slots__ = ("_first_s", "_samples", "last_event_s", "last_message_s", "received")
+    __slots__ = ("_first_s", "_samples", "ended", "last_event_s", "last_message_s", "received")
 
     def __init__(self) -> None:
         self._samples: deque[tuple[float, int]] = deque()
@@ -31,6 +31,7 @@ class StreamActivity:
         self.received = 0
         self.last_event_s: float | None = None
         self.last_message_s: float | None = None
+        self.ended = False
 
     def record(self, local_s: float, *, events: int, messages: int) -> None:
         """``messages`` arrived at ``local_s``; ``events`` of them were compile or pass events."""
@@ -43,8 +44,16 @@ class StreamActivity:
             self.received += events
             self._samples.append((local_s, events))
 
+    def end(self) -> None:
+        """No more events will come (the target disconnected, the recording ended)."""
+        self.ended = True
+        self._samples.clear()
+
     def rate(self, now_s: float) -> float:
-        """Events per second over the last few seconds."""
+        """Events per second over the last few seconds: it falls as time passes without
+        events, to 0 once the last of them is older than the window or the stream ended."""
+        if self.ended:
+            return 0.0
         samples = self._samples
         while samples and samples[0][0] <= now_s - RATE_WINDOW_S:
             samples.popleft()

@@ -52,7 +52,7 @@ class CompileNode:
 
     __slots__ = (
         "begin_ns",
-        "codegen",
+        "codegen_steps",
         "context_order",
         "contexts",
         "duration_ns",
@@ -90,7 +90,7 @@ class CompileNode:
         self.stage: str | None = None
         self.contexts: dict[int, ContextNode] = {}
         self.context_order: list[ContextNode] = []
-        self.codegen: CodegenNode | None = None
+        self.codegen_steps: list[CodegenNode] = []  # in the order they began
         self.incomplete: list[PassNode] = []
         self.failing: PassNode | None = None  # the pass the compile failed in
         self.mismatches = 0
@@ -103,6 +103,11 @@ class CompileNode:
     def title(self) -> str:
         """What the user calls this compile: its kernel, else its label, else its number."""
         return self.kernel or self.label or f"compile {self.id}"
+
+    @property
+    def failed_codegen(self) -> CodegenNode | None:
+        """The codegen step the compile failed in, if it failed in one."""
+        return next((step for step in reversed(self.codegen_steps) if step.status is FAILED), None)
 
 
 class ContextNode:
@@ -122,19 +127,34 @@ class ContextNode:
         self.order = order
 
 
+BUILD_PREFIX = "target.build."
+"""How TVM names its backend build functions; the rest of the name says which backend."""
+
+
 class CodegenNode:
-    """Code generation after the passes (for CUDA: nvcc)."""
+    """One code generation step after the passes. A compile may run several: TileLang's
+    ``tilelang.compile`` builds the device code (``target.build.tilelang_cuda``, which runs
+    nvcc) and then the host code (``target.build.tilelang_c_host``). ``name`` is None in
+    streams from agents that did not name their steps."""
 
-    __slots__ = ("begin_ns", "compile", "duration_ns", "end_ns", "error", "order", "status")
+    __slots__ = ("begin_ns", "compile", "duration_ns", "end_ns", "error", "name", "order", "status")
 
-    def __init__(self, compile: CompileNode, begin_ns: int, order: int) -> None:
+    def __init__(self, compile: CompileNode, name: str | None, begin_ns: int, order: int) -> None:
         self.compile = compile
+        self.name = name
         self.begin_ns = begin_ns
         self.end_ns: int | None = None
         self.duration_ns: int | None = None
         self.status = RUNNING
         self.error: str | None = None
         self.order = order
+
+    @property
+    def title(self) -> str:
+        """``codegen tilelang_cuda`` for ``target.build.tilelang_cuda``; ``codegen`` when unnamed."""
+        if not self.name:
+            return "codegen"
+        return f"codegen {self.name.removeprefix(BUILD_PREFIX)}"
 
 
 NO_CHILDREN: list[PassNode] = []

@@ -264,10 +264,11 @@ class PassTree:
         else:
             comp.status = FAILED
             self.failed_compiles += 1
+            failed_step = _last_failed_or_open(comp.codegen_steps)
             self._close_children(comp, t, INCOMPLETE)
-            if stage == "codegen" and comp.codegen is not None:
-                comp.codegen.status = FAILED
-                comp.codegen.error = comp.codegen.error or error
+            if stage == "codegen" and failed_step is not None:
+                failed_step.status = FAILED
+                failed_step.error = failed_step.error or error
             elif comp.incomplete:
                 failing = max(comp.incomplete, key=lambda node: (node.depth, node.order))
                 comp.failing = failing
@@ -282,10 +283,11 @@ class PassTree:
             if ctx.status is RUNNING:
                 ctx.status = status
                 ctx.end_ns = t
-        if comp.codegen is not None and comp.codegen.status is RUNNING:
-            comp.codegen.status = status
-            comp.codegen.end_ns = t
-            comp.codegen.duration_ns = t - comp.codegen.begin_ns
+        for step in comp.codegen_steps:
+            if step.status is RUNNING:
+                step.status = status
+                step.end_ns = t
+                step.duration_ns = max(0, t - step.begin_ns)
 
     def _context_enter(self, msg: dict[str, Any]) -> None:
         compile_id = _int(msg["compile"])
@@ -316,14 +318,17 @@ class PassTree:
     def _codegen_begin(self, msg: dict[str, Any]) -> None:
         compile_id = _int(msg["compile"])
         t = _int(msg["t_ns"])
+        name = _opt_str(msg.get("name"))
         comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
-        if comp.codegen is None:
-            comp.codegen = CodegenNode(comp, t, self._next_order())
+        steps = comp.codegen_steps
+        if not any(step.begin_ns == t and step.name == name for step in steps):  # else a catch-up overlap
+            steps.append(CodegenNode(comp, name, t, self._next_order()))
             comp.shape += 1
         comp.version += 1
         self._seen(t)
 
     def _codegen_end(self, msg: dict[str, Any]) -> None:
+        """Ends the most recent open codegen step (of the same name, when the end names one)."""
         compile_id = _int(msg["compile"])
         t = _int(msg["t_ns"])
         duration = _int(msg["duration_ns"])
@@ -331,15 +336,21 @@ class PassTree:
         if type(ok) is not bool:
             raise _MALFORMED
         error = _opt_str(msg.get("error"))
+        name = _opt_str(msg.get("name"))
         comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t - duration)
-        codegen = comp.codegen
-        if codegen is None:
-            codegen = comp.codegen = CodegenNode(comp, t - duration, self._next_order())
+        steps = comp.codegen_steps
+        if any(step.end_ns == t and step.name == name for step in steps):
+            return  # a catch-up backlog overlapping what was already seen
+        step = _open_step(steps, name)
+        if step is None:  # its begin was never seen
+            step = CodegenNode(comp, name, t - duration, self._next_order())
+            steps.append(step)
             comp.shape += 1
-        codegen.end_ns = t
-        codegen.duration_ns = duration
-        codegen.status = DONE if ok else FAILED
-        codegen.error = error
+        step.name = step.name or name
+        step.end_ns = t
+        step.duration_ns = duration
+        step.status = DONE if ok else FAILED
+        step.error = error
         comp.version += 1
         self._seen(t)
 
@@ -559,6 +570,21 @@ class PassTree:
 
 def _running_in(comp: CompileNode) -> list[PassNode]:
     return [node for ctx in comp.context_order for node in ctx.passes.values() if node.status is RUNNING]
+
+
+def _open_step(steps: list[CodegenNode], name: str | None) -> CodegenNode | None:
+    """The codegen step an end closes: the most recent open one of that name, or (from an
+    agent that did not name the begin, or did not name the end) the most recent open one."""
+    open_steps = [step for step in reversed(steps) if step.end_ns is None]
+    if name is None:
+        return open_steps[0] if open_steps else None
+    same = next((step for step in open_steps if step.name == name), None)
+    return same or next((step for step in open_steps if step.name is None), None)
+
+
+def _last_failed_or_open(steps: list[CodegenNode]) -> CodegenNode | None:
+    """The codegen step a compile that failed in codegen failed in."""
+    return next((step for step in reversed(steps) if step.status is FAILED or step.end_ns is None), None)
 
 
 def kernel_from_label(label: str) -> str | None:

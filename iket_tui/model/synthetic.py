@@ -17,6 +17,10 @@ from iket_tui.protocol.messages import Message
 
 CUDA: Final = "pipeline_cuda"
 TARGET: Final = "cuda -keys=cuda,gpu -arch=sm_90a"
+DEVICE_BUILD: Final = "target.build.tilelang_cuda"
+"""The codegen step that writes the CUDA source and runs nvcc on it."""
+HOST_BUILD: Final = "target.build.tilelang_c_host"
+"""The codegen step that builds the host-side launcher, after the device build."""
 
 GEMM_LOWERING: Final[tuple[tuple[str, int, str | None, int], ...]] = (
     ("pass_fn", 0, None, 249),
@@ -155,7 +159,9 @@ class Lowering:
     ``scale`` stretches every duration; ``slow`` overrides the inclusive duration of passes
     by name; ``fail_in`` names the pass that raises ``error`` (the compile then ends failed in
     that pass, as TileLang reports it: the open passes incomplete, with no error of their
-    own); ``codegen_ns`` adds a codegen step, which fails with ``codegen_error`` if given.
+    own); ``codegen_ns`` adds codegen as ``tilelang.compile`` runs it: the device build
+    (nvcc) taking ``codegen_ns``, which fails with ``codegen_error`` if given, then the host
+    build taking ``host_codegen_ns``.
     """
 
     compile: int
@@ -169,6 +175,7 @@ class Lowering:
     traceback: str = LAYOUT_TRACEBACK
     codegen_ns: int | None = None
     codegen_error: str | None = None
+    host_codegen_ns: int = 1_100_000
 
     @property
     def label(self) -> str:
@@ -228,14 +235,20 @@ def _lowering(spec: Lowering) -> Iterator[Message]:
     yield m.pass_context(m.PASS_CONTEXT_EXIT, compile=cid, context=ctx, t_ns=t)
     if spec.codegen_ns is not None:
         t += 30_000
-        yield m.codegen_begin(compile=cid, t_ns=t)
+        yield m.codegen_begin(compile=cid, t_ns=t, name=DEVICE_BUILD)
         t += spec.codegen_ns
         ok = spec.codegen_error is None
-        yield m.codegen_end(compile=cid, t_ns=t, duration_ns=spec.codegen_ns, ok=ok, error=spec.codegen_error)
+        yield m.codegen_end(
+            compile=cid, t_ns=t, duration_ns=spec.codegen_ns, ok=ok, error=spec.codegen_error, name=DEVICE_BUILD
+        )
         if not ok:
             t += 80_000
             yield _compile_end(spec, t, ok=False, stage="codegen", error=spec.codegen_error)
             return
+        t += 3_000_000
+        yield m.codegen_begin(compile=cid, t_ns=t, name=HOST_BUILD)
+        t += spec.host_codegen_ns
+        yield m.codegen_end(compile=cid, t_ns=t, duration_ns=spec.host_codegen_ns, ok=True, name=HOST_BUILD)
     t += 50_000
     yield _compile_end(spec, t, ok=True, stage=None, error=None)
 

@@ -37,11 +37,25 @@ def self_ns(node: Node, now_ns: int) -> int | None:
         inner = node.root_ns + _running_tail(node.roots, now_ns)
     elif isinstance(node, CompileNode):
         inner = sum(ctx.root_ns + _running_tail(ctx.roots, now_ns) for ctx in node.context_order)
-        if node.codegen is not None:
-            inner += inclusive_ns(node.codegen, now_ns) or 0
+        inner += codegen_ns(node, now_ns)
     else:
         return total
     return max(0, total - inner)
+
+
+def codegen_ns(comp: CompileNode, now_ns: int) -> int:
+    """Time the compile spent in its codegen steps: the union of their spans, so a step
+    that ran inside another is not counted twice."""
+    spans = sorted((step.begin_ns, step.begin_ns + (inclusive_ns(step, now_ns) or 0)) for step in comp.codegen_steps)
+    total = 0
+    covered_to: int | None = None
+    for begin, end in spans:
+        if covered_to is not None:
+            begin = max(begin, covered_to)
+        if end > begin:
+            total += end - begin
+            covered_to = end
+    return total
 
 
 def _running_tail(children: list[PassNode], now_ns: int) -> int:

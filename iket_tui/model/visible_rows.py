@@ -169,8 +169,7 @@ class VisibleRows:
                 rows.append(Row(node, level, bool(children)))
                 if children and expanded(node):
                     stack.extend((child, level + 1) for child in reversed(children))
-        if comp.codegen is not None:
-            rows.append(Row(comp.codegen, 2, False))
+        rows.extend(Row(step, 2, False) for step in comp.codegen_steps)
         return rows
 
     def __len__(self) -> int:

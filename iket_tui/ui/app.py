@@ -185,8 +185,10 @@ class IketApp(App[int]):
             self._apply(messages)
             events = self.pass_tree.counters.events - before
         self.activity.record(now_s, events=events, messages=len(messages))
-        if self.source_state in (SourceState.ENDED, SourceState.FAILED) and not self.paused:
-            self._end_stream()
+        if self.source_state in (SourceState.ENDED, SourceState.FAILED):
+            self.activity.end()
+            if not self.paused:
+                self._end_stream()
         self.refresh_views()
 
     @on(SourceFinished)
@@ -196,6 +198,7 @@ class IketApp(App[int]):
             self.source_state = SourceState.FAILED
         elif self.source_state not in (SourceState.ENDED, SourceState.FAILED):
             self.source_state = SourceState.ENDED
+        self.activity.end()
         if not self.paused:
             self._end_stream()
         self.refresh_views()
@@ -219,7 +222,7 @@ class IketApp(App[int]):
         for comp in [*watch, *tree.compiles[known:]]:
             if comp.status is FAILED and comp not in self._seen_failed:
                 self._seen_failed.add(comp)
-                self.rows.reveal(comp.failing or comp)
+                self.rows.reveal(comp.failing or comp.failed_codegen or comp)
 
     def _end_stream(self) -> None:
         if self.pass_tree.ended is not None:
@@ -476,11 +479,11 @@ def _order(node: Node) -> int:
     return getattr(node, "order", 0)
 
 
-def _newest_running(comp: CompileNode) -> PassNode | None:
-    """The innermost pass still running in ``comp``'s latest pass context."""
-    if not comp.context_order:
-        return None
-    for node in reversed(comp.context_order[-1].passes.values()):
-        if node.status is RUNNING:
-            return node
-    return None
+def _newest_running(comp: CompileNode) -> Node | None:
+    """What ``comp`` is busy with: the innermost pass still running in its latest pass
+    context, else a codegen step still running (nvcc can take seconds)."""
+    if comp.context_order:
+        for node in reversed(comp.context_order[-1].passes.values()):
+            if node.status is RUNNING:
+                return node
+    return next((step for step in reversed(comp.codegen_steps) if step.status is RUNNING), None)

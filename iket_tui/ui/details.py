@@ -104,11 +104,17 @@ def _compile(comp: CompileNode, now_ns: int) -> Details:
         ("label", comp.label or "none"),
         ("target", comp.target or "unknown"),
         ("duration", units.duration(timing.inclusive_ns(comp, now_ns))),
-        ("outside passes", units.duration(timing.self_ns(comp, now_ns))),
+        ("self", f"{units.duration(timing.self_ns(comp, now_ns))} outside passes and codegen"),
         ("passes", f"{passes} in {len(comp.context_order)} pass context{'s' if len(comp.context_order) != 1 else ''}"),
     ]
+    steps = comp.codegen_steps
+    if steps:
+        spent = units.duration(timing.codegen_ns(comp, now_ns))
+        details.fields.append(("codegen", f"{spent} in {len(steps)} step{'s' if len(steps) != 1 else ''}"))
     if comp.failing is not None:
         details.fields.append(("failed in", f"{comp.failing.name} (seq {comp.failing.seq})"))
+    elif comp.failed_codegen is not None:
+        details.fields.append(("failed in", comp.failed_codegen.title))
     if comp.stage:
         details.fields.append(("stage", comp.stage))
     if comp.mismatches:
@@ -130,16 +136,19 @@ def _context(ctx: ContextNode, now_ns: int) -> Details:
     return details
 
 
-def _codegen(codegen: CodegenNode, now_ns: int) -> Details:
-    details = Details("codegen")
+def _codegen(step: CodegenNode, now_ns: int) -> Details:
+    details = Details(step.title)
+    running = " so far" if step.status is RUNNING else ""
     details.fields += [
-        ("status", codegen.status.value),
-        ("compile", f"{codegen.compile.title} (compile {codegen.compile.id})"),
-        ("duration", units.duration(timing.inclusive_ns(codegen, now_ns))),
+        ("status", step.status.value),
+        ("step", step.name or "unnamed"),
+        ("compile", f"{step.compile.title} (compile {step.compile.id})"),
+        ("start", f"+{units.duration(step.begin_ns - step.compile.begin_ns)} into the compile"),
+        ("duration", units.duration(timing.inclusive_ns(step, now_ns)) + running),
     ]
-    details.error = codegen.error
-    if codegen.status is FAILED and codegen.compile.traceback:
-        details.traceback = codegen.compile.traceback
+    details.error = step.error
+    if step.status is FAILED and step.compile.traceback:
+        details.traceback = step.compile.traceback
     return details
 
 

@@ -200,7 +200,7 @@ def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | 
         count = len(node.passes)
         return f"pass context {node.id}", styles.context, f"{count} pass{'es' if count != 1 else ''}"
     if isinstance(node, CodegenNode):
-        return "codegen", styles.context, headline(node.error or "")
+        return node.title, styles.context, headline(node.error or "")
     process = node
     if process.pid is None:
         return "waiting for the target…", styles.process, ""

@@ -16,6 +16,31 @@ def test_rate_counts_events_over_the_last_seconds() -> None:
     assert activity.received == 2000
 
 
+def test_the_rate_falls_to_zero_as_time_passes_without_events() -> None:
+    activity = StreamActivity()
+    activity.record(100.0, events=300, messages=300)
+
+    assert [activity.rate(now) for now in (100.5, 102.0, 103.0, 104.0, 105.0, 200.0)] == [
+        300.0,
+        150.0,
+        100.0,
+        75.0,
+        0.0,
+        0.0,
+    ]
+
+
+def test_the_rate_is_zero_once_the_stream_ended() -> None:
+    activity = StreamActivity()
+    for second in range(10):
+        activity.record(100.0 + second, events=73, messages=74)
+    assert activity.rate(109.5) == 73.0
+
+    activity.end()
+    assert activity.rate(109.5) == 0.0
+    assert activity.received == 730  # what arrived still counts
+
+
 def test_connection_goes_from_live_to_quiet_to_silent_and_ends() -> None:
     activity = StreamActivity()
     assert activity.connection(0.0) is Connection.CONNECTING

@@ -145,9 +145,142 @@ def test_a_codegen_failure_is_reported_on_codegen_not_on_a_pass() -> None:
 
     [comp] = tree.compiles
     assert (comp.status, comp.stage, comp.failing) == (FAILED, "codegen", None)
-    assert comp.codegen is not None
-    assert (comp.codegen.status, comp.codegen.error, comp.codegen.duration_ns) == (FAILED, NVCC_REJECTED, 300 * MS)
+    [nvcc] = comp.codegen_steps  # the host build never ran
+    assert (nvcc.title, nvcc.status, nvcc.error, nvcc.duration_ns) == (
+        "codegen tilelang_cuda",
+        FAILED,
+        NVCC_REJECTED,
+        300 * MS,
+    )
+    assert comp.failed_codegen is nvcc
     assert all(node.status is DONE for node in tree.passes)
+
+
+def codegen_compile(*, named: bool = True, t0: int = 1000 * MS) -> list[m.Message]:
+    """A compile as ``tilelang.compile`` reports it: one pass, then the device build (nvcc,
+    2.9 s) and the host build (1 ms). Without ``named``, as agents that did not name steps."""
+    cuda = "target.build.tilelang_cuda" if named else None
+    host = "target.build.tilelang_c_host" if named else None
+    name, phase = "tl.Simplify", "pipeline_cuda"
+    return [
+        m.compile_begin(compile=1, label="kernel=vector_add", kernel="vector_add", target="cuda", t_ns=t0),
+        m.pass_context(m.PASS_CONTEXT_ENTER, compile=1, context=0, t_ns=t0 + 1 * MS),
+        m.pass_start(compile=1, context=0, name=name, seq=0, depth=0, parent=None, phase=phase, t_ns=t0 + 2 * MS),
+        m.pass_end(
+            compile=1,
+            context=0,
+            name=name,
+            seq=0,
+            depth=0,
+            parent=None,
+            phase=phase,
+            t_ns=t0 + 12 * MS,
+            duration_ns=10 * MS,
+        ),
+        m.pass_context(m.PASS_CONTEXT_EXIT, compile=1, context=0, t_ns=t0 + 13 * MS),
+        m.codegen_begin(compile=1, t_ns=t0 + 100 * MS, name=cuda),
+        m.codegen_end(compile=1, t_ns=t0 + 3000 * MS, duration_ns=2900 * MS, ok=True, name=cuda),
+        m.codegen_begin(compile=1, t_ns=t0 + 3003 * MS, name=host),
+        m.codegen_end(compile=1, t_ns=t0 + 3004 * MS, duration_ns=1 * MS, ok=True, name=host),
+        m.compile_end(compile=1, label="kernel=vector_add", t_ns=t0 + 3010 * MS, duration_ns=3010 * MS, ok=True),
+    ]
+
+
+def test_every_codegen_step_of_a_compile_is_kept_with_its_own_time() -> None:
+    tree = PassTree()
+    tree.apply(codegen_compile())
+
+    [comp] = tree.compiles
+    steps = comp.codegen_steps
+    assert [step.title for step in steps] == ["codegen tilelang_cuda", "codegen tilelang_c_host"]
+    assert [step.name for step in steps] == ["target.build.tilelang_cuda", "target.build.tilelang_c_host"]
+    assert [step.status for step in steps] == [DONE, DONE]
+    assert [step.duration_ns for step in steps] == [2900 * MS, 1 * MS]
+    now = 10**12
+    assert timing.inclusive_ns(comp, now) == 3010 * MS
+    assert timing.codegen_ns(comp, now) == 2901 * MS
+    assert timing.self_ns(comp, now) == 99 * MS  # 3010 ms less 10 ms of passes and 2901 ms of codegen
+
+
+def test_codegen_steps_from_an_agent_that_did_not_name_them_are_kept_apart() -> None:
+    tree = PassTree()
+    tree.apply(codegen_compile(named=False))
+
+    [comp] = tree.compiles
+    assert [step.title for step in comp.codegen_steps] == ["codegen", "codegen"]
+    assert [step.duration_ns for step in comp.codegen_steps] == [2900 * MS, 1 * MS]
+    assert timing.self_ns(comp, 10**12) == 99 * MS
+
+
+def test_a_running_codegen_step_ticks_with_the_clock() -> None:
+    tree = PassTree()
+    messages = codegen_compile()
+    tree.apply(messages[:6])  # nvcc started at +100 ms
+    [comp] = tree.compiles
+    [nvcc] = comp.codegen_steps
+    now = 1000 * MS + 1600 * MS
+
+    assert nvcc.status is RUNNING
+    assert timing.inclusive_ns(nvcc, now) == 1500 * MS
+    assert timing.self_ns(comp, now) == 90 * MS  # 1600 ms less 10 ms of passes and 1500 ms in nvcc
+    tree.end_stream("the target exited")
+    assert (nvcc.status, nvcc.duration_ns) == (INCOMPLETE, 0)  # ended at the last time seen, its start
+
+
+def test_a_codegen_end_closes_the_open_step_of_its_name() -> None:
+    tree = PassTree()
+    t0 = 1000 * MS
+    tree.apply(
+        [
+            m.compile_begin(compile=1, label="kernel=k", kernel="k", target="cuda", t_ns=t0),
+            m.codegen_begin(compile=1, t_ns=t0 + 10 * MS, name="target.build.outer"),
+            m.codegen_begin(compile=1, t_ns=t0 + 20 * MS, name="target.build.inner"),
+            m.codegen_end(compile=1, t_ns=t0 + 50 * MS, duration_ns=40 * MS, ok=True, name="target.build.outer"),
+            m.codegen_end(compile=1, t_ns=t0 + 60 * MS, duration_ns=40 * MS, ok=True),  # unnamed: the open one
+            m.codegen_end(compile=1, t_ns=t0 + 70 * MS, duration_ns=5 * MS, ok=True, name="target.build.lost"),
+        ]
+    )
+
+    outer, inner, lost = tree.compiles[0].codegen_steps
+    assert (outer.title, outer.end_ns, outer.duration_ns) == ("codegen outer", t0 + 50 * MS, 40 * MS)
+    assert (inner.title, inner.end_ns, inner.duration_ns) == ("codegen inner", t0 + 60 * MS, 40 * MS)
+    assert (lost.title, lost.begin_ns, lost.status) == ("codegen lost", t0 + 65 * MS, DONE)  # its begin never came
+    assert timing.codegen_ns(tree.compiles[0], 10**12) == 50 * MS + 5 * MS  # inner ran inside outer
+
+
+def test_codegen_messages_seen_twice_in_a_catch_up_change_nothing() -> None:
+    tree = PassTree()
+    messages = codegen_compile()
+    tree.apply(messages[:7])
+    tree.apply(messages)
+
+    [comp] = tree.compiles
+    assert [step.title for step in comp.codegen_steps] == ["codegen tilelang_cuda", "codegen tilelang_c_host"]
+    assert timing.self_ns(comp, 10**12) == 99 * MS
+
+
+def test_a_compile_that_fails_while_codegen_runs_marks_that_step_failed() -> None:
+    tree = PassTree()
+    t0 = 1000 * MS
+    tree.apply(
+        [
+            *codegen_compile(named=False)[:6],
+            m.compile_end(
+                compile=1,
+                label="kernel=vector_add",
+                t_ns=t0 + 900 * MS,
+                duration_ns=900 * MS,
+                ok=False,
+                error=NVCC_REJECTED,
+                stage="codegen",
+            ),
+        ]
+    )
+
+    [comp] = tree.compiles
+    [step] = comp.codegen_steps
+    assert (step.status, step.error, step.duration_ns) == (FAILED, NVCC_REJECTED, 800 * MS)
+    assert comp.failed_codegen is step and comp.failing is None
 
 
 def test_running_passes_are_timed_against_the_given_clock() -> None:

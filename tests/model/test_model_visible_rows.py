@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iket_tui.model.nodes import CompileNode, ContextNode, Node, PassNode, ProcessNode
+from iket_tui.model.nodes import CodegenNode, CompileNode, ContextNode, Node, PassNode, ProcessNode
 from iket_tui.model.pass_tree import PassTree
 from iket_tui.model.synthetic import GEMM_LOWERING, Lowering, agent_hello, session
 from iket_tui.model.visible_rows import VisibleRows
@@ -29,7 +29,8 @@ def label(node: Node) -> str:
         return f"context {node.id}"
     if isinstance(node, ProcessNode):
         return f"pid {node.pid}"
-    return "codegen"
+    assert isinstance(node, CodegenNode)
+    return node.title
 
 
 def loaded(count: int = 3) -> tuple[PassTree, VisibleRows]:
@@ -48,7 +49,7 @@ def test_new_compiles_are_collapsed_under_the_process() -> None:
     assert shown(rows) == ["pid 9", "  compile gemm_128x128", "  compile gemm_64x256", "  compile gemm_splitk"]
 
 
-def test_expanding_a_compile_shows_its_context_nested_passes_and_codegen() -> None:
+def test_expanding_a_compile_shows_its_context_nested_passes_and_codegen_steps() -> None:
     tree, rows = loaded(2)
     rows.set_expanded(tree.compiles[0], True)
     assert rows.refresh()
@@ -58,9 +59,13 @@ def test_expanding_a_compile_shows_its_context_nested_passes_and_codegen() -> No
     assert "      tl.LowerTileOp" in lines
     at = lines.index("      tl.LowerTileOp")
     assert lines[at + 1 : at + 3] == ["        tl.LetInline", "        tl.Simplify"]
-    assert lines[2 + 1 + PASSES] == "    codegen"
-    assert lines[-1] == "  compile gemm_64x256"
-    assert len(rows) == 1 + 1 + 1 + PASSES + 1 + 1
+    after_passes = 2 + 1 + PASSES
+    assert lines[after_passes : after_passes + 3] == [
+        "    codegen tilelang_cuda",
+        "    codegen tilelang_c_host",
+        "  compile gemm_64x256",
+    ]
+    assert len(rows) == 1 + 1 + 1 + PASSES + 2 + 1
 
 
 def test_collapsing_a_pass_hides_its_children_only() -> None:
@@ -142,7 +147,7 @@ def test_expand_all_and_collapse_all() -> None:
     _, rows = loaded(3)
     rows.expand_all()
     rows.refresh()
-    assert len(rows) == 1 + 3 * (1 + 1 + PASSES + 1)
+    assert len(rows) == 1 + 3 * (1 + 1 + PASSES + 2)
     rows.collapse_all()
     rows.refresh()
     assert len(rows) == 4

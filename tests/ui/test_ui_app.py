@@ -6,7 +6,7 @@ from ui_driving import app_test, cursor_row, screen_lines, tree_text, wait_for_b
 from ui_fakes import FakeReplay, FakeSource, FrozenClock, batch
 
 from iket_tui.model.nodes import INCOMPLETE, CompileNode, PassNode
-from iket_tui.model.synthetic import Lowering, live_stream, session
+from iket_tui.model.synthetic import NVCC_REJECTED, Lowering, agent_hello, live_stream, session
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceState
 from iket_tui.ui.app import IketApp
@@ -117,12 +117,12 @@ async def test_keys_collapse_expand_and_move_through_the_tree() -> None:
 
         await pilot.press("enter")
         assert cursor_row(app).startswith("▼ ✓ gemm_128x128")
-        assert len(app.rows) == rows_before + 2  # its context stays collapsed as the user left it
+        assert len(app.rows) == rows_before + 3  # its context stays collapsed as the user left it; two codegen steps
         await pilot.press("c")
         assert len(app.rows) == 1 + len(app.pass_tree.compiles)
         await pilot.press("e")
         assert len(app.rows) == 1 + sum(
-            1 + len(c.context_order) + sum(len(x.passes) for x in c.context_order) + (c.codegen is not None)
+            1 + len(c.context_order) + sum(len(x.passes) for x in c.context_order) + len(c.codegen_steps)
             for c in app.pass_tree.compiles
         )
         await pilot.press("end")
@@ -234,17 +234,74 @@ async def test_when_the_target_exits_the_data_stays_and_open_passes_become_incom
     app, source = live_app(live_stream())
     async with app.run_test(size=WIDE) as pilot:
         await wait_for_batches(pilot, app, 1)
+        assert "live  813 ev/s  813 events" in header(app)
         t = app.pass_tree.last_t_ns
         source.feed(batch([m.bye(t_ns=t + 1, produced=900, dropped=0, reason="exit")], state=SourceState.ENDED))
         source.finish()
         await wait_until(pilot, lambda: app.pass_tree.ended is not None, "the end of the stream")
 
-        assert "disconnected" in header(app)
+        assert "disconnected  0 ev/s  813 events" in header(app)
         layout = app.pass_tree.passes[-1]
         assert layout.status is INCOMPLETE
         assert "◌ tl.LayoutInference" in tree_text(app)
         assert len(app.pass_tree.compiles) == 6
         assert details(app).startswith("pass tl.LayoutInference\nstatus: incomplete")
+
+
+@app_test
+async def test_the_event_rate_falls_while_nothing_arrives() -> None:
+    clock = FrozenClock()
+    source = FakeSource([batch(live_stream(), state=SourceState.LIVE)], stay_open=True)
+    app = IketApp(source, clock=clock)
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        assert "live  813 ev/s" in header(app)
+
+        clock.advance(3.0)
+        app.refresh_views()
+        assert "quiet  271 ev/s  813 events" in header(app)
+        clock.advance(2.0)
+        app.refresh_views()
+        assert "quiet  0 ev/s  813 events" in header(app)
+
+
+@app_test
+async def test_a_compile_busy_in_nvcc_is_followed_to_its_running_codegen_step() -> None:
+    spec = Lowering(compile=1, kernel="gemm", start_ns=1_000_000_000, codegen_ns=2_900_000_000)
+    began = next(msg["t_ns"] for msg in spec.messages() if msg["type"] == m.CODEGEN_BEGIN)
+    stream = [
+        agent_hello(),
+        *spec.messages(until_ns=began),
+        m.heartbeat(t_ns=began + 1_500_000_000, produced=0, dropped=0, open_passes=0),
+    ]
+    app, _ = live_app(stream)
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+
+        assert cursor_row(app).startswith("● codegen tilelang_cuda")
+        assert cursor_row(app).split()[-3:] == ["running", "1.50", "s"]
+        assert details(app).startswith("codegen tilelang_cuda\nstatus: running")
+        assert "duration: 1.50 s so far" in details(app)
+
+
+@app_test
+async def test_a_compile_rejected_by_nvcc_shows_its_failed_codegen_step() -> None:
+    good = Lowering(compile=1, kernel="gemm", start_ns=1_000_000_000, codegen_ns=2_900_000_000)
+    bad = Lowering(
+        compile=2, kernel="k", start_ns=good.end_ns() + 1, codegen_ns=300_000_000, codegen_error=NVCC_REJECTED
+    )
+    app, _ = live_app([agent_hello(), *good.messages(), *bad.messages()], follow=False)
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        [nvcc] = compile_row(app, "k").codegen_steps
+        line = app.rows.index_of(nvcc)
+        assert line is not None  # revealed without following
+        await pilot.press("home", *["down"] * line)
+
+        assert cursor_row(app).startswith("✗ codegen tilelang_cuda RuntimeError: nvcc fai… failed")
+        assert cursor_row(app).endswith("300.0 ms")
+        assert details(app).startswith("codegen tilelang_cuda\nstatus: failed")
+        assert NVCC_REJECTED in details(app)
 
 
 @app_test

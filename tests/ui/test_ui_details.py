@@ -54,6 +54,38 @@ def test_a_failed_compile_shows_label_target_stage_and_error() -> None:
     assert details.error == NVCC_REJECTED
 
 
+def test_a_failed_codegen_step_shows_the_compiler_error_and_traceback() -> None:
+    tree = PassTree()
+    tree.apply(Lowering(compile=2, kernel="k", start_ns=0, codegen_ns=300 * MS, codegen_error=NVCC_REJECTED).messages())
+    comp = tree.compiles[0]
+    [nvcc] = comp.codegen_steps
+
+    details = describe(tree, nvcc, tree.last_t_ns)
+    fields = dict(details.fields)
+    assert details.title == "codegen tilelang_cuda"
+    assert (fields["status"], fields["step"], fields["duration"]) == (
+        "failed",
+        "target.build.tilelang_cuda",
+        "300.0 ms",
+    )
+    assert fields["compile"] == "k (compile 2)"
+    assert details.error == NVCC_REJECTED
+    assert details.traceback is not None and details.traceback.startswith("Traceback (most recent call last):")
+    compile_fields = dict(describe(tree, comp, tree.last_t_ns).fields)
+    assert compile_fields["failed in"] == "codegen tilelang_cuda"
+
+
+def test_a_compile_accounts_for_the_time_of_every_codegen_step() -> None:
+    tree = PassTree()
+    tree.apply(Lowering(compile=1, kernel="gemm", start_ns=0, codegen_ns=2_900 * MS).messages())
+    comp = tree.compiles[0]
+
+    fields = dict(describe(tree, comp, tree.last_t_ns).fields)
+    assert fields["duration"] == "3.10 s"
+    assert fields["codegen"] == "2.90 s in 2 steps"
+    assert fields["self"] == "3.6 ms outside passes and codegen"
+
+
 def test_a_stuck_pass_says_how_long_against_its_usual_time() -> None:
     tree = PassTree(stuck_after_ns=30_000 * MS)
     tree.apply(live_stream(running_for_ns=45_000 * MS))

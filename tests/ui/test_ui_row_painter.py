@@ -63,6 +63,32 @@ def test_failed_compile_and_pass_rows_say_so() -> None:
     assert "✗ tl.LayoutInference" in paint(tree, Row(comp.failing, 3, False))
 
 
+def test_each_codegen_step_has_its_own_row_with_its_time() -> None:
+    tree = PassTree()
+    tree.apply(Lowering(compile=1, kernel="gemm", start_ns=0, codegen_ns=2_900 * MS).messages())
+    nvcc, host = tree.compiles[0].codegen_steps
+
+    nvcc_text = paint(tree, Row(nvcc, 2, False))
+    assert nvcc_text.startswith("      ✓ codegen tilelang_cuda ")
+    assert nvcc_text.split()[-2:] == ["2.90", "s"]
+    host_text = paint(tree, Row(host, 2, False))
+    assert host_text.startswith("      ✓ codegen tilelang_c_host ")
+    assert host_text.split()[-2:] == ["1.1", "ms"]
+
+
+def test_a_running_codegen_step_shows_a_live_timer() -> None:
+    tree = PassTree()
+    spec = Lowering(compile=1, kernel="gemm", start_ns=0, codegen_ns=2_900 * MS)
+    messages = spec.messages()
+    began = next(index for index, msg in enumerate(messages) if msg["type"] == "codegen_begin")
+    tree.apply(messages[: began + 1])
+    [nvcc] = tree.compiles[0].codegen_steps
+
+    text = paint(tree, Row(nvcc, 2, False), now_ns=nvcc.begin_ns + 1_250 * MS)
+    assert text.startswith("      ● codegen tilelang_cuda ")
+    assert text.split()[-3:] == ["running", "1.25", "s"]
+
+
 def test_the_process_row_names_the_target_and_sums_up() -> None:
     tree = PassTree()
     tree.apply([agent_hello(pid=31337, argv=["python", "train.py"])])

@@ -9,7 +9,7 @@ from textual.pilot import Pilot
 from ui_driving import wait_for_batches
 from ui_fakes import FakeSource, FrozenClock, batch
 
-from iket_tui.model.synthetic import live_stream
+from iket_tui.model.synthetic import NVCC_REJECTED, Lowering, agent_hello, live_stream, session
 from iket_tui.sources.base import SourceState
 from iket_tui.ui.app import IketApp
 
@@ -58,6 +58,25 @@ def test_stuck_pass(snap_compare: Compare) -> None:
         app.refresh_views()
 
     assert snap_compare(app, terminal_size=(160, 48), run_before=settled(app, three_quiet_seconds))
+
+
+def test_codegen_failure_with_its_detail_pane(snap_compare: Compare) -> None:
+    good = session(2, fail=())
+    start = good[-1].end_ns() + 30_000_000
+    rejected = Lowering(
+        compile=3, kernel="nvcc_error", start_ns=start, codegen_ns=2_800_000_000, codegen_error=NVCC_REJECTED
+    )
+    stream = [agent_hello(), *(msg for spec in good for msg in spec.messages()), *rejected.messages()]
+    app = app_over(stream, follow=False)
+
+    async def select_failed_codegen(pilot: Pilot[int]) -> None:
+        step = app.pass_tree.compiles[-1].failed_codegen
+        assert step is not None
+        line = app.rows.index_of(step)
+        assert line is not None
+        await pilot.press("home", *["down"] * line)
+
+    assert snap_compare(app, terminal_size=(160, 48), run_before=settled(app, select_failed_codegen))
 
 
 def test_small_terminal(snap_compare: Compare) -> None:
