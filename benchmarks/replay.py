@@ -14,6 +14,7 @@ from pathlib import Path
 
 from benchmarks.results import Figure
 from iket_tui.model import synthetic
+from iket_tui.model.collector import tune_for_large_trees
 from iket_tui.model.pass_tree import PassTree
 from iket_tui.protocol.codec import encode_batch
 from iket_tui.protocol.messages import Message
@@ -48,6 +49,7 @@ def _decode_only(path: Path) -> tuple[float, int]:
 
 
 def _into_model(path: Path) -> tuple[float, PassTree]:
+    tune_for_large_trees()  # as the app does
     t0 = time.perf_counter()
     tree = PassTree()
     for chunk in RecordingReader(path).chunks():

@@ -23,6 +23,7 @@ from textual.worker import get_current_worker
 
 from iket_tui.model.activity import Connection, StreamActivity
 from iket_tui.model.clock import AgentClock
+from iket_tui.model.collector import tune_for_large_trees
 from iket_tui.model.nodes import FAILED, RUNNING, CompileNode, Node, PassNode
 from iket_tui.model.pass_search import PassSearch
 from iket_tui.model.pass_tree import PassTree
@@ -127,6 +128,7 @@ class IketApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        tune_for_large_trees()
         self.search_bar.display = False
         self.view.focus()
         self._layout_for(self.size.width)
