@@ -175,41 +175,49 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         else:
             self.registry.emit(msg)
 
-    @_never_raises
-    def pass_started(self, context: int, mod: Any, event: Any) -> int:
-        compile_id = self._begin(mod)
-        now = time.monotonic_ns()
-        self.registry.emit(
-            m.pass_start(
-                compile=compile_id,
-                context=context,
-                name=str(event.name),
-                seq=int(event.sequence),
-                depth=int(event.depth),
-                parent=_optional_int(event.parent_sequence),
-                phase=_optional_str(event.phase),
-                t_ns=now,
+    def pass_started(self, context: int, mod: Any, event: Any) -> int | None:
+        # The hot path (twice per pass): a message literal, no helper calls beyond the emit.
+        try:
+            compile_id = self._compile if self._compile is not None else self._begin(mod)
+            now = time.monotonic_ns()
+            self.registry.emit(
+                {
+                    "type": m.PASS_START,
+                    "compile": compile_id,
+                    "context": context,
+                    "name": str(event.name),
+                    "seq": int(event.sequence),
+                    "depth": int(event.depth),
+                    "parent": _optional_int(event.parent_sequence),
+                    "phase": _optional_str(event.phase),
+                    "t_ns": now,
+                }
             )
-        )
+        except Exception:
+            self.registry.observer_errors += 1
+            return None
         return now
 
-    @_never_raises
     def pass_finished(self, context: int, event: Any, started_ns: Any) -> None:
-        compile_id = self._begin()
-        now = time.monotonic_ns()
-        self.registry.emit(
-            m.pass_end(
-                compile=compile_id,
-                context=context,
-                name=str(event.name),
-                seq=int(event.sequence),
-                depth=int(event.depth),
-                parent=_optional_int(event.parent_sequence),
-                phase=_optional_str(event.phase),
-                t_ns=now,
-                duration_ns=now - started_ns if isinstance(started_ns, int) else 0,
+        try:
+            compile_id = self._compile if self._compile is not None else self._begin()
+            now = time.monotonic_ns()
+            self.registry.emit(
+                {
+                    "type": m.PASS_END,
+                    "compile": compile_id,
+                    "context": context,
+                    "name": str(event.name),
+                    "seq": int(event.sequence),
+                    "depth": int(event.depth),
+                    "parent": _optional_int(event.parent_sequence),
+                    "phase": _optional_str(event.phase),
+                    "t_ns": now,
+                    "duration_ns": now - started_ns if isinstance(started_ns, int) else 0,
+                }
             )
-        )
+        except Exception:
+            self.registry.observer_errors += 1
 
     @_never_raises
     def passes_incomplete(self, context: int, passes: Sequence[Any], error: BaseException | None) -> None:
