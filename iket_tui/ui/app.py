@@ -213,8 +213,9 @@ class IketApp(App[int]):
             if type(t) is int:
                 self.agent_clock.observe(t, now_s)
                 if self._first_t_ns is None:
-                    first = messages[0].get("t_ns") if isinstance(messages[0], dict) else None
-                    self._first_t_ns = first if type(first) is int else t
+                    self._first_t_ns = next(
+                        (msg["t_ns"] for msg in messages if isinstance(msg, dict) and type(msg.get("t_ns")) is int), t
+                    )
 
     def _apply(self, messages: tuple[Message, ...]) -> None:
         tree = self.pass_tree

@@ -9,6 +9,7 @@ from iket_tui.model.nodes import INCOMPLETE, CompileNode, PassNode
 from iket_tui.model.synthetic import NVCC_REJECTED, Lowering, agent_hello, live_stream, session
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceState
+from iket_tui.ui import units
 from iket_tui.ui.app import IketApp
 from iket_tui.ui.detail_pane import DetailPane
 from iket_tui.ui.header_bar import HeaderBar
@@ -367,6 +368,18 @@ async def test_replay_keys_pause_step_and_change_speed() -> None:
         assert source.speed == 0.5
         await pilot.press("p")
         assert not source.paused
+
+
+@app_test
+async def test_a_whole_recording_in_one_batch_shows_its_full_length() -> None:
+    stream = live_stream()
+    header_frame = m.recording(created_unix=0.0, software_version="0.1.0", source="pid 4242")
+    source = FakeReplay([batch([header_frame, *stream], state=SourceState.ENDED)], stay_open=True)
+    app = IketApp(source, clock=FrozenClock())
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        times = [msg["t_ns"] for msg in stream if "t_ns" in msg]
+        assert f"at {units.duration(max(times) - min(times))}" in header(app)
 
 
 @app_test
