@@ -15,14 +15,14 @@ setup:
 check: lint test
 
 lint:
-    {{venv}}/bin/ruff format --check iket_tui tests benchmarks
-    {{venv}}/bin/ruff check iket_tui tests benchmarks
+    {{venv}}/bin/ruff format --check iket_tui tests benchmarks scripts
+    {{venv}}/bin/ruff check iket_tui tests benchmarks scripts
     {{venv}}/bin/mypy
     {{venv}}/bin/lint-imports
 
 fmt:
-    {{venv}}/bin/ruff format iket_tui tests benchmarks
-    {{venv}}/bin/ruff check --fix iket_tui tests benchmarks
+    {{venv}}/bin/ruff format iket_tui tests benchmarks scripts
+    {{venv}}/bin/ruff check --fix iket_tui tests benchmarks scripts
 
 test *ARGS:
     {{venv}}/bin/pytest {{ARGS}}
