@@ -23,7 +23,7 @@ from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, 
 from iket_tui.protocol.messages import Message
 
 BATCH: Final = 512
-COALESCE_S: Final = 0.05
+COALESCE_S: Final = 0.2
 MAX_HELLO_BYTES: Final = 64 * 1024
 
 
@@ -67,6 +67,7 @@ class ClientSession:
         queue = self._queue
         if queue is not None:
             queue.wake.set()
+            queue.hurry.set()
 
     def abort(self) -> None:
         """Hang up at once, even in the middle of a write to a client that stopped reading."""
@@ -84,6 +85,7 @@ class ClientSession:
         self._queue = queue
         if self._closing.is_set():
             queue.wake.set()
+            queue.hurry.set()
         try:
             self._stream(queue, catch_up)
         except OSError:
@@ -128,6 +130,7 @@ class ClientSession:
         reported_drops = 0
         while True:
             queue.wake.clear()
+            queue.hurry.clear()
             closing = self._closing.is_set()
             if closing:
                 self._registry.detach(queue)
@@ -143,9 +146,12 @@ class ClientSession:
             if now >= next_beat:
                 self._beat(queue, now)
                 next_beat = now + heartbeat_ns
-            if not batch and queue.wake.wait(max(0.0, (next_beat - now) / 1e9)):
-                # Let a burst gather into one frame: fewer wakeups taking the GIL from the compiler, fewer frames.
-                self._closing.wait(COALESCE_S)
+            if closing or len(batch) == BATCH:
+                continue
+            # What arrived while this batch was written waits for the next one: one write per burst.
+            if queue.wake.wait(max(0.0, (next_beat - now) / 1e9)):
+                # Let a burst gather into one frame: every wakeup and write costs the compiler's process CPU.
+                queue.hurry.wait(COALESCE_S)
 
     def _report_drops(self, queue: ClientQueue, reported: int) -> int:
         """Tell the client what it lost since the last report; returns the total now reported."""

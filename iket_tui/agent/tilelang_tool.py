@@ -175,50 +175,6 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         else:
             self.registry.emit(msg)
 
-    def pass_started(self, context: int, mod: Any, event: Any) -> int | None:
-        # The hot path (twice per pass): a message literal, no helper calls beyond the emit.
-        try:
-            compile_id = self._compile if self._compile is not None else self._begin(mod)
-            now = time.monotonic_ns()
-            self.registry.emit(
-                {
-                    "type": m.PASS_START,
-                    "compile": compile_id,
-                    "context": context,
-                    "name": str(event.name),
-                    "seq": int(event.sequence),
-                    "depth": int(event.depth),
-                    "parent": _optional_int(event.parent_sequence),
-                    "phase": _optional_str(event.phase),
-                    "t_ns": now,
-                }
-            )
-        except Exception:
-            self.registry.observer_errors += 1
-            return None
-        return now
-
-    def pass_finished(self, context: int, event: Any, started_ns: Any) -> None:
-        try:
-            compile_id = self._compile if self._compile is not None else self._begin()
-            now = time.monotonic_ns()
-            self.registry.emit(
-                {
-                    "type": m.PASS_END,
-                    "compile": compile_id,
-                    "context": context,
-                    "name": str(event.name),
-                    "seq": int(event.sequence),
-                    "depth": int(event.depth),
-                    "parent": _optional_int(event.parent_sequence),
-                    "phase": _optional_str(event.phase),
-                    "t_ns": now,
-                    "duration_ns": now - started_ns if isinstance(started_ns, int) else 0,
-                }
-            )
-        except Exception:
-            self.registry.observer_errors += 1
-
     @_never_raises
     def passes_incomplete(self, context: int, passes: Sequence[Any], error: BaseException | None) -> None:
         compile_id = self._begin()
@@ -314,10 +270,16 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
 
 
 class _ContextObserver(PassEventObserver):  # type: ignore[misc]
-    """The events of one TVM ``PassContext``, forwarded to its compile's watcher."""
+    """The events of one TVM ``PassContext``, forwarded to its compile's watcher.
+
+    Passes, nearly every event of a compile, are told to the registry right here: TileLang's
+    ``PassEvent`` already holds plain ``str``/``int``/``None`` fields, so each callback is one
+    message literal and one registry call, the least Python between two TVM passes.
+    """
 
     def __init__(self, watcher: CompileWatcher) -> None:
         self.watcher = watcher
+        self.registry = watcher.registry
         self.context = -1
 
     def enter_pass_context(self) -> None:
@@ -328,10 +290,59 @@ class _ContextObserver(PassEventObserver):  # type: ignore[misc]
         self.watcher.context_exited(self.context)
 
     def pass_started(self, mod: Any, event: Any) -> int | None:
-        return self.watcher.pass_started(self.context, mod, event)
+        try:
+            watcher = self.watcher
+            compile_id = watcher._compile
+            if compile_id is None:
+                compile_id = watcher._begin(mod)
+            now = time.monotonic_ns()
+            seq = event.sequence
+            self.registry.emit_pass_start(
+                {
+                    "type": m.PASS_START,
+                    "compile": compile_id,
+                    "context": self.context,
+                    "name": event.name,
+                    "seq": seq,
+                    "depth": event.depth,
+                    "parent": event.parent_sequence,
+                    "phase": event.phase,
+                    "t_ns": now,
+                },
+                compile_id,
+                seq,
+            )
+        except Exception:
+            self.registry.observer_errors += 1
+            return None
+        return now
 
     def pass_finished(self, mod: Any, event: Any, state: Any) -> None:
-        self.watcher.pass_finished(self.context, event, state)
+        try:
+            watcher = self.watcher
+            compile_id = watcher._compile
+            if compile_id is None:
+                compile_id = watcher._begin()
+            now = time.monotonic_ns()
+            seq = event.sequence
+            self.registry.emit_pass_end(
+                {
+                    "type": m.PASS_END,
+                    "compile": compile_id,
+                    "context": self.context,
+                    "name": event.name,
+                    "seq": seq,
+                    "depth": event.depth,
+                    "parent": event.parent_sequence,
+                    "phase": event.phase,
+                    "t_ns": now,
+                    "duration_ns": now - state if type(state) is int else 0,
+                },
+                compile_id,
+                seq,
+            )
+        except Exception:
+            self.registry.observer_errors += 1
 
     def passes_incomplete(self, passes: Sequence[Any], error: BaseException | None) -> None:
         self.watcher.passes_incomplete(self.context, passes, error)
