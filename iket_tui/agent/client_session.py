@@ -136,8 +136,7 @@ class ClientSession:
                 self._registry.detach(queue)
             batch = queue.take(BATCH)
             if batch:
-                self._send_messages(batch)
-                queue.mark_delivered()
+                queue.mark_delivered(lost=self._send_messages(batch))
             reported_drops = self._report_drops(queue, reported_drops)
             if closing and not batch:
                 self._say_bye(queue)
@@ -170,8 +169,11 @@ class ClientSession:
         bye = m.bye(t_ns=time.monotonic_ns(), produced=queue.produced, dropped=queue.dropped, reason=self._bye_reason)
         self._send_messages([bye])
 
-    def _send_messages(self, batch: list[Message]) -> None:
-        self._send(_encode(batch, self._registry))
+    def _send_messages(self, batch: list[Message]) -> int:
+        """Write ``batch``; returns how many of its messages could not be encoded and were left out."""
+        data, left_out = _encode(batch, self._registry)
+        self._send(data)
+        return left_out
 
     def _send(self, data: bytes) -> None:
         """Write everything, without SIGPIPE even where the program restored its default action."""
@@ -187,14 +189,15 @@ class ClientSession:
             self._sock.close()
 
 
-def _encode(batch: list[Message], registry: Registry) -> bytes:
+def _encode(batch: list[Message], registry: Registry) -> tuple[bytes, int]:
     """Messages as one ``batch`` frame; as a frame each when together they exceed a frame's limit.
 
     A message that cannot be encoded at all (too large, or holding something msgpack does not
-    know) is left out and counted in the registry's ``observer_errors``.
+    know) is left out, counted in the registry's ``observer_errors`` and in the count returned
+    with the bytes, so that the client is told of it as a drop.
     """
     try:
-        return encode_batch(batch)
+        return encode_batch(batch), 0
     except Exception:
         pass
     frames = []
@@ -203,4 +206,4 @@ def _encode(batch: list[Message], registry: Registry) -> bytes:
             frames.append(encode_message(msg))
         except Exception:
             registry.observer_errors += 1
-    return b"".join(frames)
+    return b"".join(frames), len(batch) - len(frames)

@@ -103,10 +103,12 @@ class ClientQueue:
             self._in_flight = len(batch)
         return batch
 
-    def mark_delivered(self) -> None:
-        """The batch last taken is now written to the socket."""
+    def mark_delivered(self, *, lost: int = 0) -> None:
+        """The batch last taken is now written to the socket, but for ``lost`` messages of it
+        that could not be sent (they count as dropped)."""
         with self._lock:
-            self.delivered += self._in_flight
+            self.delivered += self._in_flight - lost
+            self.dropped += lost
             self._in_flight = 0
 
     @property

@@ -88,3 +88,23 @@ def test_waiting_for_a_client_gives_up_after_the_timeout() -> None:
 def test_bad_settings_are_refused_with_a_clear_message(options: dict[str, int], error: str) -> None:
     with pytest.raises(ValueError, match=error):
         iket_tui.agent.start(**options)
+
+
+def test_an_event_that_cannot_be_encoded_reaches_the_client_as_a_counted_drop(agent: iket_tui.agent.Agent) -> None:
+    client = WireClient(agent.socket_path)
+    client.catch_up()
+    caught_up = len(client.received)
+    assert agent.wait_for_client(30)
+    before = m.compile_begin(compile=1, label="lower", kernel="k", target=None, t_ns=1)
+    unencodable = {**m.codegen_begin(compile=1, t_ns=2), "name": {"a set msgpack cannot carry"}}
+    after = m.compile_end(compile=1, label="lower", t_ns=3, duration_ns=2, ok=True)
+    for msg in (before, unencodable, after):
+        agent.registry.emit(msg)
+
+    iket_tui.agent.stop()
+
+    received = client.read_to_end()[caught_up:]
+    assert events(received) == [before, after]
+    (drop,) = [msg for msg in received if msg["type"] == m.DROPPED]
+    assert (drop["count"], drop["total"]) == (1, 1)
+    assert received[-1]["type"] == m.BYE and received[-1]["dropped"] == 1
