@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from iket_tui.model.counters import StreamCounters
+from iket_tui.model.kernels import KernelMessageError, KernelSummary
 from iket_tui.model.nodes import (
     DONE,
     FAILED,
@@ -71,6 +72,7 @@ class PassTree:
         self.passes: list[PassNode] = []  # in tree order
         self.open_compiles: dict[CompileNode, None] = {}  # compiles not yet ended, oldest first
         self.counters = StreamCounters()
+        self.kernels = KernelSummary()
         self.typical = TypicalDurations()
         self.stuck_after_ns = stuck_after_ns
         self.stuck_factor = stuck_factor
@@ -99,6 +101,9 @@ class PassTree:
             m.SYNC: self._sync,
             m.DROPPED: self._dropped,
             m.BYE: self._bye,
+            m.KERNEL_TRACING: self._kernel,
+            m.KERNEL_MODULE: self._kernel,
+            m.KERNEL_RECORDS: self._kernel,
             m.RECORDING: self._ignore,
             m.CHECKPOINT: self._checkpoint,
             m.END: self._ignore,
@@ -566,6 +571,17 @@ class PassTree:
 
     def _ignore(self, msg: dict[str, Any]) -> None:
         self._session_messages += 1
+
+    def _kernel(self, msg: dict[str, Any]) -> None:
+        """Kernel tracing traffic: summarised in :attr:`kernels`, not counted as pass events."""
+        try:
+            self.kernels.apply(msg)
+        except KernelMessageError:
+            raise _MALFORMED from None
+        self._session_messages += 1
+        t = msg.get("t_ns")
+        if type(t) is int:
+            self._seen(t)
 
 
 def _running_in(comp: CompileNode) -> list[PassNode]:

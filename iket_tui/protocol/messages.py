@@ -31,6 +31,10 @@ PASS_INCOMPLETE: Final = "pass_incomplete"
 CALLBACK_MISMATCH: Final = "callback_mismatch"
 CODEGEN_BEGIN: Final = "codegen_begin"
 CODEGEN_END: Final = "codegen_end"
+# Kernel events (docs/ring.md)
+KERNEL_MODULE: Final = "kernel_module"  # a traced module's event table, sent when it is compiled
+KERNEL_RECORDS: Final = "kernel_records"  # one drain of the ring: chunks as bytes, and counters
+KERNEL_TRACING: Final = "kernel_tracing"  # the agent's kernel tracing state (on, device or not)
 # Recordings only
 RECORDING: Final = "recording"
 CHECKPOINT: Final = "checkpoint"
@@ -55,6 +59,9 @@ KNOWN_TYPES: Final = frozenset(
         CALLBACK_MISMATCH,
         CODEGEN_BEGIN,
         CODEGEN_END,
+        KERNEL_MODULE,
+        KERNEL_RECORDS,
+        KERNEL_TRACING,
         RECORDING,
         CHECKPOINT,
         END,
@@ -63,6 +70,7 @@ KNOWN_TYPES: Final = frozenset(
 
 # Capabilities an agent may announce in its hello.
 CAP_PASSES: Final = "passes"
+CAP_KERNELS: Final = "kernels"
 
 
 def hello(
