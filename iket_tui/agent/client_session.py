@@ -20,7 +20,7 @@ from iket_tui.agent.registry import CatchUp, ClientQueue, Registry
 from iket_tui.endpoints import check_peer
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, encode_batch, encode_message
-from iket_tui.protocol.messages import Message
+from iket_tui.protocol.messages import PASS_ROWS_SINCE, Message
 
 BATCH: Final = 512
 COALESCE_S: Final = 0.2
@@ -55,6 +55,7 @@ class ClientSession:
         self._closing = threading.Event()
         self._bye_reason = "exit"
         self._queue: ClientQueue | None = None
+        self._rows = False  # whether the client reads pass rows (it speaks protocol 1.1 or later)
         self.thread = threading.Thread(target=self._run, name="iket-tui client", daemon=True)
 
     def start(self) -> None:
@@ -113,6 +114,7 @@ class ClientSession:
             decoder.feed(data)
             for msg in decoder:
                 check_hello(msg, expect_role="client")
+                self._rows = tuple(msg["proto"]) >= PASS_ROWS_SINCE
                 sock.settimeout(None)
                 return
             if received > MAX_HELLO_BYTES:
@@ -160,8 +162,13 @@ class ClientSession:
         return dropped
 
     def _beat(self, queue: ClientQueue, now: int) -> None:
+        registry = self._registry
         beat = m.heartbeat(
-            t_ns=now, produced=queue.produced, dropped=queue.dropped, open_passes=self._registry.open_passes
+            t_ns=now,
+            produced=queue.produced,
+            dropped=queue.dropped,
+            open_passes=registry.open_passes,
+            observer_errors=registry.observer_errors,
         )
         self._send_messages([beat])
 
@@ -171,7 +178,7 @@ class ClientSession:
 
     def _send_messages(self, batch: list[Message]) -> int:
         """Write ``batch``; returns how many of its messages could not be encoded and were left out."""
-        data, left_out = _encode(batch, self._registry)
+        data, left_out = _encode(batch, self._registry, rows=self._rows)
         self._send(data)
         return left_out
 
@@ -189,15 +196,15 @@ class ClientSession:
             self._sock.close()
 
 
-def _encode(batch: list[Message], registry: Registry) -> tuple[bytes, int]:
-    """Messages as one ``batch`` frame; as a frame each when together they exceed a frame's limit.
+def _encode(batch: list[Message], registry: Registry, *, rows: bool) -> tuple[bytes, int]:
+    """Messages as ``batch`` frames (as many as a frame's limit needs, see :func:`encode_batch`).
 
-    A message that cannot be encoded at all (too large, or holding something msgpack does not
-    know) is left out, counted in the registry's ``observer_errors`` and in the count returned
-    with the bytes, so that the client is told of it as a drop.
+    A message that cannot be encoded at all (too large for a frame, or holding something msgpack
+    does not know) is left out, counted in the registry's ``observer_errors`` and in the count
+    returned with the bytes, so that the client is told of it as a drop.
     """
     try:
-        return encode_batch(batch), 0
+        return encode_batch(batch, rows=rows), 0
     except Exception:
         pass
     frames = []

@@ -10,7 +10,8 @@ class StreamCounters:
     ``dropped`` is the largest loss count the agent or recorder reported for this client;
     ``unknown`` messages had a type this version does not know; ``malformed`` ones had
     missing keys or fields of the wrong type; ``backlog_lost`` events were too old for the
-    catch-up a late client receives.
+    catch-up a late client receives; ``observer_errors`` are failures the agent caught in its
+    own observers (from its heartbeats: events that may be missing or incomplete).
     """
 
     __slots__ = (
@@ -20,6 +21,7 @@ class StreamCounters:
         "events",
         "heartbeats",
         "malformed",
+        "observer_errors",
         "open_passes",
         "produced",
         "unknown",
@@ -35,6 +37,7 @@ class StreamCounters:
         self.backlog_lost = 0
         self.produced = 0  # events produced in the target, from its heartbeats
         self.open_passes = 0  # passes open in the target, from its heartbeats
+        self.observer_errors = 0
 
     def saw_dropped(self, total: int) -> None:
         if total > self.dropped:

@@ -4,7 +4,9 @@ Built by applying protocol messages in arrival order, on the app thread only. Ev
 is untrusted: one with missing keys or fields of the wrong type is counted as malformed and
 leaves the tree as it was. Applying is the hot path of a replay (a million events must apply
 in well under two seconds), so handlers are looked up in a dict, validate with plain type
-checks and allocate nothing but the new node.
+checks and allocate nothing but the new node. Pass events are handled as pass rows (the
+positional form of ``docs/protocol.md``): a reader that keeps rows builds no map per event,
+and a pass event that arrives as a map is turned into a row first.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class _Malformed(Exception):
 
 
 _MALFORMED = _Malformed()
+_ABSENT: Any = object()  # a field missing from a map, which no type check accepts
 
 
 def _int(value: Any) -> int:
@@ -85,10 +88,15 @@ class PassTree:
         self._samples = self.typical.samples
         self._session_messages = 0  # handled messages that are not compile or pass events
         self._order = 0
-        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+        self._row_handlers: dict[str, Callable[[m.PassRow], None]] = {
             m.PASS_START: self._pass_start,
             m.PASS_END: self._pass_end,
             m.PASS_INCOMPLETE: self._pass_incomplete,
+        }
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            m.PASS_START: self._pass_map,
+            m.PASS_END: self._pass_map,
+            m.PASS_INCOMPLETE: self._pass_map,
             m.PASS_CONTEXT_ENTER: self._context_enter,
             m.PASS_CONTEXT_EXIT: self._context_exit,
             m.COMPILE_BEGIN: self._compile_begin,
@@ -112,7 +120,8 @@ class PassTree:
     # Applying messages
 
     def apply(self, messages: Iterable[Any]) -> None:
-        """Apply messages in arrival order; bad ones are counted and skipped.
+        """Apply messages and pass rows, mixed in any way, in arrival order; bad ones are
+        counted and skipped.
 
         The cyclic garbage collector is paused meanwhile: every node made here lives as long
         as the tree, and collections triggered by a burst of them were most of the cost.
@@ -127,6 +136,7 @@ class PassTree:
 
     def _apply(self, messages: Iterable[Any]) -> None:
         handlers = self._handlers
+        row_handlers = self._row_handlers
         counters = self.counters
         bad = (_Malformed, *_MALFORMED_ERRORS)
         applied = 0
@@ -134,12 +144,12 @@ class PassTree:
         msg: Any = None
         for msg in messages:
             try:
-                handler = handlers.get(msg["type"])
+                handler = row_handlers.get(msg[0]) if type(msg) is list else handlers.get(msg["type"])
             except _MALFORMED_ERRORS:
                 counters.malformed += 1
                 continue
             if handler is None:
-                if type(msg["type"]) is str:
+                if type(msg) is not list and type(msg["type"]) is str:
                     counters.unknown += 1
                 else:
                     counters.malformed += 1
@@ -152,7 +162,7 @@ class PassTree:
                 applied += 1
         counters.events += applied - (counters.heartbeats + self._session_messages - session)
         try:
-            t = msg["t_ns"]
+            t = msg[8] if type(msg) is list and len(msg) == m.PASS_ROW_LEN else msg["t_ns"]
         except _MALFORMED_ERRORS:
             t = None
         if type(t) is int and t > self.last_t_ns:
@@ -359,17 +369,29 @@ class PassTree:
         comp.version += 1
         self._seen(t)
 
-    # Handlers: passes (the hot path)
+    # Handlers: passes (the hot path), on pass rows
 
-    def _pass_start(self, msg: dict[str, Any]) -> None:
-        compile_id = msg["compile"]
-        context_id = msg["context"]
-        name = msg["name"]
-        seq = msg["seq"]
-        depth = msg["depth"]
-        parent = msg["parent"]
-        phase = msg["phase"]
-        t = msg["t_ns"]
+    def _pass_map(self, msg: dict[str, Any]) -> None:
+        """A pass event sent as a map: handled as the row it stands for."""
+        get = msg.get
+        kind = msg["type"]
+        extra = m.PASS_ROW_EXTRA[kind]
+        row = [
+            kind,
+            get("compile", _ABSENT),
+            get("context", _ABSENT),
+            get("name", _ABSENT),
+            get("seq", _ABSENT),
+            get("depth", _ABSENT),
+            get("parent", _ABSENT),
+            get("phase", _ABSENT),
+            get("t_ns", _ABSENT),
+            None if extra is None else get(extra, _ABSENT if kind == m.PASS_END else None),
+        ]
+        self._row_handlers[kind](row)
+
+    def _pass_start(self, row: m.PassRow) -> None:
+        _, compile_id, context_id, name, seq, depth, parent, phase, t, _ = row
         if (
             type(compile_id) is not int
             or type(context_id) is not int
@@ -399,12 +421,8 @@ class PassTree:
         self.passes.append(node)
         comp.shape += 1
 
-    def _pass_end(self, msg: dict[str, Any]) -> None:
-        compile_id = msg["compile"]
-        context_id = msg["context"]
-        seq = msg["seq"]
-        t = msg["t_ns"]
-        duration = msg["duration_ns"]
+    def _pass_end(self, row: m.PassRow) -> None:
+        _, compile_id, context_id, _, seq, _, _, _, t, duration = row
         if (
             type(compile_id) is not int
             or type(context_id) is not int
@@ -413,10 +431,12 @@ class PassTree:
             or type(duration) is not int
         ):
             raise _MALFORMED
-        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t - duration)
-        ctx = comp.contexts.get(context_id) or self._unannounced_context(comp, context_id, t - duration)
-        node = ctx.passes.get(seq) or self._unseen_start(msg, comp, ctx, t - duration)
-        if node.end_ns is not None:
+        comp = self._by_id.get(compile_id)
+        ctx = None if comp is None else comp.contexts.get(context_id)
+        node = None if ctx is None else ctx.passes.get(seq)
+        if node is None:
+            node = self._unseen_start(row, t - duration)
+        elif node.end_ns is not None:
             return
         node.end_ns = t
         node.duration_ns = duration
@@ -424,7 +444,7 @@ class PassTree:
             node.status = DONE
         up = node.parent
         if up is None:
-            ctx.root_ns += duration
+            node.context.root_ns += duration
         else:
             up.child_ns += duration
         samples = self._samples.get(node.name)
@@ -432,34 +452,45 @@ class PassTree:
             self.typical.record(node.name, duration)
         else:
             samples.append(duration)
-        comp.version += 1
+        node.compile.version += 1
 
-    def _pass_incomplete(self, msg: dict[str, Any]) -> None:
-        compile_id = _int(msg["compile"])
-        context_id = _int(msg["context"])
-        seq = _int(msg["seq"])
-        t = _int(msg["t_ns"])
-        error = _opt_str(msg.get("error"))
-        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
-        ctx = comp.contexts.get(context_id) or self._unannounced_context(comp, context_id, t)
-        node = ctx.passes.get(seq) or self._unseen_start(msg, comp, ctx, t)
-        if node.end_ns is not None:
+    def _pass_incomplete(self, row: m.PassRow) -> None:
+        _, compile_id, context_id, _, seq, _, _, _, t, error = row
+        if (
+            type(compile_id) is not int
+            or type(context_id) is not int
+            or type(seq) is not int
+            or type(t) is not int
+            or (error is not None and type(error) is not str)
+        ):
+            raise _MALFORMED
+        comp = self._by_id.get(compile_id)
+        ctx = None if comp is None else comp.contexts.get(context_id)
+        node = None if ctx is None else ctx.passes.get(seq)
+        if node is None:
+            node = self._unseen_start(row, t)
+        elif node.end_ns is not None:
             return
         self._abandon(node, t, error)
-        comp.version += 1
+        node.compile.version += 1
         self._seen(t)
 
-    def _unseen_start(self, msg: dict[str, Any], comp: CompileNode, ctx: ContextNode, start: int) -> PassNode:
-        """A pass whose start this client never saw (lost to a full queue or an old backlog)."""
-        name = msg["name"]
-        depth = _int(msg["depth"])
-        parent = msg["parent"]
-        phase = _opt_str(msg["phase"])
-        if type(name) is not str or (parent is not None and type(parent) is not int):
+    def _unseen_start(self, row: m.PassRow, start: int) -> PassNode:
+        """A pass whose start this client never saw (lost to a full queue or an old backlog),
+        from the end or incomplete row whose ids were already checked."""
+        _, compile_id, context_id, name, seq, depth, parent, phase, _, _ = row
+        if (
+            type(name) is not str
+            or type(depth) is not int
+            or (parent is not None and type(parent) is not int)
+            or (phase is not None and type(phase) is not str)
+        ):
             raise _MALFORMED
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, start)
+        ctx = comp.contexts.get(context_id) or self._unannounced_context(comp, context_id, start)
         up = None if parent is None else ctx.passes.get(parent)
-        node = PassNode(name, msg["seq"], depth, phase, start, up, ctx, self._next_order())
-        ctx.passes[node.seq] = node
+        node = PassNode(name, seq, depth, phase, start, up, ctx, self._next_order())
+        ctx.passes[seq] = node
         if up is None:
             ctx.roots.append(node)
         elif up.children is NO_CHILDREN:
@@ -541,6 +572,9 @@ class PassTree:
         open_passes = msg.get("open_passes")
         if type(open_passes) is int:
             counters.open_passes = open_passes
+        observer_errors = msg.get("observer_errors")
+        if type(observer_errors) is int and observer_errors > counters.observer_errors:
+            counters.observer_errors = observer_errors
         self._seen(t)
 
     def _sync(self, msg: dict[str, Any]) -> None:

@@ -1,8 +1,10 @@
 """The message schema shared by the agent, the socket, recordings and the UI.
 
 A message is a msgpack map with a ``type`` key. Constructors here build the plain dicts that
-go on the wire; readers treat any map as untrusted and validate the fields they use. The
-full schema, with every field, is documented in ``docs/protocol.md``.
+go on the wire; readers treat any map as untrusted and validate the fields they use. Inside a
+``batch`` a pass event may also travel as a *pass row*, a positional array (see
+:data:`PASS_ROW_FIELDS`): half the bytes of the map and much faster to decode. The full
+schema, with every field, is documented in ``docs/protocol.md``.
 """
 
 from __future__ import annotations
@@ -10,8 +12,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 Message = dict[str, Any]
+PassRow = list[Any]
+"""A pass event as a positional array, in the order of :data:`PASS_ROW_FIELDS`."""
+Item = Message | PassRow
+"""What a reader that keeps pass rows (``MessageDecoder(rows=True)``) hands out."""
 
-PROTOCOL_VERSION: Final = (1, 0)
+PROTOCOL_VERSION: Final = (1, 1)
 
 # Session
 HELLO: Final = "hello"
@@ -68,6 +74,76 @@ KNOWN_TYPES: Final = frozenset(
     }
 )
 
+# Pass rows (protocol 1.1): a pass event inside a batch as
+# [type, compile, context, name, seq, depth, parent, phase, t_ns, extra]
+PASS_ROWS_SINCE: Final = (1, 1)
+"""The protocol version from which a reader understands pass rows."""
+PASS_ROW_FIELDS: Final = ("type", "compile", "context", "name", "seq", "depth", "parent", "phase", "t_ns", "extra")
+PASS_ROW_LEN: Final = len(PASS_ROW_FIELDS)
+PASS_ROW_EXTRA: Final[dict[str, str | None]] = {PASS_START: None, PASS_END: "duration_ns", PASS_INCOMPLETE: "error"}
+"""The map field a row's last item stands for, by type (a ``pass_start`` row's is null)."""
+_COMMON_PASS_FIELDS: Final = PASS_ROW_FIELDS[:-1]
+_PASS_MAP_KEYS: Final = {
+    kind: frozenset(_COMMON_PASS_FIELDS if extra is None else (*_COMMON_PASS_FIELDS, extra))
+    for kind, extra in PASS_ROW_EXTRA.items()
+}
+
+
+def row_of(msg: Message) -> PassRow | None:
+    """``msg`` as a pass row, or ``None`` when a row cannot say exactly what the map says: not a
+    pass event, or a field missing or added (such a map is sent as it is)."""
+    kind = msg.get("type")
+    if type(kind) is not str or kind not in PASS_ROW_EXTRA or msg.keys() != _PASS_MAP_KEYS[kind]:
+        return None
+    extra = PASS_ROW_EXTRA[kind]
+    return [
+        kind,
+        msg["compile"],
+        msg["context"],
+        msg["name"],
+        msg["seq"],
+        msg["depth"],
+        msg["parent"],
+        msg["phase"],
+        msg["t_ns"],
+        None if extra is None else msg[extra],
+    ]
+
+
+def message_of(row: PassRow) -> Message:
+    """The map a pass row stands for, with its fields in the order the constructors here use.
+
+    ``row`` must have a pass row's shape (as every row a decoder hands out has: the right
+    length, a pass event type); its values are passed on unchecked.
+    """
+    msg = {
+        "type": row[0],
+        "compile": row[1],
+        "context": row[2],
+        "name": row[3],
+        "seq": row[4],
+        "depth": row[5],
+        "parent": row[6],
+        "phase": row[7],
+        "t_ns": row[8],
+    }
+    extra = PASS_ROW_EXTRA[row[0]]
+    if extra is not None:
+        msg[extra] = row[9]
+    return msg
+
+
+def t_ns_of(item: object) -> int | None:
+    """The ``t_ns`` of a message or a pass row, when it has an integer one."""
+    if isinstance(item, list):
+        t = item[8] if len(item) == PASS_ROW_LEN else None
+    elif isinstance(item, dict):
+        t = item.get("t_ns")
+    else:
+        return None
+    return t if type(t) is int else None
+
+
 # Capabilities an agent may announce in its hello.
 CAP_PASSES: Final = "passes"
 CAP_KERNELS: Final = "kernels"
@@ -98,15 +174,17 @@ def hello(
     }
 
 
-def heartbeat(*, t_ns: int, produced: int, dropped: int, open_passes: int) -> Message:
+def heartbeat(*, t_ns: int, produced: int, dropped: int, open_passes: int, observer_errors: int = 0) -> Message:
     """Sent about once a second: ``produced`` events so far in the target, ``dropped`` for this
-    client so far, passes open now."""
+    client so far, passes open now, and ``observer_errors``: failures the agent caught in its
+    own observers so far (each one an event that may be missing or incomplete)."""
     return {
         "type": HEARTBEAT,
         "t_ns": t_ns,
         "produced": produced,
         "dropped": dropped,
         "open_passes": open_passes,
+        "observer_errors": observer_errors,
     }
 
 

@@ -8,25 +8,36 @@ was closed cleanly. A file cut off mid-write still yields every complete frame.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from iket_tui.protocol.codec import MessageDecoder, ProtocolError
-from iket_tui.protocol.messages import RECORDING, Message
+from iket_tui.protocol.messages import RECORDING, Item, Message
 
 MAGIC = b"\x89IKETREC\r\n\x1a\n"
 
 
-class RecordingDecoder:
+_T = TypeVar("_T", Message, Item)
+
+
+class RecordingDecoder(Generic[_T]):
     """Feed a recording's bytes from the start, iterate its messages.
 
     After :meth:`finish`, :attr:`cut_at` is the byte offset where an incomplete tail begins
     (``None`` if the file ends on a frame boundary), and :attr:`skipped_bytes` counts damaged
-    bytes skipped inside the file.
+    bytes skipped inside the file. With ``rows=True`` pass rows come out as they are (see
+    :class:`~iket_tui.protocol.codec.MessageDecoder`).
     """
 
-    def __init__(self) -> None:
+    @overload
+    def __init__(self: RecordingDecoder[Message], *, rows: Literal[False] = False) -> None: ...
+
+    @overload
+    def __init__(self: RecordingDecoder[Item], *, rows: bool) -> None: ...
+
+    def __init__(self, *, rows: bool = False) -> None:
         self._head = bytearray()
         self._started = False
-        self._decoder = MessageDecoder(resync=True)
+        self._decoder: MessageDecoder[Any] = MessageDecoder(resync=True, rows=rows)
         self.cut_at: int | None = None
         self.saw_header = False
 
@@ -57,12 +68,12 @@ class RecordingDecoder:
         self._decoder.feed(self._head[len(MAGIC) :])
         self._head.clear()
 
-    def __iter__(self) -> Iterator[Message]:
+    def __iter__(self) -> Iterator[_T]:
         if self._started:
             for msg in self._decoder:
                 yield self._check(msg)
 
-    def drain(self) -> list[Message]:
+    def drain(self) -> list[_T]:
         """Every complete message now buffered; the same as ``list(self)``, faster."""
         if not self._started:
             return []
@@ -71,7 +82,7 @@ class RecordingDecoder:
             self._check(msgs[0])
         return msgs
 
-    def finish(self) -> Iterator[Message]:
+    def finish(self) -> Iterator[_T]:
         if not self._started:
             if self._head:
                 raise ProtocolError("not an iket-tui recording (file shorter than its header)")
@@ -81,9 +92,9 @@ class RecordingDecoder:
         if self._decoder.frames.pending:
             self.cut_at = len(MAGIC) + self._decoder.frames.consumed
 
-    def _check(self, msg: Message) -> Message:
+    def _check(self, msg: Any) -> Any:
         if not self.saw_header:
-            if msg["type"] != RECORDING:
+            if type(msg) is not dict or msg["type"] != RECORDING:
                 raise ProtocolError("recording does not begin with a 'recording' frame")
             self.saw_header = True
         return msg

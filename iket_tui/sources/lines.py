@@ -1,7 +1,8 @@
 """Messages as single lines for ``iket-tui dump``: aligned readable text, or JSON objects.
 
-JSON lines carry each message map unchanged (its keys are the documented field names);
-values JSON cannot hold (bytes, non-finite floats) become strings.
+JSON lines carry each message map unchanged (its keys are the documented field names), a
+pass row as the map it stands for; values JSON cannot hold (bytes, non-finite floats) become
+strings.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ _LEADING = ("compile", "context", "seq", "depth", "parent", "phase", "name")
 _PASS_ORDER = ("compile", "context", "seq", "depth", "parent", "phase", "name")
 
 
-def json_line(msg: m.Message) -> str:
-    """One message as one JSON object."""
+def json_line(item: m.Item) -> str:
+    """One message (or pass row) as one JSON object."""
+    msg = _as_map(item)
     try:
         return json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError):
@@ -31,7 +33,8 @@ class TextLines:
     def __init__(self) -> None:
         self._t0: int | None = None
 
-    def line(self, msg: m.Message) -> str:
+    def line(self, item: m.Item) -> str:
+        msg = _as_map(item)
         kind = str(msg.get("type"))
         return f"{self._time(msg.get('t_ns'))}  {kind:<{_TYPE_WIDTH}}  {_fields(kind, msg)}".rstrip()
 
@@ -41,6 +44,10 @@ class TextLines:
         if self._t0 is None:
             self._t0 = t_ns
         return f"{(t_ns - self._t0) / 1e6:12.3f} ms"
+
+
+def _as_map(item: m.Item) -> m.Message:
+    return m.message_of(item) if isinstance(item, list) else item
 
 
 def _fields(kind: str, msg: m.Message) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import ProtocolError
@@ -35,25 +36,38 @@ class RecordingInfo:
     source: str = ""
 
 
-class RecordingReader:
+_T = TypeVar("_T", m.Message, m.Item)
+
+
+class RecordingReader(Generic[_T]):
     """Iterate the messages of one recording file, reading it incrementally.
 
     Iteration raises :class:`SourceError` for a file that is not a readable recording; after
-    it, :attr:`info` describes the file.
+    it, :attr:`info` describes the file. With ``rows=True`` pass events batched as pass rows
+    come out as rows (lists), as replay wants them; otherwise every message is a map.
     """
 
-    def __init__(self, path: Path, *, chunk_size: int = CHUNK_SIZE) -> None:
+    @overload
+    def __init__(
+        self: RecordingReader[m.Message], path: Path, *, chunk_size: int = CHUNK_SIZE, rows: Literal[False] = False
+    ) -> None: ...
+
+    @overload
+    def __init__(self: RecordingReader[m.Item], path: Path, *, chunk_size: int = CHUNK_SIZE, rows: bool) -> None: ...
+
+    def __init__(self, path: Path, *, chunk_size: int = CHUNK_SIZE, rows: bool = False) -> None:
         self.path = Path(path)
         self.info = RecordingInfo()
         self._chunk_size = chunk_size
+        self._rows = rows
 
-    def __iter__(self) -> Iterator[m.Message]:
+    def __iter__(self) -> Iterator[_T]:
         for batch in self.chunks():
             yield from batch
 
-    def chunks(self) -> Iterator[list[m.Message]]:
+    def chunks(self) -> Iterator[list[_T]]:
         """The messages, one list per chunk of the file read."""
-        decoder = RecordingDecoder()
+        decoder: RecordingDecoder[Any] = RecordingDecoder(rows=self._rows)
         try:
             with open(self.path, "rb") as file:
                 while data := file.read(self._chunk_size):
@@ -73,10 +87,10 @@ class RecordingReader:
             raise SourceError(f"{self.path}: no complete frame in this recording (cut right after its header?)")
         self.info.cut_at = decoder.cut_at
 
-    def _account(self, batch: list[m.Message], decoder: RecordingDecoder) -> list[m.Message]:
+    def _account(self, batch: list[Any], decoder: RecordingDecoder[Any]) -> list[Any]:
         info = self.info
         if batch and info.messages == 0:
-            _check_header(self.path, batch[0])
+            _check_header(self.path, batch[0])  # the decoder made sure it is a recording map
             source = batch[0].get("source")
             info.source = source if isinstance(source, str) else ""
         info.messages += len(batch)
@@ -84,7 +98,8 @@ class RecordingReader:
         info.undecodable = decoder.undecodable
         info.unknown = decoder.unknown
         if batch:
-            info.ended = batch[-1]["type"] == m.END  # a cleanly closed recording ends on its end frame
+            last = batch[-1]  # a cleanly closed recording ends on its end frame
+            info.ended = type(last) is dict and last["type"] == m.END
         return batch
 
 

@@ -57,8 +57,9 @@ class RecordingWriter:
     def closed(self) -> bool:
         return self._closed
 
-    def write_frames(self, data: bytes, msgs: Sequence[m.Message]) -> None:
-        """Append complete frames exactly as received, given the messages they hold."""
+    def write_frames(self, data: bytes, msgs: Sequence[m.Item]) -> None:
+        """Append complete frames exactly as received, given the messages they hold (maps or
+        pass rows, each one message)."""
         if self._closed:
             return
         self._write_raw(data)
@@ -102,10 +103,12 @@ class RecordingWriter:
         self._since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
 
-    def _account(self, msg: m.Message) -> None:
-        t_ns = msg.get("t_ns")
-        if isinstance(t_ns, int) and t_ns > self._last_t_ns:
+    def _account(self, msg: m.Item) -> None:
+        t_ns = m.t_ns_of(msg)
+        if t_ns is not None and t_ns > self._last_t_ns:
             self._last_t_ns = t_ns
+        if not isinstance(msg, dict):
+            return
         kind = msg.get("type")
         key = "total" if kind == m.DROPPED else "dropped" if kind in (m.HEARTBEAT, m.BYE) else None
         if key is not None:

@@ -2,7 +2,8 @@
 
 Messages are released when the playback clock reaches their ``t_ns`` (scaled by the speed);
 speed 0 plays as fast as the reader goes. Messages without a timestamp, or with one earlier
-than the clock, are released at once.
+than the clock, are released at once. Pass events batched as pass rows are handed out as rows
+(see :mod:`iket_tui.protocol.messages`), so a replay builds no map per pass event.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceBatch, SourceError, SourceState
@@ -44,9 +45,9 @@ class RecordingSource:
         self.path = Path(path)
         self.description = f"recording {self.path}"
         self.error: str | None = None
-        self._reader = RecordingReader(self.path)
-        self._chunks: Iterator[list[m.Message]] | None = None
-        self._buffer: deque[m.Message] = deque()
+        self._reader = RecordingReader(self.path, rows=True)
+        self._chunks: Iterator[list[m.Item]] | None = None
+        self._buffer: deque[m.Item] = deque()
         self._batch_interval_s = batch_interval_s
         self._cond = threading.Condition()
         self._speed = 0.0 if speed == "max" else max(0.0, float(speed))
@@ -104,6 +105,8 @@ class RecordingSource:
         if not self._fill():
             raise SourceError(f"{self.path}: no complete frame in this recording")
         header = self._buffer[0]
+        if not isinstance(header, dict):  # the reader lets nothing but a recording header come first
+            raise SourceError(f"{self.path}: recording does not begin with a 'recording' frame")
         source = header.get("source")
         if isinstance(source, str) and source:
             self.description = f"recording {self.path.name} of {source}"
@@ -122,7 +125,7 @@ class RecordingSource:
             yield SourceBatch(state=SourceState.FAILED, error=self.error)
             return
         yield SourceBatch(state=SourceState.LIVE)
-        pending: list[m.Message] = []
+        pending: list[m.Item] = []
         flush_at = 0.0
         while not self._closed:
             try:
@@ -130,12 +133,12 @@ class RecordingSource:
             except SourceError as exc:
                 self.error = str(exc)
                 if pending:
-                    yield SourceBatch(messages=tuple(pending))
+                    yield SourceBatch(messages=_batched(pending))
                 yield SourceBatch(state=SourceState.FAILED, error=self.error)
                 return
             if not more:
                 notes = recording_notes(self.info, verb="replayed")
-                yield SourceBatch(messages=tuple(pending), state=SourceState.ENDED, notes=notes)
+                yield SourceBatch(messages=_batched(pending), state=SourceState.ENDED, notes=notes)
                 return
             had_pending = bool(pending)
             wait = self._release(pending)
@@ -146,12 +149,12 @@ class RecordingSource:
             if not had_pending:
                 flush_at = now + self._batch_interval_s
             if wait > 0 or len(pending) >= _MAX_BATCH or now >= flush_at:
-                yield SourceBatch(messages=tuple(pending))
+                yield SourceBatch(messages=_batched(pending))
                 pending = []
 
     # -- pacing ---------------------------------------------------------------------------
 
-    def _release(self, pending: list[m.Message]) -> float:
+    def _release(self, pending: list[m.Item]) -> float:
         """Move due messages from the buffer to ``pending``; seconds until the next is due."""
         buffer = self._buffer
         with self._cond:
@@ -214,6 +217,11 @@ class RecordingSource:
         return True
 
 
-def _t_ns(msg: m.Message) -> int | None:
-    t_ns = msg.get("t_ns")
-    return t_ns if isinstance(t_ns, int) and not isinstance(t_ns, bool) and t_ns > 0 else None
+def _t_ns(item: m.Item) -> int | None:
+    t_ns = m.t_ns_of(item)
+    return t_ns if t_ns is not None and t_ns > 0 else None
+
+
+def _batched(items: list[m.Item]) -> tuple[m.Message, ...]:
+    """``items`` for a :class:`SourceBatch`, whose messages may be pass rows as well as maps."""
+    return cast("tuple[m.Message, ...]", tuple(items))

@@ -3,7 +3,8 @@
 The source connects, refuses a peer of another user, exchanges hellos (a foreign socket or
 another major protocol version is a one-line error), then reads frames strictly and hands
 them out about every 30 ms. Whatever arrived before an error or a hang-up is delivered
-before the state that ends the stream.
+before the state that ends the stream. Pass events batched as pass rows are handed out as
+rows, as a replay does (see :mod:`iket_tui.protocol.messages`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from iket_tui import __version__
 from iket_tui.endpoints import EndpointError, check_peer, process_start_time
@@ -61,11 +63,11 @@ class SocketSource:
         self._hello_timeout_s = hello_timeout_s
         self._connect_retry_s = connect_retry_s
         self._batch_interval_s = batch_interval_s
-        self._decoder = MessageDecoder()
+        self._decoder = MessageDecoder(rows=True)
         self._unrecorded = bytearray()  # received bytes not yet written to the recording
         self._recorded = 0  # stream bytes accounted for: recorded, or skipped when not recording
         self._sock: socket.socket | None = None
-        self._pending: list[m.Message] = []
+        self._pending: list[m.Item] = []
         self._bye: m.Message | None = None
         self._lock = threading.RLock()
         self._closed = False
@@ -272,14 +274,14 @@ class SocketSource:
 
         Messages decoded before a protocol error are kept, and so are their frames in the recording.
         """
-        fresh: list[m.Message] = []
+        fresh: list[m.Item] = []
         good = self._decoder.frames.consumed
         failure = None
         try:
             for msg in self._decoder:
                 good = self._decoder.frames.consumed
                 fresh.append(msg)
-                if msg["type"] == m.BYE:
+                if isinstance(msg, dict) and msg["type"] == m.BYE:
                     self._bye = msg
                     break
             else:
@@ -295,7 +297,7 @@ class SocketSource:
             failure = failure or str(exc)
         return failure
 
-    def _record(self, upto: int, msgs: list[m.Message]) -> None:
+    def _record(self, upto: int, msgs: list[m.Item]) -> None:
         """Write the received frames up to stream offset ``upto`` (holding ``msgs``) to the recording."""
         size = upto - self._recorded
         if size <= 0:
@@ -336,9 +338,10 @@ class SocketSource:
         return ()
 
     def _take(self) -> tuple[m.Message, ...]:
+        """What is pending, for a :class:`SourceBatch`, whose messages may be pass rows as well as maps."""
         taken = tuple(self._pending)
         self._pending.clear()
-        return taken
+        return cast("tuple[m.Message, ...]", taken)
 
     def _shutdown(self) -> None:
         with self._lock:

@@ -28,7 +28,7 @@ from iket_tui.model.nodes import FAILED, RUNNING, CompileNode, Node, PassNode
 from iket_tui.model.pass_search import PassSearch
 from iket_tui.model.pass_tree import PassTree
 from iket_tui.model.visible_rows import VisibleRows
-from iket_tui.protocol.messages import HEARTBEAT, Message
+from iket_tui.protocol.messages import HEARTBEAT, Message, t_ns_of
 from iket_tui.sources.base import EventSource, PlaybackControl, SourceBatch, SourceState
 from iket_tui.ui import units
 from iket_tui.ui.detail_pane import DetailPane
@@ -208,14 +208,11 @@ class IketApp(App[int]):
     def _observe(self, batch: SourceBatch, now_s: float) -> None:
         messages = batch.messages
         if messages:
-            last = messages[-1]
-            t = last.get("t_ns") if isinstance(last, dict) else None
-            if type(t) is int:
+            t = t_ns_of(messages[-1])
+            if t is not None:
                 self.agent_clock.observe(t, now_s)
                 if self._first_t_ns is None:
-                    self._first_t_ns = next(
-                        (msg["t_ns"] for msg in messages if isinstance(msg, dict) and type(msg.get("t_ns")) is int), t
-                    )
+                    self._first_t_ns = next((first for first in map(t_ns_of, messages) if first is not None), t)
 
     def _apply(self, messages: tuple[Message, ...]) -> None:
         tree = self.pass_tree

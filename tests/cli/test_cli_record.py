@@ -156,7 +156,7 @@ def test_bad_targets_are_one_line_errors(command: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", ["record", "attach"])
 @pytest.mark.parametrize(
     ("mode", "error"),
-    [("garbage", "not an iket-tui agent"), ("major", "peer speaks 2.0, this iket-tui speaks 1.0")],
+    [("garbage", "not an iket-tui agent"), ("major", "peer speaks 2.0, this iket-tui speaks 1.1")],
 )
 def test_a_foreign_peer_is_a_one_line_error(command: str, mode: str, error: str, tmp_path: Path) -> None:
     out = ["-o", str(tmp_path / "never.msgpack")] if command == "record" else []

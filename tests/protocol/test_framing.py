@@ -107,7 +107,7 @@ def test_hello_version_check_names_both_versions() -> None:
     hello = m.hello(role="agent", pid=1, start_time=2, software_version="9", capabilities=[])
     check_hello(hello, expect_role="agent")
     hello["proto"] = [2, 0]
-    with pytest.raises(ProtocolError, match=r"peer speaks 2\.0, this iket-tui speaks 1\.0"):
+    with pytest.raises(ProtocolError, match=r"peer speaks 2\.0, this iket-tui speaks 1\.1"):
         check_hello(hello, expect_role="agent")
     with pytest.raises(ProtocolError, match="expected an 'agent'"):
         check_hello(

@@ -155,7 +155,7 @@ def test_a_large_recording_is_read_in_chunks(tmp_path: Path) -> None:
             + encode_frame(
                 msgpack.packb({**m.recording(created_unix=0, software_version="", source=""), "proto": [3, 1]})
             ),
-            "recorded with protocol 3.1, this iket-tui speaks 1.0",
+            "recorded with protocol 3.1, this iket-tui speaks 1.1",
         ),
     ],
     ids=["missing", "empty", "garbage", "short-magic", "magic-only", "no-header", "other-major"],

@@ -22,7 +22,12 @@ def _drain(source: SocketSource) -> list[SourceBatch]:
 
 
 def _messages(batches: list[SourceBatch]) -> list[m.Message]:
-    return [msg for batch in batches for msg in batch.messages]
+    """What the batches hold, pass rows as the maps they stand for."""
+    return [_as_map(item) for batch in batches for item in batch.messages]
+
+
+def _as_map(item: m.Message | m.PassRow) -> m.Message:
+    return m.message_of(item) if isinstance(item, list) else item
 
 
 def _states(batches: list[SourceBatch]) -> list[SourceState]:
@@ -35,6 +40,8 @@ def test_a_session_arrives_in_order_from_hello_to_bye() -> None:
         batches = _drain(source)
     msgs = _messages(batches)
     assert batches[0].state is SourceState.LIVE
+    rows = [item for batch in batches for item in batch.messages if isinstance(item, list)]
+    assert [row[0] for row in rows] == [msg["type"] for msg in msgs if msg["type"] in m.PASS_EVENTS]
     assert msgs[0]["type"] == m.HELLO and msgs[0]["pid"] == agent.pid
     assert [msg["type"] for msg in msgs[1:3]] == [m.SYNC, m.COMPILE_BEGIN]
     assert [msg["seq"] for msg in msgs if msg["type"] == m.PASS_END] == [0, 1, 2]
@@ -116,7 +123,7 @@ def test_unknown_message_types_are_skipped_counted_and_still_recorded(tmp_path: 
     ("mode", "error"),
     [
         ("garbage", "not an iket-tui agent (frame length"),
-        ("major", "protocol version mismatch: peer speaks 2.0, this iket-tui speaks 1.0"),
+        ("major", "protocol version mismatch: peer speaks 2.0, this iket-tui speaks 1.1"),
     ],
 )
 def test_a_peer_that_speaks_something_else_is_refused_in_one_line(mode: str, error: str, tmp_path: Path) -> None:
@@ -176,7 +183,7 @@ def test_close_from_another_thread_ends_a_live_stream_and_closes_the_recording(t
         def read() -> None:
             for batch in source.batches():
                 seen.append(batch)
-                if any(msg["type"] == m.PASS_END for msg in batch.messages):
+                if any(_as_map(msg)["type"] == m.PASS_END for msg in batch.messages):
                     first_passes.set()
 
         reader = threading.Thread(target=read)
