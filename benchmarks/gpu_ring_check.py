@@ -34,7 +34,16 @@ from iket_tui.ring.buffer import RingView, memory_at
 from iket_tui.ring.decode import EventTables
 from iket_tui.ring.device import RingTarget
 from iket_tui.ring.drain import DrainBatch, RingDrain
-from iket_tui.ring.layout import EVENT_DTYPE, KIND_END, KIND_MARK, KIND_MASK, KIND_START, RingGeometry
+from iket_tui.ring.layout import (
+    DEFAULT_LAYOUT,
+    EVENT_DTYPE,
+    KIND_END,
+    KIND_MARK,
+    KIND_MASK,
+    KIND_START,
+    ChunkLayout,
+    RingGeometry,
+)
 from iket_tui.ring.runtime import DeviceRuntime, installed
 
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
@@ -396,6 +405,8 @@ def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tup
     ratio_block = medians["block"] / medians["plain"]
     tflops = 2 * size**3 / (medians["plain"] * 1e-3) / 1e12
     fence = ring.target.fence
+    if ring.target.geometry.layout.chunk_bytes != DEFAULT_LAYOUT.chunk_bytes:
+        fence = f"{fence}, {ring.target.geometry.layout.chunk_bytes}-byte chunks"
     rows += [
         Row(f"GEMM {size} plain", True, f"{medians['plain'] * 1000:.1f} us ({tflops:.0f} TFLOP/s)", ""),
         Row(
@@ -412,8 +423,9 @@ def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tup
             "balanced, torn 0",
         ),
     ]
-    figures = {f"gemm{size}_{fence}_{k}_us": v * 1000 for k, v in medians.items()}
-    figures |= {f"ratio{size}_{fence}_ksteps": ratio_steps, f"ratio{size}_{fence}_block": ratio_block}
+    key = fence.replace(", ", "_").replace("-byte chunks", "B")
+    figures = {f"gemm{size}_{key}_{k}_us": v * 1000 for k, v in medians.items()}
+    figures |= {f"ratio{size}_{key}_ksteps": ratio_steps, f"ratio{size}_{key}_block": ratio_block}
     return rows, figures
 
 
@@ -513,6 +525,10 @@ def main(argv: list[str] | None = None) -> int:
         "--fences", default="acq_rel,sc", help="overhead: fences to compare, comma-separated (sc, acq_rel, none)"
     )
     parser.add_argument("--gemm-sizes", default=str(GEMM_SIZE), help="overhead: GEMM sizes, comma-separated")
+    parser.add_argument(
+        "--chunk-bytes", default="256", help="overhead: chunk sizes to compare, comma-separated (128, 256, 512)"
+    )
+    parser.add_argument("--overhead-only", action="store_true", help="skip correctness, loss, liveness and drain")
     args = parser.parse_args(argv)
     sms = _require_gpu()
     import torch
@@ -523,31 +539,24 @@ def main(argv: list[str] | None = None) -> int:
     rings = [HostRing(RingGeometry.for_sms(sms, 64)), HostRing(RingGeometry.for_sms(sms, 4))]
     big, small = rings
     try:
-        _timed(
-            "correctness",
-            lambda: check_known_count(big, blocks=4 * sms, steps=40, label="big ring", expect_loss=False),
-            rows,
-        )
-        _timed(
-            "loss",
-            lambda: check_known_count(small, blocks=16 * sms, steps=200, label="tiny ring", expect_loss=True),
-            rows,
-        )
-        inner = max(1000, int(args.live_seconds * 2e9 / 4 / 2000))
-        _timed("liveness", lambda: check_liveness(big, blocks=sms, outer=2000, inner=inner), rows)
-        _timed("drain rate", check_drain_rate, rows)
+        if not args.overhead_only:
+            _checks(args, big, small, sms, rows)
         for fence in args.fences.split(","):
-            ring = big if fence == big.target.fence else HostRing(RingGeometry.for_sms(sms, 64), fence=fence)
-            if ring is not big:
-                rings.append(ring)
-            for size in (int(x) for x in args.gemm_sizes.split(",")):
+            for chunk_bytes in (int(x) for x in args.chunk_bytes.split(",")):
+                layout = ChunkLayout(chunk_bytes // 128)
+                if fence == big.target.fence and layout == DEFAULT_LAYOUT:
+                    ring = big
+                else:
+                    ring = HostRing(RingGeometry.for_sms(sms, 64, layout), fence=fence)
+                    rings.append(ring)
+                for size in (int(x) for x in args.gemm_sizes.split(",")):
 
-                def overhead(ring: HostRing = ring, size: int = size) -> list[Row]:
-                    found, measured = check_overhead(ring, args.rounds, args.launches, size)
-                    figures.update(measured)
-                    return found
+                    def overhead(ring: HostRing = ring, size: int = size) -> list[Row]:
+                        found, measured = check_overhead(ring, args.rounds, args.launches, size)
+                        figures.update(measured)
+                        return found
 
-                _timed(f"overhead {size}, {fence} fence", overhead, rows)
+                    _timed(f"overhead {size}, {fence} fence, {chunk_bytes}-byte chunks", overhead, rows)
     except Hung as exc:
         rows.append(Row("a kernel hung", False, str(exc), "every kernel finishes"))
         status = report(rows, figures)
@@ -555,6 +564,23 @@ def main(argv: list[str] | None = None) -> int:
     for ring in rings:
         ring.free()
     return report(rows, figures)
+
+
+def _checks(args: argparse.Namespace, big: HostRing, small: HostRing, sms: int, rows: list[Row]) -> None:
+    """Correctness, loss, liveness and the host drain rate."""
+    _timed(
+        "correctness",
+        lambda: check_known_count(big, blocks=4 * sms, steps=40, label="big ring", expect_loss=False),
+        rows,
+    )
+    _timed(
+        "loss",
+        lambda: check_known_count(small, blocks=16 * sms, steps=200, label="tiny ring", expect_loss=True),
+        rows,
+    )
+    inner = max(1000, int(args.live_seconds * 2e9 / 4 / 2000))
+    _timed("liveness", lambda: check_liveness(big, blocks=sms, outer=2000, inner=inner), rows)
+    _timed("drain rate", check_drain_rate, rows)
 
 
 if __name__ == "__main__":

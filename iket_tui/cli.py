@@ -84,7 +84,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run needs a command: iket-tui run [OPTIONS] -- CMD [ARGS...]")
     if args.record is not None:
         _check_writable(args.record)
-    program = LaunchedProgram(command, log_output=not args.no_ui)
+    program = LaunchedProgram(command, log_output=not args.no_ui, agent_env=_kernel_env(args))
     stopped: list[int] = []
     stop = threading.Event()
 
@@ -110,6 +110,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.no_ui:
         return _run_headless(program, source)
     return _run_with_ui(program, source, args.stuck_after)
+
+
+def _kernel_env(args: argparse.Namespace) -> dict[str, str]:
+    """The agent's kernel tracing settings for the program's environment (see the agent's autostart)."""
+    if not args.kernels:
+        return {}
+    env = {"IKET_TUI_KERNELS": "1"}
+    if args.drain_hz is not None:
+        env["IKET_TUI_DRAIN_HZ"] = f"{args.drain_hz:g}"
+    if args.ring_chunks is not None:
+        env["IKET_TUI_RING_CHUNKS"] = str(args.ring_chunks)
+    return env
 
 
 def _run_headless(program: LaunchedProgram, source: SocketSource) -> int:
@@ -444,6 +456,26 @@ def _speed(text: str) -> float:
     return value
 
 
+def _drain_hz(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a rate in Hz: {text!r}") from None
+    if not 0 < value <= 1000:
+        raise argparse.ArgumentTypeError(f"the drain rate must be between 0 and 1000 Hz: {text!r}")
+    return value
+
+
+def _ring_chunks(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 4 or value & (value - 1):
+        raise argparse.ArgumentTypeError(f"ring chunks must be a power of two, at least 4: {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Watch TileLang/TVM compiler passes live, record them, replay them.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -458,9 +490,27 @@ def _parser() -> argparse.ArgumentParser:
             help="mark a pass stuck once it runs longer than S seconds (default 30)",
         )
 
+    def kernel_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--drain-hz",
+            type=_drain_hz,
+            metavar="HZ",
+            help="with kernel tracing: drain the ring HZ times a second (20)",
+        )
+        sub.add_argument(
+            "--ring-chunks",
+            type=_ring_chunks,
+            metavar="N",
+            help="with kernel tracing: ring chunks per warp slot, a power of two (32)",
+        )
+
     run = commands.add_parser("run", help="start a program with the agent and watch it live")
     run.add_argument("--record", type=Path, metavar="FILE", help="also record the stream to FILE")
     run.add_argument("--no-ui", action="store_true", help="only record (with --record); the program keeps the terminal")
+    run.add_argument(
+        "--kernels", action="store_true", help="also stream the IKET events of running kernels (kernel tracing)"
+    )
+    kernel_options(run)
     ui_options(run)
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the program to run")
     run.set_defaults(handler=_cmd_run)
@@ -497,6 +547,10 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the bundled TileLang program under the UI")
     demo.add_argument("--record", type=Path, metavar="FILE", help="also record the stream to FILE")
     demo.add_argument("--no-ui", action="store_true", help="only record (with --record)")
+    demo.add_argument(
+        "--no-kernels", dest="kernels", action="store_false", help="do not trace kernels (traced by default)"
+    )
+    kernel_options(demo)
     ui_options(demo)
     demo.set_defaults(handler=_cmd_demo)
     return parser

@@ -5,7 +5,8 @@ start (see :mod:`iket_tui.agent.autostart`), or with ``iket-tui run -- CMD``. It
 TileLang: it begins watching TileLang compiles when the program imports TileLang.
 """
 
+from iket_tui.agent.kernel_options import KernelOptions
 from iket_tui.agent.lifecycle import Agent, current, start, stop
 from iket_tui.agent.registry import ClientStats
 
-__all__ = ["Agent", "ClientStats", "current", "start", "stop"]
+__all__ = ["Agent", "ClientStats", "KernelOptions", "current", "start", "stop"]

@@ -7,6 +7,10 @@ Knobs, all optional:
   is removed from the environment once read, so child processes do not wait again.
 - ``IKET_TUI_BACKLOG=<events>``, ``IKET_TUI_QUEUE=<events>``: the backlog and per-client queue
   bounds.
+- ``IKET_TUI_KERNELS=1``: trace kernels (:mod:`iket_tui.agent.kernels`), with
+  ``IKET_TUI_DRAIN_HZ=<rate>`` (default 20), ``IKET_TUI_RING_CHUNKS=<chunks per segment>``
+  (a power of two, default 32) and ``IKET_TUI_RING_FILE=<path>`` (drain a ring file written by
+  another process instead of a GPU ring).
 
 Nothing here may stop the program: any problem is one line on stderr and the program runs on
 without the agent (or with the default for a bad knob).
@@ -16,10 +20,22 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iket_tui.agent.registry import DEFAULT_BACKLOG, DEFAULT_QUEUE
+
+if TYPE_CHECKING:
+    from iket_tui.agent.kernel_options import KernelOptions
 
 WAIT_CLIENT = "IKET_TUI_WAIT_CLIENT"
 BACKLOG = "IKET_TUI_BACKLOG"
 QUEUE = "IKET_TUI_QUEUE"
+KERNELS = "IKET_TUI_KERNELS"
+DRAIN_HZ = "IKET_TUI_DRAIN_HZ"
+RING_CHUNKS = "IKET_TUI_RING_CHUNKS"
+RING_FILE = "IKET_TUI_RING_FILE"
 
 
 def _warn(text: str) -> None:
@@ -54,19 +70,47 @@ def _seconds(name: str) -> float | None:
     return value
 
 
+def _reason(exc: ValueError) -> str:
+    text = str(exc)
+    return text if "must be" in text else "not a number"
+
+
+def _kernel_options() -> KernelOptions | None:
+    if os.environ.get(KERNELS, "") in ("", "0"):
+        return None
+    from iket_tui.agent.kernel_options import KernelOptions
+
+    options = KernelOptions()
+    hz, chunks = os.environ.get(DRAIN_HZ), os.environ.get(RING_CHUNKS)
+    try:
+        if hz:
+            options = replace(options, drain_hz=float(hz))
+    except ValueError as exc:
+        _warn(f"{DRAIN_HZ}={hz!r}: {_reason(exc)}; using the default")
+    try:
+        if chunks:
+            options = replace(options, chunks_per_segment=int(chunks))
+    except ValueError as exc:
+        _warn(f"{RING_CHUNKS}={chunks!r}: {_reason(exc)}; using the default")
+    ring_file = os.environ.get(RING_FILE)
+    if ring_file:
+        options = replace(options, ring_file=Path(ring_file))
+    return options
+
+
 def _autostart() -> None:
     try:
         from iket_tui.agent import start
 
-        options: dict[str, int] = {}
         backlog = _count(BACKLOG)
-        if backlog is not None:
-            options["backlog"] = backlog
         queue = _count(QUEUE)
-        if queue is not None:
-            options["queue"] = queue
+        kernels = _kernel_options()
         wait = _seconds(WAIT_CLIENT)
-        agent = start(**options)
+        agent = start(
+            backlog=backlog if backlog is not None else DEFAULT_BACKLOG,
+            queue=queue if queue is not None else DEFAULT_QUEUE,
+            kernels=kernels or False,
+        )
         if wait is not None and not agent.wait_for_client(wait):
             _warn(f"no client attached within {wait:g} s; running on")
     except Exception as exc:

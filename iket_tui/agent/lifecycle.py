@@ -5,10 +5,15 @@ from __future__ import annotations
 import atexit
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from iket_tui.agent.kernel_options import KernelOptions
 from iket_tui.agent.registry import DEFAULT_BACKLOG, DEFAULT_QUEUE, ClientStats, Registry, registry
 from iket_tui.agent.server import DEFAULT_EXIT_FLUSH_S, DEFAULT_HEARTBEAT_S, AgentServer
 from iket_tui.agent.tilelang_hook import TileLangHook
+
+if TYPE_CHECKING:
+    from iket_tui.agent.kernels import KernelTracer
 
 
 class Agent:
@@ -20,6 +25,8 @@ class Agent:
         self._hook = hook
         self._exit_flush_s = exit_flush_s
         self.pid = server.pid
+        self.kernels: KernelTracer | None = None
+        """Kernel tracing, when it is on."""
 
     @property
     def socket_path(self) -> Path:
@@ -41,6 +48,17 @@ class Agent:
         """Whether TileLang has been imported and its compiles are watched."""
         return self._hook.registered
 
+    def trace_kernels(self, options: KernelOptions | None = None) -> KernelTracer:
+        """Turn kernel tracing on (see :mod:`iket_tui.agent.kernels`); it starts when TileLang
+        is imported, or now if it already is. Kernels compiled before are not traced."""
+        from iket_tui.agent.kernels import KernelTracer  # numpy and the ring: only when tracing
+
+        with self.registry.agent_lock:
+            if self.kernels is None:
+                self.kernels = KernelTracer(self.registry, options or KernelOptions())
+                self._hook.also(self.kernels.attach_tilelang)
+            return self.kernels
+
     def wait_for_client(self, timeout: float | None) -> bool:
         """Block until a client has received its catch-up (so it misses nothing); ``False`` on timeout."""
         return self._server.wait_for_client(timeout)
@@ -55,10 +73,14 @@ class Agent:
             if self.registry.agent is self:
                 self.registry.agent = None
         atexit.unregister(self._at_exit)
+        if self.kernels is not None:
+            self.kernels.stop()
         self._hook.remove()
         self._server.close(reason=reason, flush_s=self._exit_flush_s)
 
     def _at_exit(self) -> None:
+        if self.kernels is not None:
+            self.kernels.stop()  # a last drain: what the kernels wrote goes out before the bye
         self._server.close(reason="exit", flush_s=self._exit_flush_s)
 
 
@@ -70,6 +92,7 @@ def start(
     wait_for_client_s: float | None = None,
     exit_flush_s: float = DEFAULT_EXIT_FLUSH_S,
     send_buffer: int | None = None,
+    kernels: bool | KernelOptions = False,
 ) -> Agent:
     """Start the agent of this process, or return the one already running.
 
@@ -79,6 +102,8 @@ def start(
     seconds, so that it misses nothing of what follows. ``exit_flush_s`` bounds the wait for
     clients to receive what they are owed when the process exits. ``send_buffer`` sets the
     kernel send buffer of each client socket in bytes (the system default when ``None``).
+    ``kernels`` turns kernel tracing on (``True`` for the defaults, or :class:`KernelOptions`):
+    IKET events of kernels compiled from then on stream to clients while they run.
     """
     if backlog < 0:
         raise ValueError(f"backlog must be at least 0, got {backlog}")
@@ -101,6 +126,8 @@ def start(
             agent = Agent(registry, server, hook, exit_flush_s)
             atexit.register(agent._at_exit)
             registry.agent = agent
+    if kernels:
+        agent.trace_kernels(kernels if isinstance(kernels, KernelOptions) else None)
     if wait_for_client_s is not None:
         agent.wait_for_client(wait_for_client_s)
     return agent

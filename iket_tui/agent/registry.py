@@ -18,6 +18,7 @@ import os
 import threading
 from collections import deque
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
 from iket_tui.protocol import messages as m
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 DEFAULT_BACKLOG: Final = 10_000
 DEFAULT_QUEUE: Final = 10_000
+DEFAULT_BULK_BYTES: Final = 256 * 1024 * 1024
+"""Kernel record bytes one client's queue may hold before further batches are dropped."""
 
 _OpenKey = tuple[str, int, int]
 
@@ -81,6 +84,10 @@ class ClientQueue:
         self.dropped = 0
         self.delivered = 0
         self._items: deque[Message] = deque()
+        self.bulk_limit = DEFAULT_BULK_BYTES
+        """Bytes of bulk messages (kernel records) this queue holds at most."""
+        self.bulk_queued = 0
+        self._bulk_sizes: dict[int, int] = {}  # by id() of a queued bulk message
         self._in_flight = 0
         self._lock = threading.Lock()
 
@@ -95,12 +102,28 @@ class ClientQueue:
         if len(self._items) >= self._hurry_at and not self.hurry.is_set():
             self.hurry.set()
 
+    def offer_bulk(self, msg: Message, size: int) -> None:
+        """:meth:`offer` for a message of ``size`` bytes (kernel records): dropped and counted
+        when the queue is full or the bulk bytes queued would exceed :attr:`bulk_limit`."""
+        if len(self._items) >= self.limit or (self.bulk_queued and self.bulk_queued + size > self.bulk_limit):
+            self.offered += 1
+            self.dropped += 1
+            return
+        with self._lock:
+            self.bulk_queued += size
+            self._bulk_sizes[id(msg)] = size
+        self.offer(msg)  # not dropped: only the emitting thread, holding the registry lock, appends
+        self.hurry.set()  # bulk is written at once rather than gathered
+
     def take(self, limit: int) -> list[Message]:
         """Up to ``limit`` queued messages, oldest first; they count as in flight until delivered."""
         with self._lock:
             items = self._items
             batch = [items.popleft() for _ in range(min(limit, len(items)))]
             self._in_flight = len(batch)
+            if self._bulk_sizes:
+                sizes = self._bulk_sizes
+                self.bulk_queued -= sum(sizes.pop(id(msg), 0) for msg in batch)
         return batch
 
     def mark_delivered(self, *, lost: int = 0) -> None:
@@ -134,6 +157,7 @@ class Registry:
         self._backlog: deque[Message] = deque(maxlen=backlog)
         self._open: dict[_OpenKey, tuple[int, Message]] = {}
         self._open_passes = 0
+        self._kept: dict[tuple[object, ...], tuple[int, Message]] = {}
         self._clients: tuple[ClientQueue, ...] = ()
         self._compile_ids = itertools.count(1)
         self.produced = 0
@@ -191,6 +215,27 @@ class Registry:
             for client in self._clients:
                 client.offer(msg)
 
+    def emit_kept(self, msg: Message, key: tuple[object, ...]) -> None:
+        """:meth:`emit` for state every client must have however late it attaches (a kernel
+        module's event table, the tracing state): the newest message of each ``key`` is part
+        of every catch-up, like the open passes."""
+        with self._lock:
+            index = self.produced
+            self.produced = index + 1
+            self._backlog.append(msg)
+            self._kept[key] = (index, msg)
+            for client in self._clients:
+                client.offer(msg)
+
+    def emit_bulk(self, msg: Message, size: int) -> None:
+        """:meth:`emit` for a live-only message of ``size`` bytes (a batch of kernel records):
+        it is not kept for clients that attach later, and each client's queue bounds the bytes
+        of such messages it holds (:attr:`ClientQueue.bulk_limit`)."""
+        with self._lock:
+            self.produced += 1
+            for client in self._clients:
+                client.offer_bulk(msg, size)
+
     def _close_compile(self, compile_id: int) -> None:
         for key in [key for key in self._open if key[1] == compile_id]:
             del self._open[key]
@@ -214,7 +259,10 @@ class Registry:
         with self._lock:
             backlog = list(self._backlog)
             first = self.produced - len(backlog)
-            older_open = [msg for index, msg in self._open.values() if index < first]
+            older = sorted(
+                (item for item in (*self._open.values(), *self._kept.values()) if item[0] < first), key=itemgetter(0)
+            )
+            older_open = [msg for _index, msg in older]
             client = ClientQueue(limit, produced_before=self.produced)
             self._clients = (*self._clients, client)
         return client, CatchUp(older_open + backlog, backlog=len(backlog), backlog_lost=first)
@@ -241,6 +289,7 @@ class Registry:
         self._backlog = deque(maxlen=self._backlog.maxlen)
         self._open = {}
         self._open_passes = 0
+        self._kept = {}
         self._clients = ()
         self.produced = 0
         self.agent = None

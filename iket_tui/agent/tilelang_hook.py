@@ -33,6 +33,15 @@ class TileLangHook:
         self._finder: _ImportWatcher | None = None
         self._registered = False
         self._lock = threading.Lock()
+        self._also: list[Callable[[], None]] = []
+
+    def also(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once TileLang is there (now, if it already is), after the watcher."""
+        with self._lock:
+            if not self._registered:
+                self._also.append(callback)
+                return
+        _run_also(callback)
 
     def install(self) -> None:
         module = sys.modules.get(PACKAGE)
@@ -72,6 +81,16 @@ class TileLangHook:
 
             tilelang_tool.register(self._registry)
             self._registered = True
+            also, self._also = self._also, []
+        for callback in also:
+            _run_also(callback)
+
+
+def _run_also(callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception as exc:
+        print(f"iket-tui agent: {exc}", file=sys.stderr)
 
 
 def _fully_imported(module: ModuleType) -> bool:

@@ -35,7 +35,7 @@ from tilelang.instrumentation import (
     unregister_pass_instrumentation_tool,
 )
 
-from iket_tui.agent import failures
+from iket_tui.agent import compiling, failures
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.messages import Message
@@ -112,7 +112,8 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
     def run_codegen(self, event: Any, next_call: Callable[[], Any]) -> Any:
         started = self._codegen_began(event)
         try:
-            result = next_call()
+            with compiling.generating(self._compile):
+                result = next_call()
         except BaseException as exc:
             self._codegen_ended(event, started, exc)
             raise

@@ -68,6 +68,9 @@ class DemoKernel:
     """The pass (or ``"nvcc"``) where ``compile`` fails, None when it succeeds."""
     slowed_pass: str | None = None
     """The pass that takes ``slow_seconds`` longer while this kernel compiles."""
+    traced: bool = False
+    """It has IKET events: built and compiled inside ``iket.session()``, as a user would, so
+    that it compiles with TileLang's IKET runtime, or with iket-tui's when kernels are traced."""
 
 
 def gemm(
@@ -211,6 +214,44 @@ def nvcc_error(m: int = 1024, n: int = 1024, block: int = 128) -> PrimFunc:
     return nvcc_error
 
 
+def traced_gemm(m: int = 1024, n: int = 1024, k: int = 1024, block: int = 128, block_k: int = 32) -> PrimFunc:
+    """The GEMM with IKET events, using every frontend call: a range around each block's work
+    (payload: the block's column, int32), a mark per k-step (payload: the step, uint32), a
+    range around the loads and one around the MMA of every k-step, and a mark with the first
+    input value of the tile (float32)."""
+    from tilelang.tools.cuda import iket
+
+    @T.prim_func
+    def traced_gemm(
+        A: T.Tensor((m, k), T.float16),
+        B: T.Tensor((k, n), T.float16),
+        C: T.Tensor((m, n), T.float16),
+    ) -> None:
+        with T.Kernel(T.ceildiv(n, block), T.ceildiv(m, block), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block, block_k), T.float16)
+            B_shared = T.alloc_shared((block_k, block), T.float16)
+            C_local = T.alloc_fragment((block, block), T.float32)
+            T.evaluate(iket.range_start("tile", payload=iket.payload(bx, "int32")))
+            T.evaluate(iket.mark("first_a", payload=iket.payload(T.Cast(T.float32, A[by * block, 0]), "float32")))
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(k, block_k), num_stages=3):
+                T.evaluate(iket.mark("k_step", payload=iket.payload(ko, "uint32")))
+                T.evaluate(iket.range_push("load"))
+                T.copy(A[by * block, ko * block_k], A_shared)
+                T.copy(B[ko * block_k, bx * block], B_shared)
+                T.evaluate(iket.range_pop("load"))
+                with iket.range("mma"):
+                    T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block, bx * block])
+            T.evaluate(iket.range_end())
+
+    return traced_gemm
+
+
+TRACED_EVENTS = ("tile", "first_a", "k_step", "load", "mma")
+"""The IKET events of ``traced_gemm``, in the order TileLang numbers them."""
+
+
 def _named(name: str, build: Callable[[], PrimFunc]) -> Callable[[], PrimFunc]:
     """A builder whose kernel carries ``name`` as its symbol, so compile labels show it."""
 
@@ -228,6 +269,7 @@ KERNELS: Mapping[str, DemoKernel] = MappingProxyType(
             DemoKernel("gemm", "fp16 GEMM 1024^3, 128x128x32 tiles, 3 stages", gemm),
             DemoKernel("softmax", "fp16 row softmax, 1024x1024, fp32 reductions", softmax),
             DemoKernel("gemm_relu", "fp16 GEMM 1024^3 with fused bias and ReLU", gemm_relu),
+            DemoKernel("traced_gemm", "the GEMM with IKET ranges and marks", traced_gemm, traced=True),
             DemoKernel(
                 "slow_gemm",
                 f"the GEMM with {SLOWED_PASS} slowed down",
@@ -273,16 +315,17 @@ def lower(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS) -> str:
     ``tilelang.compile`` labels its own. A failing pass raises TileLang's own exception.
     """
     entry = kernel(name)
-    func = entry.build()
     tilelang.disable_cache()
     target = tvm.target.Target(dict(TARGET))
     label = f"stage=lower, kernel={name}, target={TARGET['arch']}"
     with (
+        _iket_session_if(entry),
         _slowed_if(entry, slow_seconds),
         compile_pass_instrumentation(name=name),
         tvm.transform.PassContext(opt_level=3, instruments=create_pass_instruments(context=label)),
         target,
     ):
+        func = entry.build()
         artifact = tilelang.lower(func, target=target, enable_device_compile=False)
     return str(artifact.kernel_source)
 
@@ -294,12 +337,49 @@ def compile(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS) -> str:
     rejecting the source raises ``RuntimeError`` holding the source and nvcc's error text.
     Loading the result onto a GPU is left out, so this works on a machine without one.
     """
+    return str(compiled_kernel(name, slow_seconds=slow_seconds).get_kernel_source())
+
+
+def compiled_kernel(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS) -> Any:
+    """:func:`compile`, returning TileLang's kernel object (callable on a GPU)."""
     entry = kernel(name)
-    func = entry.build()
     tilelang.disable_cache()
-    with _slowed_if(entry, slow_seconds):
-        compiled = tilelang.compile(func, target=dict(TARGET))
-    return str(compiled.get_kernel_source())
+    with _iket_session_if(entry), _slowed_if(entry, slow_seconds):
+        return tilelang.compile(entry.build(), target=dict(TARGET))
+
+
+def gpu_name() -> str | None:
+    """The CUDA device kernels would run on, or None where there is none (or no torch)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return str(torch.cuda.get_device_name())
+
+
+def run_gemm(compiled: Any, launches: int, size: int = 1024) -> float:
+    """Launch a compiled ``size``^3 fp16 GEMM (``gemm`` or ``traced_gemm``) ``launches`` times on
+    the GPU; the largest error of its result relative to torch's, as a fraction of the largest value."""
+    import torch
+
+    a = torch.randn(size, size, dtype=torch.float16, device="cuda")
+    b = torch.randn(size, size, dtype=torch.float16, device="cuda")
+    c = torch.empty(size, size, dtype=torch.float16, device="cuda")
+    for _ in range(launches):
+        compiled(a, b, c)
+    torch.cuda.synchronize()
+    reference = a.float() @ b.float()
+    return float((c.float() - reference).abs().max() / reference.abs().max())
+
+
+def _iket_session_if(entry: DemoKernel) -> AbstractContextManager[Any]:
+    if not entry.traced:
+        return nullcontext()
+    from tilelang.tools.cuda import iket
+
+    return iket.session()  # type: ignore[no-any-return]
 
 
 def _slowed_if(entry: DemoKernel, seconds: float) -> AbstractContextManager[None]:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 DEFAULT_SEQUENCE = (
     "vector_add",
@@ -33,9 +33,10 @@ DEFAULT_SEQUENCE = (
     "layout_conflict",
     "nvcc_error",
     "gemm_relu",
+    "traced_gemm",
     "vector_add",
 )
-"""Good kernels, the slowed one, the two failures, then good ones again."""
+"""Good kernels, the slowed one, the two failures, then good ones again (one with IKET events)."""
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -54,6 +55,8 @@ class DemoSettings:
     slow_seconds: float = 4.0
     pause: float = 1.0
     lower_only: bool = False
+    launches: int = 3
+    """Launches of each traced kernel where there is a GPU."""
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -116,6 +119,12 @@ def parse_arguments(argv: Sequence[str] | None = None) -> DemoSettings:
         action="store_true",
         help="run passes and codegen but not nvcc (also chosen when nvcc is missing)",
     )
+    parser.add_argument(
+        "--launches",
+        type=_positive_int,
+        default=3,
+        help="where there is a GPU, launch each kernel with IKET events this many times (default: 3)",
+    )
     arguments = parser.parse_args(argv)
     return DemoSettings(
         kernels=arguments.kernels,
@@ -124,6 +133,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> DemoSettings:
         slow_seconds=arguments.slow_seconds,
         pause=arguments.pause,
         lower_only=arguments.lower_only,
+        launches=arguments.launches,
     )
 
 
@@ -193,9 +203,10 @@ def run(settings: DemoSettings, out: TextIO, stop: StopRequest | None = None) ->
         kernels.kernel(name)
     stop = stop or StopRequest()
     lower_only = settings.lower_only or not kernels.nvcc_available()
-    compile_kernel = kernels.lower if lower_only else kernels.compile
     stage = "lowering" if lower_only else "compiling"
-    print(f"demo: {stage} for {kernels.TARGET['arch']}, pause {settings.pause:g} s", file=out, flush=True)
+    gpu = None if lower_only else kernels.gpu_name()
+    where = f"; traced kernels run on {gpu}" if gpu else ""
+    print(f"demo: {stage} for {kernels.TARGET['arch']}, pause {settings.pause:g} s{where}", file=out, flush=True)
 
     for index, name in enumerate(_schedule(settings)):
         if stop.requested or (index and stop.wait(settings.pause)):
@@ -203,14 +214,31 @@ def run(settings: DemoSettings, out: TextIO, stop: StopRequest | None = None) ->
             return EXIT_INTERRUPTED
         print(f"{stage} {name}: {kernels.KERNELS[name].summary}", file=out, flush=True)
         started = time.monotonic()
+        compiled = None
         try:
-            compile_kernel(name, slow_seconds=settings.slow_seconds)
+            if lower_only:
+                kernels.lower(name, slow_seconds=settings.slow_seconds)
+            else:
+                compiled = kernels.compiled_kernel(name, slow_seconds=settings.slow_seconds)
         except Exception as error:
             outcome = f"failed {name} after {time.monotonic() - started:.2f} s: {one_line(error)}"
         else:
             outcome = f"ok {name} in {time.monotonic() - started:.2f} s"
         print(outcome, file=out, flush=True)
+        if compiled is not None and gpu is not None and kernels.KERNELS[name].traced:
+            _launch(kernels, name, compiled, settings.launches, out)
     return 0
+
+
+def _launch(kernels: Any, name: str, compiled: Any, launches: int, out: TextIO) -> None:
+    started = time.monotonic()
+    try:
+        error = kernels.run_gemm(compiled, launches)
+    except Exception as exc:
+        print(f"failed to run {name}: {one_line(exc)}", file=out, flush=True)
+        return
+    took = time.monotonic() - started
+    print(f"ran {name} {launches} times in {took:.2f} s, max relative error {error:.1e}", file=out, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

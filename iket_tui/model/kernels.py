@@ -41,6 +41,8 @@ class KernelSummary:
     counters: dict[int, RingCounters] = field(default_factory=dict)  # by ring id
     batches: int = 0
     chunks: int = 0
+    events_received: int = 0
+    """Events in the records that reached this client (the counters say how many were read)."""
     version: int = 0
 
     @property
@@ -54,6 +56,27 @@ class KernelSummary:
     @property
     def torn(self) -> int:
         return sum(c.torn for c in self.counters.values())
+
+    @property
+    def events_missed(self) -> int:
+        """Events the agent read from its ring and sent that never reached this client (record
+        batches dropped from a full client queue, or from before it attached)."""
+        return max(0, self.events_read - self.events_received)
+
+    def headline(self) -> str:
+        """One short phrase for the header; empty when the target does not trace kernels."""
+        tracing = self.tracing
+        if tracing is None:
+            return ""
+        if tracing.device is None and not self.counters:
+            return f"kernels: no ring ({tracing.reason or 'no device'})"
+        text = f"kernels: {self.events_read:,} ev"
+        lost = self.events_lost + self.events_missed
+        if lost or self.torn:
+            text += f", {lost:,} lost"
+        if self.torn:
+            text += f" ({self.torn:,} torn)"
+        return text
 
     def apply(self, msg: Mapping[str, Any]) -> None:
         """Apply one kernel message; raises :class:`KernelMessageError` for a malformed one."""
@@ -72,6 +95,7 @@ class KernelSummary:
                 records = records_from_message(msg)
                 self.batches += 1
                 self.chunks += len(records.chunks)
+                self.events_received += int(records.chunks["n_events"].sum(dtype="int64"))
                 self.counters[records.ring_id] = records.counters
             else:
                 raise KernelMessageError(f"not a kernel message: {kind!r}")

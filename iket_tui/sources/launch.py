@@ -36,10 +36,17 @@ class LaunchedProgram:
     shares the terminal.
     """
 
-    def __init__(self, argv: list[str], *, log_output: bool, wait_client_s: float = WAIT_CLIENT_S) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        log_output: bool,
+        wait_client_s: float = WAIT_CLIENT_S,
+        agent_env: dict[str, str] | None = None,
+    ) -> None:
         self.argv = argv
         self.log_path: Path | None = None
-        env = dict(os.environ, IKET_TUI="1", IKET_TUI_WAIT_CLIENT=f"{wait_client_s:g}")
+        env = dict(os.environ, IKET_TUI="1", IKET_TUI_WAIT_CLIENT=f"{wait_client_s:g}", **(agent_env or {}))
         log = None
         if log_output:
             name = Path(argv[0]).name or "program"

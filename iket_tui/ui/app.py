@@ -287,7 +287,10 @@ class IketApp(App[int]):
         if process.pid is not None:
             pid = f"pid {process.pid}"
             watched = f"{pid}  {process.command}" if pid not in target else process.command
-            target = f"{target}  ·  {watched}" if self.playback is not None else f"{pid}  {process.command}"
+            if self.playback is None:
+                target = f"{pid}  {process.command}"
+            elif process.command not in target:  # a recording names what it recorded in its description
+                target = f"{target}  ·  {watched}"
         ended = self.source_state is SourceState.ENDED or self.pass_tree.ended is not None
         connection = self.activity.connection(
             now_s,
@@ -310,6 +313,7 @@ class IketApp(App[int]):
             mode=self._mode(),
             message=message,
             message_is_error=self.source_error is not None,
+            kernels=self.pass_tree.kernels.headline(),
         )
 
     def _mode(self) -> str:

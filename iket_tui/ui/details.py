@@ -167,8 +167,30 @@ def _process(tree: PassTree, process: ProcessNode) -> Details:
         ("unknown messages", units.count(counters.unknown)),
         ("malformed messages", units.count(counters.malformed)),
     ]
+    details.fields += _kernel_fields(tree)
     if process.exit_reason:
         details.fields.append(("exited", process.exit_reason))
     if tree.ended:
         details.fields.append(("stream", f"ended: {tree.ended}"))
     return details
+
+
+def _kernel_fields(tree: PassTree) -> list[tuple[str, str]]:
+    """Kernel tracing, when the target does it: the ring, the traced modules, what was lost."""
+    kernels = tree.kernels
+    tracing = kernels.tracing
+    if tracing is None:
+        return []
+    if tracing.device is None:
+        ring = f"none: {tracing.reason or 'no device'}"
+    else:
+        ring = f"on {tracing.device}" + (f", drained at {tracing.drain_hz:g} Hz" if tracing.drain_hz else "")
+    names = ", ".join(sorted({name for table in kernels.modules.values() for name in table.kernels})) or "none yet"
+    count = len(kernels.modules)
+    return [
+        ("kernel ring", ring),
+        ("traced kernels", f"{names} ({count} module{'' if count == 1 else 's'})"),
+        ("kernel events read", units.count(kernels.events_read)),
+        ("kernel events lost", f"{units.count(kernels.events_lost)} in the ring, {units.count(kernels.torn)} torn"),
+        ("kernel events missed", units.count(kernels.events_missed)),
+    ]

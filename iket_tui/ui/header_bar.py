@@ -21,6 +21,7 @@ class HeaderState:
     mode: str = ""  # follow, paused, replay position and speed
     message: str = ""  # the source's error or note, one line
     message_is_error: bool = False
+    kernels: str = ""  # kernel tracing: events read and lost, or why there is no ring
 
     @property
     def loss(self) -> str:
@@ -46,6 +47,7 @@ class HeaderBar(Vertical):
             yield Static(id="header-connection", markup=False)
             yield Static(id="header-rate", markup=False)
             yield Static(id="header-dropped", markup=False)
+            yield Static(id="header-kernels", markup=False)
             yield Static(id="header-mode", markup=False)
         yield Static(id="header-message", markup=False)
 
@@ -71,6 +73,11 @@ class HeaderBar(Vertical):
             widget = self.query_one("#header-dropped", Static)
             widget.update(state.loss)
             widget.set_class(state.dropped + state.backlog_lost + state.skipped > 0, "-nonzero")
+        if old is None or old.kernels != state.kernels:
+            widget = self.query_one("#header-kernels", Static)
+            widget.update(state.kernels)
+            widget.display = bool(state.kernels)
+            widget.set_class("lost" in state.kernels, "-nonzero")
         if old is None or old.mode != state.mode:
             widget = self.query_one("#header-mode", Static)
             widget.update(state.mode)
@@ -87,5 +94,5 @@ class HeaderBar(Vertical):
         if state is None:
             return ""
         parts = [state.target, state.connection, f"{state.rate} ev/s", f"{state.events:,} events"]
-        parts += [state.loss, state.mode, state.message]
+        parts += [state.loss, state.kernels, state.mode, state.message]
         return "  ".join(part for part in parts if part)

@@ -28,7 +28,7 @@ from iket_tui.demo import kernels
 
 pytestmark = pytest.mark.tilelang
 
-GOOD_KERNELS = ("vector_add", "gemm", "softmax", "gemm_relu")
+GOOD_KERNELS = ("vector_add", "gemm", "softmax", "gemm_relu", "traced_gemm")
 
 
 @dataclass

@@ -78,7 +78,7 @@ def test_program_names_an_unknown_kernel_in_one_line() -> None:
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "iket_tui.demo.program: unknown demo kernel 'matmul'; known: vector_add, gemm, softmax, gemm_relu, "
-        "slow_gemm, layout_conflict, nvcc_error"
+        "traced_gemm, slow_gemm, layout_conflict, nvcc_error"
     ]
     assert _outcomes(done.stdout) == []
 

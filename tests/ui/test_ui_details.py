@@ -105,3 +105,32 @@ def test_the_process_shows_the_loss_counters() -> None:
     assert fields["command"] == "python kernels/demo.py"
     assert (fields["dropped"], fields["malformed messages"], fields["unknown messages"]) == ("12", "1", "1")
     assert fields["compiles"] == "6 (1 failed)"
+
+
+def test_the_process_of_a_traced_gpu_run_shows_its_ring_and_kernel_events() -> None:
+    from pathlib import Path
+
+    from iket_tui.sources.reading import read_recording
+
+    messages, _ = read_recording(Path(__file__).resolve().parents[2] / "examples" / "h200-demo.msgpack")
+    tree = PassTree()
+    tree.apply(messages)
+
+    fields = dict(describe(tree, tree.process, tree.last_t_ns).fields)
+    assert fields["kernel ring"] == "on NVIDIA H200, drained at 20 Hz"
+    assert fields["traced kernels"] == "traced_gemm_kernel (1 module)"
+    assert fields["kernel events read"] == "126,720"
+    assert fields["kernel events lost"] == "0 in the ring, 0 torn"
+    assert fields["kernel events missed"] == "0"
+    assert tree.kernels.headline() == "kernels: 126,720 ev"
+
+
+def test_kernel_tracing_without_a_ring_says_why() -> None:
+    tree = PassTree()
+    tree.apply(live_stream())
+    tree.apply([{"type": "kernel_tracing", "enabled": True, "device": None, "reason": "no CUDA device", "t_ns": 1}])
+
+    fields = dict(describe(tree, tree.process, tree.last_t_ns).fields)
+    assert fields["kernel ring"] == "none: no CUDA device"
+    assert fields["traced kernels"] == "none yet (0 modules)"
+    assert tree.kernels.headline() == "kernels: no ring (no CUDA device)"

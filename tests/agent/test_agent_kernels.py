@@ -1,0 +1,143 @@
+"""Kernel tracing in a real target: the runtime goes into TileLang's codegen, the event table
+reaches clients before any launch, and what a ring holds streams out as kernel_records.
+
+No GPU here: without a device the agent traces without a ring (and says so once); the ring's
+path from memory to clients is exercised with a ring file that the CPU producer writes from
+another process, which is exactly the layout the device writes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from agent_wire import WireClient, of_type, socket_of, spawn_target
+
+from iket_tui.demo.kernels import TRACED_EVENTS
+from iket_tui.protocol import messages as m
+from iket_tui.protocol.messages import Message
+from iket_tui.ring.buffer import MappedRing
+from iket_tui.ring.cpu_producer import synthetic_table
+from iket_tui.ring.decode import EventTables, decode
+from iket_tui.ring.layout import RingGeometry
+from iket_tui.ring.wire import module_from_message, records_from_message
+
+pytestmark = pytest.mark.tilelang
+
+TRACED = {"IKET_TUI_KERNELS": "1", "IKET_TUI_WAIT_CLIENT": "120"}
+
+
+def _finish(proc: subprocess.Popen[str], client: WireClient) -> tuple[list[Message], str]:
+    client.read_to_end()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    return client.received, stderr
+
+
+def test_without_a_device_the_event_table_reaches_clients_and_the_user_is_told_once(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    proc = spawn_target("traced.py", env={**TRACED, "IKET_TEST_GATE": str(gate), "IKET_TUI_BACKLOG": "1"})
+    try:
+        path = socket_of(proc)
+        first = WireClient(path)
+        module = first.read_until(lambda msg: msg["type"] == m.KERNEL_MODULE)
+        first.read_until(lambda msg: msg["type"] == m.COMPILE_END)
+        late = WireClient(path)  # attaches after the compile, with a backlog of one event
+        late_catch_up, _ = late.catch_up()
+        gate.touch()
+        received, stderr = _finish(proc, first)
+        late.read_to_end()
+    finally:
+        proc.kill()
+
+    (tracing,) = of_type(received, m.KERNEL_TRACING)
+    assert tracing["enabled"] is True and tracing["device"] is None and tracing["ring_id"] is None
+    assert "CuPy" in tracing["reason"] or "CUDA" in tracing["reason"]
+    assert stderr.count("kernel tracing without a ring") == 1
+
+    table = module_from_message(module)
+    assert table.kernels == ("traced_gemm_kernel",)
+    assert [(e.name, e.kind, e.payload_type) for e in table.events] == [
+        ("tile", "range", "int32"),
+        ("first_a", "mark", "float32"),
+        ("k_step", "mark", "uint32"),
+        ("load", "range", "none"),
+        ("mma", "range", "none"),
+    ]
+    assert tuple(e.name for e in table.events) == TRACED_EVENTS
+    (begin,) = of_type(received, m.COMPILE_BEGIN)
+    (end,) = of_type(received, m.COMPILE_END, ok=True)
+    assert module["compile"] == begin["compile"]
+    assert received.index(begin) < received.index(module) < received.index(end)
+    assert not of_type(received, m.KERNEL_RECORDS)
+
+    # However late a client attaches, it gets the tracing state and every event table.
+    assert [msg["type"] for msg in late_catch_up[:2]] == [m.KERNEL_TRACING, m.KERNEL_MODULE]
+    assert module_from_message(late_catch_up[1]) == table
+
+
+def test_records_written_into_the_ring_stream_to_the_client_exactly(tmp_path: Path) -> None:
+    ring = MappedRing.create(tmp_path / "ring", RingGeometry.for_sms(4, 16))
+    gate = tmp_path / "gate"
+    env = {**TRACED, "IKET_TEST_GATE": str(gate), "IKET_TUI_RING_FILE": str(ring.path), "IKET_TUI_DRAIN_HZ": "50"}
+    proc = spawn_target("traced.py", env=env)
+    try:
+        client = WireClient(socket_of(proc))
+        tracing = client.read_until(lambda msg: msg["type"] == m.KERNEL_TRACING)
+        assert tracing["ring_id"] == ring.view.ring_id and tracing["reason"] is None
+        producer = subprocess.run(
+            [sys.executable, "-m", "iket_tui.ring.cpu_producer", str(ring.path), "--warps", "96", "--events", "300"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        written = int(producer.stdout)
+        # Every record arrives while the target still runs, from the drain thread.
+        client.read_until(
+            lambda msg: msg["type"] == m.KERNEL_RECORDS and records_from_message(msg).counters.events_read == written
+        )
+        assert proc.poll() is None
+        gate.touch()
+        received, stderr = _finish(proc, client)
+    finally:
+        proc.kill()
+        ring.close()
+
+    assert "kernel tracing without a ring" not in stderr
+    batches = [records_from_message(msg) for msg in of_type(received, m.KERNEL_RECORDS)]
+    last = batches[-1].counters
+    assert last.balanced and last.events_written == last.events_read == written
+    assert last.events_lost == 0 and last.torn == 0 and last.chunks_lost == 0
+    events = np.concatenate([decode(b.chunks, EventTables([synthetic_table()]), b.layout) for b in batches])
+    assert len(events) == written
+    assert {b.ring_id for b in batches} == {ring.view.ring_id}
+
+
+def test_bad_tracing_settings_are_one_line_each_and_the_program_runs(tmp_path: Path) -> None:
+    env = {
+        "IKET_TUI_KERNELS": "1",
+        "IKET_TUI_DRAIN_HZ": "fast",
+        "IKET_TUI_RING_FILE": str(tmp_path / "missing"),
+    }
+    proc = spawn_target("traced.py", env=env)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert stdout.splitlines()[-1] == "compiled"
+    lines = [line for line in stderr.splitlines() if line.startswith("iket-tui agent:")]
+    assert any("IKET_TUI_DRAIN_HZ" in line for line in lines), lines
+    assert any("cannot open ring file" in line for line in lines), lines
+    assert "Traceback" not in stderr
+
+
+def test_tilelang_kernel_cache_stays_off_while_tracing(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = {"IKET_TUI_KERNELS": "1", "IKET_TEST_ENABLE_CACHE": "1", "TILELANG_CACHE_DIR": str(cache)}
+    proc = spawn_target("traced.py", env=env)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert "cache enabled: False" in stdout.splitlines()
+    assert stderr.count("kernel cache stays off while kernels are traced") == 1
+    assert not any(path.is_file() for path in cache.rglob("*")), "a kernel went into TileLang's cache"
