@@ -1,6 +1,6 @@
 """Run the benchmarks and print their figures as a Markdown table for BENCHMARKS.md.
 
-``python -m benchmarks.run [NAME ...]`` with names among: emit, replay, compile, ring. Exits 1 if a
+``python -m benchmarks.run [NAME ...]`` with names among: emit, replay, compile, ring, flame. Exits 1 if a
 target was missed.
 """
 
@@ -19,6 +19,7 @@ BENCHMARKS = {
     "replay": "benchmarks.replay",
     "compile": "benchmarks.compile_overhead",
     "ring": "benchmarks.ring_drain",
+    "flame": "benchmarks.flame",
 }
 
 

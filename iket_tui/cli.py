@@ -1,4 +1,4 @@
-"""The ``iket-tui`` command line: run, attach, record, replay, dump, ls and demo.
+"""The ``iket-tui`` command line: run, attach, record, replay, dump, export, ls and demo.
 
 Every bad input ends in one line on stderr (``iket-tui: ...``) and exit code 2, never a
 traceback; Ctrl-C ends with 130 and leaves any recording valid. Textual is imported only by
@@ -24,7 +24,7 @@ from iket_tui import __version__
 from iket_tui.endpoints import EndpointError, list_endpoints, process_argv, resolve_target, runtime_dir, uptime_seconds
 from iket_tui.sources.base import EventSource, SourceError
 from iket_tui.sources.launch import LaunchedProgram
-from iket_tui.sources.lines import TextLines, json_line
+from iket_tui.sources.lines import KernelEvents, TextLines, json_line
 from iket_tui.sources.reading import RecordingReader, recording_notes
 from iket_tui.sources.replay import RecordingSource
 from iket_tui.sources.socket import SocketSource
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
-        _say("choose a command: run, attach, record, replay, dump, ls or demo (see `iket-tui --help`)")
+        _say("choose a command: run, attach, record, replay, dump, export, ls or demo (see `iket-tui --help`)")
         return EXIT_BAD_INPUT
     try:
         return handler(args)
@@ -109,7 +109,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     source = SocketSource(path, record_to=args.record, connect_retry_s=5.0)
     if args.no_ui:
         return _run_headless(program, source)
-    return _run_with_ui(program, source, args.stuck_after)
+    return _run_with_ui(program, source, args.stuck_after, getattr(args, "sample_kernels", None))
 
 
 def _kernel_env(args: argparse.Namespace) -> dict[str, str]:
@@ -154,9 +154,11 @@ def _run_headless(program: LaunchedProgram, source: SocketSource) -> int:
         return _exit_code(program)
 
 
-def _run_with_ui(program: LaunchedProgram, source: SocketSource, stuck_after_s: float) -> int:
+def _run_with_ui(
+    program: LaunchedProgram, source: SocketSource, stuck_after_s: float, sample_kernels: Path | None = None
+) -> int:
     try:
-        _code, signum = _show(source, stuck_after_s)
+        _code, signum = _show(source, stuck_after_s, sample_kernels=sample_kernels)
     finally:
         source.close_and_wait("the UI was closed")
     stopped = program.returncode is None
@@ -253,12 +255,39 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_dump(args: argparse.Namespace) -> int:
     reader = RecordingReader(args.file)
     line = json_line if args.format == "jsonl" else TextLines().line
+    expander = KernelEvents() if args.records else None
     out = sys.stdout
     for msg in reader:
         out.write(line(msg) + "\n")
+        if expander is not None and isinstance(msg, dict):
+            for event in expander.events(msg):
+                out.write(line(event) + "\n")
     out.flush()
     for note in recording_notes(reader.info, verb="read"):
         _say(f"{args.file}: {note}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    import json
+
+    from iket_tui.export import ExportError, events_in, export, recording_tree
+
+    _check_writable(args.output)
+    reader = RecordingReader(args.file)
+    tree = recording_tree(reader)
+    try:
+        document = export(tree, args.format, name=args.file.name)
+    except ExportError as exc:
+        raise UsageError(f"{args.file}: {exc}") from None
+    try:
+        with open(args.output, "w", encoding="utf-8") as out:
+            json.dump(document, out, separators=(",", ":"), allow_nan=False)
+    except OSError as exc:
+        raise UsageError(f"{args.output}: {exc.strerror or type(exc).__name__}") from None
+    for note in recording_notes(reader.info, verb="read"):
+        _say(f"{args.file}: {note}")
+    _say(f"wrote {events_in(document)} events to {args.output}")
     return 0
 
 
@@ -281,21 +310,24 @@ def _cmd_ls(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("tilelang") is None:
         raise UsageError("the demo needs TileLang: install the tilelang extra (pip install 'iket-tui[tilelang]')")
+    from iket_tui.demo.sample import sample_recording
+
     args.command = [sys.executable, "-m", DEMO_MODULE]
+    args.sample_kernels = sample_recording()  # kernels to show where this machine has no GPU
     return _cmd_run(args)
 
 
 # -- helpers --------------------------------------------------------------------------------
 
 
-def _show(source: EventSource, stuck_after_s: float) -> tuple[int, int | None]:
+def _show(source: EventSource, stuck_after_s: float, *, sample_kernels: Path | None = None) -> tuple[int, int | None]:
     """The live UI over ``source`` until the user quits, or a signal (SIGINT, SIGTERM, SIGHUP)
     asks it to close; its exit code and that signal."""
     try:
         from iket_tui.ui.app import IketApp
     except ImportError as exc:
         raise UsageError(f"the UI cannot start: {exc}") from None
-    app = IketApp(source, stuck_after_s=stuck_after_s, follow=True)
+    app = IketApp(source, stuck_after_s=stuck_after_s, follow=True, sample_kernels=sample_kernels)
     caught: list[int] = []
     ended = threading.Event()
 
@@ -539,7 +571,18 @@ def _parser() -> argparse.ArgumentParser:
     dump = commands.add_parser("dump", help="print a recording, one line per message")
     dump.add_argument("file", type=Path, metavar="FILE")
     dump.add_argument("--format", choices=("text", "jsonl"), default="text")
+    dump.add_argument(
+        "--records", action="store_true", help="also one line per kernel event after each kernel_records batch"
+    )
     dump.set_defaults(handler=_cmd_dump)
+
+    export = commands.add_parser(
+        "export", help="convert a recording for Perfetto (Chrome trace JSON) or speedscope (pass timings)"
+    )
+    export.add_argument("file", type=Path, metavar="FILE")
+    export.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="the file to write")
+    export.add_argument("--format", choices=("chrome", "speedscope"), default="chrome")
+    export.set_defaults(handler=_cmd_export)
 
     ls = commands.add_parser("ls", help="list the live agents of this user")
     ls.set_defaults(handler=_cmd_ls)

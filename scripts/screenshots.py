@@ -1,4 +1,5 @@
-"""Refresh the SVG screenshots in ``screenshots/``: the live tree, a failure, a stuck pass.
+"""Refresh the SVG screenshots in ``screenshots/``: the live tree, a failure, a stuck pass, and the
+kernels screen (flame view, grouped by SM) over the recording of a real H200 run.
 
 Each drives the real app with ``run_test`` over a realistic stream (passes as TileLang
 lowers them for sm_90a) on a frozen clock, so the pictures are the same on every run.
@@ -77,6 +78,29 @@ async def select_failing_pass(pilot: Pilot[int], app: IketApp) -> None:
     await pilot.press("home", *["down"] * line)
 
 
+async def shoot_kernels(name: str, keys: tuple[str, ...]) -> Path:
+    """The kernels screen over ``examples/h200-demo.msgpack``, after ``keys``."""
+    from iket_tui.demo.sample import sample_recording
+    from iket_tui.sources.replay import RecordingSource
+
+    recording = sample_recording()
+    if recording is None:
+        raise SystemExit("examples/h200-demo.msgpack is missing")
+    app = IketApp(RecordingSource(recording, speed=0.0))
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 60
+        while app.source_state is not SourceState.ENDED:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: the replay never ended")
+            await pilot.pause(0.02)
+        await pilot.press("K")
+        await pilot.pause(0.3)
+        await pilot.press(*keys)
+        await pilot.pause(0.3)
+        path = Path(app.save_screenshot(filename=f"{name}.svg", path=str(OUT)))
+    return path
+
+
 async def main() -> None:
     OUT.mkdir(exist_ok=True)
     frozen = 1000.0
@@ -89,6 +113,10 @@ async def main() -> None:
             IketApp(OneBatch(live_stream(running_for_ns=42_000_000_000)), clock=later.time, stuck_after_s=30.0),
             later.three_quiet_seconds,
         ),
+    ]
+    shots += [
+        shoot_kernels("flame-view", ("down", "down", "down", "down", *["right"] * 60)),
+        shoot_kernels("flame-by-sm", ("m",)),
     ]
     for shot in shots:
         print(await shot)

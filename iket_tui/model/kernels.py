@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from iket_tui.model.launches import KernelTimeline
 from iket_tui.protocol import messages as m
 from iket_tui.ring.drain import RingCounters
 from iket_tui.ring.events import EventTableError, ModuleEvents
@@ -43,6 +44,8 @@ class KernelSummary:
     chunks: int = 0
     events_received: int = 0
     """Events in the records that reached this client (the counters say how many were read)."""
+    timeline: KernelTimeline = field(default_factory=KernelTimeline)
+    """Every launch and its events, for the flame view."""
     version: int = 0
 
     @property
@@ -91,12 +94,14 @@ class KernelSummary:
                 self.modules[key] = table
                 compile_id = msg.get("compile")
                 self.module_compile[key] = compile_id if type(compile_id) is int else None
+                self.timeline.apply(msg)
             elif kind == m.KERNEL_RECORDS:
                 records = records_from_message(msg)
                 self.batches += 1
                 self.chunks += len(records.chunks)
                 self.events_received += int(records.chunks["n_events"].sum(dtype="int64"))
                 self.counters[records.ring_id] = records.counters
+                self.timeline.apply(msg)
             else:
                 raise KernelMessageError(f"not a kernel message: {kind!r}")
         except (EventTableError, RecordsError) as exc:

@@ -2,7 +2,8 @@
 
 JSON lines carry each message map unchanged (its keys are the documented field names), a
 pass row as the map it stands for; values JSON cannot hold (bytes, non-finite floats) become
-strings.
+strings. A ``kernel_records`` batch is summarised (its chunk bytes replaced by the number of
+events they hold); :class:`KernelEvents` expands it into one ``kernel_event`` per event.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import math
 from typing import Any
 
 from iket_tui.protocol import messages as m
+from iket_tui.ring.decode import EventTables, decode, payload_values
+from iket_tui.ring.events import EventTableError
+from iket_tui.ring.layout import KIND_MASK, KIND_NAMES, PAYLOAD_NAMES
+from iket_tui.ring.wire import RecordsError, module_from_message, records_from_message
 
 _TYPE_WIDTH = 18
 _LEADING = ("compile", "context", "seq", "depth", "parent", "phase", "name")
@@ -47,7 +52,69 @@ class TextLines:
 
 
 def _as_map(item: m.Item) -> m.Message:
-    return m.message_of(item) if isinstance(item, list) else item
+    if isinstance(item, list):
+        return m.message_of(item)
+    if item.get("type") == m.KERNEL_RECORDS:
+        return summarised(item)
+    return item
+
+
+def summarised(msg: m.Message) -> m.Message:
+    """A ``kernel_records`` message with ``events`` (how many its chunks hold) in place of the
+    chunk bytes; a malformed one unchanged."""
+    try:
+        records = records_from_message(msg)
+    except RecordsError:
+        return msg
+    out = {key: value for key, value in msg.items() if key != "chunks"}
+    out["events"] = int(records.chunks["n_events"].sum(dtype="int64"))
+    return out
+
+
+class KernelEvents:
+    """Expands ``kernel_records`` into one ``kernel_event`` map per event, with the names of the
+    ``kernel_module`` tables seen so far."""
+
+    def __init__(self) -> None:
+        self.tables = EventTables()
+
+    def events(self, msg: m.Message) -> list[m.Message]:
+        """The events of ``msg`` if it is a ``kernel_records``; learns tables from ``kernel_module``."""
+        kind = msg.get("type")
+        try:
+            if kind == m.KERNEL_MODULE:
+                self.tables.add(module_from_message(msg))
+                return []
+            if kind != m.KERNEL_RECORDS:
+                return []
+            records = records_from_message(msg)
+        except (EventTableError, RecordsError):
+            return []
+        events = decode(records.chunks, self.tables, records.layout, records.warp_slots)
+        values = payload_values(events)
+        out: list[m.Message] = []
+        for event, value in zip(events.tolist(), values.tolist(), strict=True):
+            t_ns, _payload, event_id, kind_bits, payload_type, kernel, launch, x, y, z, module, sm, warp = event
+            table = self.tables.module(module)
+            name = next((e.name for e in table.events if e.event_id == event_id), None) if table else None
+            out.append(
+                {
+                    "type": "kernel_event",
+                    "module": module,
+                    "kernel": table.kernels[kernel] if table and kernel < len(table.kernels) else kernel,
+                    "launch": launch,
+                    "block": [x, y, z],
+                    "warp": warp,
+                    "sm": sm,
+                    "event": event_id,
+                    "name": name,
+                    "kind": KIND_NAMES[kind_bits & KIND_MASK],
+                    "gpu_t_ns": t_ns,
+                    "payload": value,
+                    "payload_type": PAYLOAD_NAMES[payload_type] if payload_type < len(PAYLOAD_NAMES) else None,
+                }
+            )
+        return out
 
 
 def _fields(kind: str, msg: m.Message) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from threading import BoundedSemaphore
 from typing import ClassVar
 
@@ -66,6 +67,7 @@ class IketApp(App[int]):
         Binding("f", "toggle_follow", "Follow"),
         Binding("p", "toggle_pause", "Pause"),
         Binding("d", "toggle_details", "Details"),
+        Binding("K", "kernels", "Kernels"),
         Binding("space", "playback_pause", "Pause", show=False, priority=True),
         Binding("s,full_stop", "step", "Step"),
         Binding("left_square_bracket", "slower", "Slower"),
@@ -82,11 +84,14 @@ class IketApp(App[int]):
         follow: bool = True,
         clock: Callable[[], float] = time.monotonic,
         tick_s: float = TICK_S,
+        sample_kernels: Path | None = None,
     ) -> None:
         """``clock`` gives local monotonic seconds (tests freeze it); ``tick_s`` is how often
-        running timers and rates refresh."""
+        running timers and rates refresh. ``sample_kernels`` is a recording whose kernels the
+        kernels screen shows when the target traces none on a GPU (the demo's)."""
         super().__init__()
         self.source = source
+        self.sample_kernels = sample_kernels
         self.playback = source if isinstance(source, PlaybackControl) else None
         self.clock = clock
         self.tick_s = tick_s
@@ -351,6 +356,13 @@ class IketApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def action_kernels(self) -> None:
+        """The launches of traced kernels and the flame view (K again, or Escape, comes back)."""
+        from iket_tui.ui.kernels_screen import KernelsScreen
+
+        if not isinstance(self.screen, KernelsScreen):
+            self.push_screen(KernelsScreen(self.pass_tree.kernels, sample=self.sample_kernels))
 
     # Pause and playback
 

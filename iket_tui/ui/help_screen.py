@@ -31,6 +31,20 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("n  N", "next / previous match"),
             ("p", "pause the display (data keeps arriving) or the replay"),
             ("d", "show or hide the detail pane"),
+            ("K", "kernels: launches of traced kernels and their flame view (escape comes back)"),
+        ),
+    ),
+    (
+        "Kernels (K)",
+        (
+            ("up/down  left/right", "move the cursor: a row, a column of time"),
+            ("shift+left/right", "pan"),
+            ("i  o  0", "zoom in / out around the cursor, fit the launch (ctrl+wheel zooms too)"),
+            ("b  B  g", "next / previous block, go to block N"),
+            ("m", "group rows by SM (which blocks ran where) or by block and warp"),
+            ("a", "per event name: count, durations, payload range"),
+            ("f", "follow the newest launch"),
+            ("tab  click", "move between the launches and the flame view; select"),
         ),
     ),
     (

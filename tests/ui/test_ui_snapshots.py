@@ -82,3 +82,33 @@ def test_codegen_failure_with_its_detail_pane(snap_compare: Compare) -> None:
 def test_small_terminal(snap_compare: Compare) -> None:
     app = app_over(live_stream(dropped=12))
     assert snap_compare(app, terminal_size=(80, 24), run_before=settled(app))
+
+
+def _kernels_of_the_h200_run(*keys: str) -> tuple[IketApp, Any]:
+    """The kernels screen over the kernel messages of the real H200 recording, after ``keys``."""
+    from pathlib import Path
+
+    from iket_tui.sources.reading import read_recording
+
+    recording = Path(__file__).resolve().parents[2] / "examples" / "h200-demo.msgpack"
+    messages, _ = read_recording(recording)
+    kernel_messages = [msg for msg in messages if msg["type"].startswith("kernel_")]
+    app = app_over([*live_stream(), *kernel_messages])
+
+    async def open_kernels(pilot: Pilot[int]) -> None:
+        await pilot.press("K")
+        await pilot.pause(0.3)
+        await pilot.press(*keys)
+        await pilot.pause(0.3)
+
+    return app, settled(app, open_kernels)
+
+
+def test_flame_view(snap_compare: Compare) -> None:
+    app, run_before = _kernels_of_the_h200_run("down", "down", "down", "down", *["right"] * 60)
+    assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
+
+
+def test_flame_view_by_sm_at_80x24(snap_compare: Compare) -> None:
+    app, run_before = _kernels_of_the_h200_run("m")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

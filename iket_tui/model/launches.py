@@ -1,0 +1,387 @@
+"""Kernel launches and what each of their warps did: decoded events grouped by launch, and
+ranges paired into spans, vectorised with numpy (no Python runs per event).
+
+A launch is told apart by (ring, module, kernel index, launch number): the launch number is
+the low 32 bits of the GPU's ``%gridid``, written into every chunk. Ranges pair per warp,
+stack-wise, as IKET defines them: an end closes the innermost open range of its warp. A range
+whose end never came (the warp never reached it, or the records were lost) and an end without a
+start are kept and flagged, not dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from iket_tui.protocol import messages as m
+from iket_tui.ring.decode import EventTables, decode
+from iket_tui.ring.events import ModuleEvents
+from iket_tui.ring.layout import EVENT_DTYPE, KIND_END, KIND_MARK, KIND_MASK, KIND_START, KIND_UNKNOWN
+from iket_tui.ring.wire import module_from_message, records_from_message
+
+DEFAULT_MAX_EVENTS = 10_000_000
+"""Events the timeline keeps (32 bytes each decoded) before it summarises the oldest launches."""
+
+LaunchKey = tuple[int, int, int, int]
+"""(ring id, module id, kernel index, launch number)."""
+
+SPAN_DTYPE = np.dtype(
+    [
+        ("start_ns", "<i8"),  # relative to the launch's first event; -1: an end without a start
+        ("end_ns", "<i8"),  # -1: a start without an end
+        ("event", "u1"),  # the range's event id (the start's; 0 for an end without a start)
+        ("depth", "u1"),  # nesting depth in its warp, 0 outermost
+        ("payload_type", "u1"),
+        ("flags", "u1"),  # SPAN_NO_END, SPAN_NO_START
+        ("payload", "<u4"),  # the start's payload bits
+        ("block", "<u4"),  # index of the block in Launch.blocks
+        ("warp", "u1"),
+        ("sm", "u1"),
+    ]
+)
+"""One range of one warp."""
+SPAN_NO_END = 1
+SPAN_NO_START = 2
+
+MARK_DTYPE = np.dtype(
+    [
+        ("t_ns", "<i8"),  # relative to the launch's first event
+        ("event", "u1"),
+        ("payload_type", "u1"),
+        ("warp", "u1"),
+        ("sm", "u1"),
+        ("payload", "<u4"),
+        ("block", "<u4"),
+    ]
+)
+"""One mark of one warp."""
+
+
+@dataclass
+class Spans:
+    """A launch's ranges and marks, and the blocks they belong to."""
+
+    spans: np.ndarray[Any, np.dtype[np.void]]
+    marks: np.ndarray[Any, np.dtype[np.void]]
+    blocks: np.ndarray[Any, np.dtype[np.uint32]]
+    """Shape (n, 3): (x, y, z) of block ``i``, in (z, y, x) order."""
+    warps: np.ndarray[Any, np.dtype[np.uint8]]
+    """Per block, how many warps it has (the highest warp index seen, plus one)."""
+    depth: np.ndarray[Any, np.dtype[np.uint8]]
+    """Per (block, warp) pair, flattened as ``block * max_warps + warp``: the deepest nesting, plus one."""
+    max_warps: int
+    unbalanced: int
+    """Ranges without an end plus ends without a start."""
+    block_start_ns: np.ndarray[Any, np.dtype[np.int64]]
+    """Per block, its first event (relative to the launch's first event)."""
+    block_end_ns: np.ndarray[Any, np.dtype[np.int64]]
+    block_sm: np.ndarray[Any, np.dtype[np.uint8]]
+    """Per block, the SM it ran on."""
+
+
+@dataclass
+class Launch:
+    """One kernel launch as the records of it arrive."""
+
+    key: LaunchKey
+    kernel: str
+    module: ModuleEvents | None
+    order: int
+    compile: int | None = None
+    parts: list[np.ndarray[Any, np.dtype[np.void]]] = field(default_factory=list)
+    records: int = 0
+    first_ns: int = 0
+    last_ns: int = 0
+    version: int = 0
+    evicted: bool = False
+    """Its events were let go to stay within the timeline's bound: only its summary is left."""
+    _grid: tuple[int, int, int] | None = None
+    _events: np.ndarray[Any, np.dtype[np.void]] | None = None
+    _spans: tuple[int, Spans] | None = None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.last_ns - self.first_ns
+
+    def add(self, events: np.ndarray[Any, np.dtype[np.void]]) -> None:
+        if self.evicted:
+            self.records += len(events)  # late records of a launch already let go: counted only
+            return
+        first, last = int(events["t_ns"].min()), int(events["t_ns"].max())
+        self.first_ns = first if not self.records else min(self.first_ns, first)
+        self.last_ns = max(self.last_ns, last)
+        self.records += len(events)
+        self.parts.append(events)
+        self._events = None
+        self.version += 1
+
+    def events(self) -> np.ndarray[Any, np.dtype[np.void]]:
+        """Every event of the launch so far, in arrival order."""
+        if self._events is None:
+            if len(self.parts) > 1:
+                self.parts = [np.concatenate(self.parts)]
+            self._events = self.parts[0] if self.parts else np.empty(0, dtype=EVENT_DTYPE)
+        return self._events
+
+    def evict(self) -> None:
+        """Let the events go, keeping the summary (records, times, grid)."""
+        self._grid = self.grid()
+        self.parts, self._events, self._spans = [], None, None
+        self.evicted = True
+        self.version += 1
+
+    def grid(self) -> tuple[int, int, int]:
+        """The grid shape seen so far: highest block index plus one, per dimension."""
+        if self._grid is not None:
+            return self._grid
+        events = self.events()
+        if not len(events):
+            return (0, 0, 0)
+        return (int(events["block_x"].max()) + 1, int(events["block_y"].max()) + 1, int(events["block_z"].max()) + 1)
+
+    def spans(self) -> Spans:
+        """The launch's ranges and marks (computed once per version)."""
+        if self._spans is None or self._spans[0] != self.version:
+            self._spans = (self.version, pair_ranges(self.events(), self.first_ns))
+        return self._spans[1]
+
+    def event_name(self, event: int) -> str:
+        if self.module is not None:
+            for info in self.module.events:
+                if info.event_id == event:
+                    return info.name
+        return f"event {event}"
+
+
+class KernelTimeline:
+    """Every launch of the traced kernels, fed the ``kernel_module`` and ``kernel_records``
+    messages of a stream; records of a module whose table has not arrived are kept undecoded
+    until it does."""
+
+    def __init__(self, max_events: int = DEFAULT_MAX_EVENTS) -> None:
+        self.tables = EventTables()
+        self.launches: dict[LaunchKey, Launch] = {}
+        self.module_compile: dict[int, int | None] = {}
+        self.max_events = max_events
+        """Events kept at most; the oldest launches beyond it keep only their summary."""
+        self.retained = 0
+        self.evicted_launches = 0
+        self.evicted_events = 0
+        self.version = 0
+        self._waiting: list[Any] = []
+
+    def apply(self, msg: Mapping[str, Any]) -> None:
+        """One kernel message; raises ``EventTableError``/``RecordsError`` for a malformed one."""
+        kind = msg.get("type")
+        if kind == m.KERNEL_MODULE:
+            table = module_from_message(msg)
+            self.tables.add(table)
+            compile_id = msg.get("compile")
+            self.module_compile[table.module] = compile_id if type(compile_id) is int else None
+            waiting, self._waiting = self._waiting, []
+            for records in waiting:
+                self._add(records)
+        elif kind == m.KERNEL_RECORDS:
+            self._add(records_from_message(msg))
+
+    def newest_first(self) -> list[Launch]:
+        return sorted(self.launches.values(), key=lambda launch: launch.order, reverse=True)
+
+    def _add(self, records: Any) -> None:
+        if not len(records.chunks):
+            return
+        modules = np.unique(records.chunks["module"])
+        if any(self.tables.module(int(module)) is None for module in modules):
+            self._waiting.append(records)
+            return
+        events = decode(records.chunks, self.tables, records.layout, records.warp_slots)
+        # One int64 per event naming its launch: module (16 bits), kernel (8), launch number (32).
+        keys = events["module"].astype(np.int64) << 40 | events["kernel"].astype(np.int64) << 32 | events["launch"]
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+        bounds = np.r_[starts, len(sorted_keys)]
+        for index, packed in enumerate(sorted_keys[starts].tolist()):
+            module, kernel, launch = packed >> 40, (packed >> 32) & 0xFF, packed & 0xFFFFFFFF
+            key = (records.ring_id, module, kernel, launch)
+            found = self.launches.get(key)
+            if found is None:
+                table = self.tables.module(module)
+                name = (
+                    table.kernels[kernel] if table is not None and kernel < len(table.kernels) else f"kernel {kernel}"
+                )
+                found = Launch(key, name, table, order=len(self.launches), compile=self.module_compile.get(module))
+                self.launches[key] = found
+            found.add(events[order[bounds[index] : bounds[index + 1]]])
+        self.retained += len(events)
+        self._bound()
+        self.version += 1
+
+    def _bound(self) -> None:
+        """Let the oldest launches go (never the newest) until the events kept fit the bound."""
+        if self.retained <= self.max_events:
+            return
+        for launch in sorted(self.launches.values(), key=lambda launch: launch.order)[:-1]:
+            if self.retained <= self.max_events:
+                break
+            if not launch.evicted:
+                self.retained -= launch.records
+                self.evicted_events += launch.records
+                self.evicted_launches += 1
+                launch.evict()
+
+
+def pair_ranges(events: np.ndarray[Any, np.dtype[np.void]], origin_ns: int) -> Spans:
+    """Pair the range starts and ends of ``events`` per warp, stack-wise; marks alongside."""
+    order = np.lexsort((events["t_ns"], events["warp"], events["block_x"], events["block_y"], events["block_z"]))
+    ordered = events[order]
+    block_keys = np.stack([ordered["block_z"], ordered["block_y"], ordered["block_x"]], axis=1).astype(np.int64)
+    blocks_zyx, block_of = np.unique(block_keys, axis=0, return_inverse=True)
+    block_of = block_of.reshape(-1).astype(np.int64)
+    warp = ordered["warp"].astype(np.int64)
+    max_warps = int(warp.max()) + 1 if len(warp) else 1
+    lane = block_of * max_warps + warp  # one id per (block, warp), ascending in this order
+    kind = ordered["kind"] & KIND_MASK
+    t_ns = ordered["t_ns"].astype(np.int64) - origin_ns
+
+    delta = np.where(kind == KIND_START, 1, np.where(kind == KIND_END, -1, 0)).astype(np.int64)
+    running = np.cumsum(delta)
+    lane_start = np.ones(len(lane), dtype=bool)
+    lane_start[1:] = lane[1:] != lane[:-1]
+    base = np.maximum.accumulate(np.where(lane_start, np.arange(len(lane)), 0))
+    level = running - (running[base] - delta[base])  # running depth within the lane, after each event
+    # A start opens level `level`; an end closes level `level + 1`.
+    is_range = kind != KIND_MARK
+    closes = np.where(kind == KIND_END, level + 1, level)
+    ranged = np.flatnonzero(is_range & ((kind == KIND_START) | (kind == KIND_END)))
+    group = np.lexsort((ranged, closes[ranged], lane[ranged]))  # by lane, then level, then time order
+    seq = ranged[group]
+    same_group = np.zeros(len(seq), dtype=bool)
+    same_group[:-1] = (lane[seq[1:]] == lane[seq[:-1]]) & (closes[seq[1:]] == closes[seq[:-1]])
+    starts = kind[seq] == KIND_START
+    next_is_end = np.zeros(len(seq), dtype=bool)
+    next_is_end[:-1] = kind[seq[1:]] == KIND_END
+    paired = starts & same_group & next_is_end
+    start_at = seq[paired]
+    end_at = seq[np.flatnonzero(paired) + 1]
+    end_used = np.zeros(len(seq), dtype=bool)
+    end_used[np.flatnonzero(paired) + 1] = True
+    open_at = seq[starts & ~paired]
+    orphan_at = seq[~starts & ~end_used]
+
+    # Depth from the lane's lowest level, so that a warp whose first event is an orphan end draws from 0.
+    lane_min = np.full(int(lane.max()) + 1 if len(lane) else 1, np.iinfo(np.int64).max)
+    np.minimum.at(lane_min, lane[ranged], closes[ranged])
+
+    n = len(start_at) + len(open_at) + len(orphan_at)
+    spans = np.zeros(n, dtype=SPAN_DTYPE)
+    first = np.concatenate([start_at, open_at, orphan_at])
+    spans["start_ns"] = np.concatenate([t_ns[start_at], t_ns[open_at], np.full(len(orphan_at), -1)])
+    spans["end_ns"] = np.concatenate([t_ns[end_at], np.full(len(open_at), -1), t_ns[orphan_at]])
+    spans["event"] = np.where(kind[first] == KIND_START, ordered["event"][first], 0)
+    spans["depth"] = np.clip(closes[first] - lane_min[lane[first]], 0, 255)
+    spans["flags"] = np.concatenate(
+        [np.zeros(len(start_at), np.uint8), np.full(len(open_at), SPAN_NO_END), np.full(len(orphan_at), SPAN_NO_START)]
+    )
+    spans["payload"] = np.where(kind[first] == KIND_START, ordered["payload"][first], 0)
+    spans["payload_type"] = np.where(kind[first] == KIND_START, ordered["payload_type"][first], 0)
+    spans["block"] = block_of[first]
+    spans["warp"] = warp[first]
+    spans["sm"] = ordered["sm"][first]
+    spans = spans[np.argsort(spans["block"].astype(np.int64) * max_warps + spans["warp"], kind="stable")]
+
+    mark_at = np.flatnonzero((kind == KIND_MARK) | (kind == KIND_UNKNOWN))  # an id without a table entry: a mark
+    marks = np.zeros(len(mark_at), dtype=MARK_DTYPE)
+    for name in ("event", "payload_type", "payload", "warp", "sm"):
+        marks[name] = ordered[name][mark_at]
+    marks["t_ns"] = t_ns[mark_at]
+    marks["block"] = block_of[mark_at]
+
+    n_blocks = len(blocks_zyx)
+    warps = np.zeros(n_blocks, dtype=np.uint8)
+    if len(lane):
+        np.maximum.at(warps, block_of, (warp + 1).astype(np.uint8))
+    depth = np.zeros(max(1, n_blocks * max_warps), dtype=np.uint8)
+    if n:
+        np.maximum.at(depth, spans["block"].astype(np.int64) * max_warps + spans["warp"], spans["depth"] + 1)
+    block_start = np.full(n_blocks, np.iinfo(np.int64).max, dtype=np.int64)
+    block_end = np.zeros(n_blocks, dtype=np.int64)
+    block_sm = np.zeros(n_blocks, dtype=np.uint8)
+    if len(lane):
+        np.minimum.at(block_start, block_of, t_ns)
+        np.maximum.at(block_end, block_of, t_ns)
+        block_sm[block_of] = ordered["sm"]
+    return Spans(
+        spans=spans,
+        marks=marks,
+        blocks=blocks_zyx[:, ::-1].astype(np.uint32),
+        warps=warps,
+        depth=depth,
+        max_warps=max_warps,
+        unbalanced=len(open_at) + len(orphan_at),
+        block_start_ns=block_start,
+        block_end_ns=block_end,
+        block_sm=block_sm,
+    )
+
+
+@dataclass(frozen=True)
+class EventStats:
+    """One event name of a launch: how often, how long (ranges), which payload values."""
+
+    name: str
+    kind: str  # "range" or "mark"
+    count: int
+    unbalanced: int
+    mean_ns: float | None
+    p50_ns: float | None
+    p99_ns: float | None
+    max_ns: float | None
+    payload_min: float | None
+    payload_max: float | None
+
+
+def event_stats(launch: Launch) -> list[EventStats]:
+    """Per event name of ``launch``: ranges (closed ones timed) and marks, by name."""
+    found = launch.spans()
+    rows: list[EventStats] = []
+    spans = found.spans
+    for event in sorted({int(e) for e in spans["event"]} | {int(e) for e in found.marks["event"]}):
+        name = launch.event_name(event) if event else "(end without a start)"
+        of_span = spans[spans["event"] == event]
+        if len(of_span):
+            closed = of_span[of_span["flags"] == 0]
+            durations = (closed["end_ns"] - closed["start_ns"]).astype(np.float64)
+            low, high = _payload_range(of_span)
+            rows.append(
+                EventStats(
+                    name,
+                    "range",
+                    len(of_span),
+                    len(of_span) - len(closed),
+                    float(durations.mean()) if len(durations) else None,
+                    float(np.percentile(durations, 50)) if len(durations) else None,
+                    float(np.percentile(durations, 99)) if len(durations) else None,
+                    float(durations.max()) if len(durations) else None,
+                    low,
+                    high,
+                )
+            )
+        of_mark = found.marks[found.marks["event"] == event]
+        if len(of_mark):
+            low, high = _payload_range(of_mark)
+            rows.append(EventStats(name, "mark", len(of_mark), 0, None, None, None, None, low, high))
+    return rows
+
+
+def _payload_range(rows: np.ndarray[Any, np.dtype[np.void]]) -> tuple[float | None, float | None]:
+    kinds = rows["payload_type"]
+    kind = int(kinds[0]) if len(kinds) else 0
+    if kind == 0 or not (kinds == kind).all():
+        return None, None
+    raw = np.ascontiguousarray(rows["payload"])
+    values = raw.view("<i4") if kind == 1 else raw.view("<f4") if kind == 3 else raw
+    return float(values.min()), float(values.max())

@@ -1,0 +1,469 @@
+"""The per-block flame view of one launch: a Line API view over :class:`FlameLayout`.
+
+Each screen row is painted from the layout's runs and cached under what it shows (the launch's
+version, the row, the time window, the cursor column when the cursor is on it), so moving the
+cursor repaints two rows and new records repaint only what they changed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widget import Widget
+
+from iket_tui.model.flame_layout import BLOCK, SM, FlameLayout, FlameRow, SmLayout, Window, color_index
+from iket_tui.model.launches import Launch
+
+LABEL = 6
+"""Columns for the warp label at the left of each lane row."""
+PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#3b5b92",
+    "#b85c00",
+)
+ZOOM = 2.0
+
+
+class FlameView(ScrollView, can_focus=True):
+    """Blocks and warps of one launch on one time axis, with a cursor (a row and a column)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor_up", "Up", show=False),
+        Binding("down,j", "cursor_down", "Down", show=False),
+        Binding("left,h", "cursor_left", "Earlier", show=False),
+        Binding("right,l", "cursor_right", "Later", show=False),
+        Binding("shift+left,H", "pan(-8)", "Pan left", show=False),
+        Binding("shift+right,L", "pan(8)", "Pan right", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("i", "zoom(2.0)", "Zoom in"),
+        Binding("o", "zoom(0.5)", "Zoom out"),
+        Binding("0", "fit", "Fit"),
+        Binding("m", "toggle_grouping", "By SM"),
+        Binding("b", "next_block(1)", "Next block", show=False),
+        Binding("B", "next_block(-1)", "Previous block", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    FlameView {
+        overflow-x: hidden;
+        overflow-y: scroll;
+    }
+    """
+
+    @dataclass
+    class CursorMoved(Message):
+        """The cursor moved: what is under it may have changed."""
+
+        view: FlameView
+
+        @property
+        def control(self) -> FlameView:
+            return self.view
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.launch: Launch | None = None
+        self.flame: FlameLayout | SmLayout | None = None
+        self.match = ""
+        """Only ranges and marks whose event name holds this (any case) are drawn; empty: all."""
+        self.by_sm = False
+        """Rows are SMs (the blocks that ran on each, over time) rather than blocks and warps."""
+        self.window = Window(0.0, 1.0, 1)
+        self.cursor_row = 0
+        self.cursor_column = 0
+        self.fitted = True
+        """The whole launch is in view; it stays so as the view is resized or records arrive."""
+        self._version = -1
+        self._cache: LRUCache[tuple[Any, ...], Strip] = LRUCache(2048)
+
+    # What is shown
+
+    def show_launch(self, launch: Launch | None) -> None:
+        """Show ``launch`` (fitted) or, for the launch already shown, catch up with new records."""
+        same = launch is not None and self.launch is not None and launch.key == self.launch.key
+        if same and launch is not None and launch.version == self._version:
+            return
+        self.launch = launch
+        if launch is None:
+            self.flame = None
+            self._version = -1
+            self.virtual_size = Size(self._columns, 0)
+            self.refresh()
+            return
+        self._version = launch.version
+        self.flame = self._layout(launch)
+        if not same or self.fitted:
+            self.window = Window.fit(launch.duration_ns, self._columns)
+            self.fitted = True
+        if not same:
+            self.cursor_row = min(1, len(self.flame.rows) - 1)
+            self.cursor_column = 0
+        self.virtual_size = Size(self.size.width, len(self.flame.rows))
+        self._cache.clear()
+        self.refresh()
+        self.post_message(self.CursorMoved(self))
+
+    def _layout(self, launch: Launch) -> FlameLayout | SmLayout:
+        if self.by_sm:
+            return SmLayout(launch.spans(), launch.duration_ns)
+        return FlameLayout(launch.spans(), launch.duration_ns)
+
+    def action_toggle_grouping(self) -> None:
+        """Group rows by SM, or back by block and warp, keeping the block under the cursor."""
+        self.by_sm = not self.by_sm
+        launch, layout = self.launch, self.flame
+        if launch is None or layout is None:
+            return
+        block = layout.rows[self.cursor_row].block if layout.rows and not isinstance(layout, SmLayout) else None
+        if isinstance(layout, SmLayout) and (found := self.under_cursor()) is not None and found[0] == "block":
+            block = found[1]
+        self.flame = self._layout(launch)
+        self.virtual_size = Size(self.size.width, len(self.flame.rows))
+        self._cache.clear()
+        self.cursor_row = 0
+        if block is not None:
+            self._move_to(self.flame.block_row[block] + (0 if self.by_sm else 1), self.cursor_column)
+        self.refresh()
+        self.post_message(self.CursorMoved(self))
+
+    def set_match(self, text: str) -> None:
+        """Draw only the events whose name holds ``text``."""
+        self.match = text.lower()
+        self._cache.clear()
+        self.refresh()
+
+    def matching_events(self) -> list[int]:
+        launch = self.launch
+        if launch is None or launch.module is None:
+            return []
+        return [event.event_id for event in launch.module.events if self.match in event.name.lower()]
+
+    def next_match(self) -> bool:
+        """Put the cursor on the next range of a matching event (reading order, wrapping)."""
+        layout = self.flame
+        if not isinstance(layout, FlameLayout) or not self.match:
+            return False
+        found = layout.next_span(np.array(self.matching_events()), self.cursor_row, self.cursor_time_ns())
+        if found is None:
+            return False
+        span = layout.spans.spans[found]
+        start = 0 if span["flags"] & 2 else int(span["start_ns"])
+        row = int(layout.span_row[found])
+        column = self.window.column_of(start + self.window.ns_per_column / 2)
+        if not 0 <= column < self._columns:
+            self.fitted = False
+            self.window = Window(
+                start - self._columns * self.window.ns_per_column / 4, self.window.ns_per_column, self._columns
+            )
+            self._cache.clear()
+            column = self.window.column_of(start + self.window.ns_per_column / 2)
+        self._move_to(row, column)
+        self.refresh()
+        return True
+
+    def under_cursor(self) -> tuple[str, int] | None:
+        """The span or mark under the cursor: ``("span", index)`` or ``("mark", index)``."""
+        if self.flame is None or not self.flame.rows:
+            return None
+        row = self.flame.rows[self.cursor_row]
+        return self.flame.at(row, self.window.time_of(self.cursor_column), self.window.ns_per_column)
+
+    def cursor_time_ns(self) -> float:
+        return self.window.time_of(self.cursor_column)
+
+    def describe_under_cursor(self) -> str:
+        """One line about the cursor: where it is, and the bar or mark under it with its payload."""
+        launch, layout = self.launch, self.flame
+        if launch is not None and launch.evicted:
+            return "this launch was summarised to keep memory bounded: its events are no longer held"
+        if launch is None or layout is None or not layout.rows:
+            return "no kernel launch selected"
+        row = layout.rows[self.cursor_row]
+        if row.kind == SM:
+            where = f"SM {row.block}"
+        else:
+            where = layout.block_title(row.block)
+            if row.kind != BLOCK:
+                where += f" · warp {row.warp}"
+        text = f"{where} · t+{_ns(self.cursor_time_ns())} · {_ns(self.window.ns_per_column)}/col"
+        found = self.under_cursor()
+        if found is None:
+            return text
+        kind, index = found
+        if kind == "block":
+            spans = layout.spans
+            begin, end = int(spans.block_start_ns[index]), int(spans.block_end_ns[index])
+            lasted = f"t+{_ns(begin)} to t+{_ns(end)} ({_ns(end - begin)})"
+            return f"{text} · {layout.block_title(index)}: {int(spans.warps[index])} warps, {lasted}"
+        if kind == "mark":
+            mark = layout.spans.marks[index]
+            name = launch.event_name(int(mark["event"]))
+            payload = _payload(int(mark["payload_type"]), int(mark["payload"]))
+            return f"{text} · mark {name} at t+{_ns(int(mark['t_ns']))}{payload}"
+        span = layout.spans.spans[index]
+        name = launch.event_name(int(span["event"])) if span["event"] else "(end without a start)"
+        flags = int(span["flags"])
+        start = "before tracing saw it" if flags & 2 else f"t+{_ns(int(span['start_ns']))}"
+        if flags & 1:
+            length = "no end recorded"
+        elif flags & 2:
+            length = f"ended t+{_ns(int(span['end_ns']))}"
+        else:
+            length = _ns(int(span["end_ns"]) - int(span["start_ns"]))
+        payload = _payload(int(span["payload_type"]), int(span["payload"]))
+        return f"{text} · range {name} from {start}, {length}{payload}"
+
+    # Actions
+
+    def action_cursor_up(self) -> None:
+        self._move_to(self.cursor_row - 1, self.cursor_column)
+
+    def action_cursor_down(self) -> None:
+        self._move_to(self.cursor_row + 1, self.cursor_column)
+
+    def action_page(self, direction: int) -> None:
+        self._move_to(self.cursor_row + direction * max(1, self.size.height - 1), self.cursor_column)
+
+    def action_cursor_left(self) -> None:
+        if self.cursor_column == 0:
+            self.action_pan(-max(1, self._columns // 4))
+        else:
+            self._move_to(self.cursor_row, self.cursor_column - 1)
+
+    def action_cursor_right(self) -> None:
+        if self.cursor_column >= self._columns - 1:
+            self.action_pan(max(1, self._columns // 4))
+        else:
+            self._move_to(self.cursor_row, self.cursor_column + 1)
+
+    def action_pan(self, columns: int) -> None:
+        self.fitted = False
+        self._set_window(self.window.panned(columns))
+
+    def action_zoom(self, factor: float) -> None:
+        self.fitted = False
+        self._set_window(self.window.zoomed(factor, self.cursor_column))
+
+    def action_fit(self) -> None:
+        if self.launch is not None:
+            time = self.cursor_time_ns()
+            self.fitted = True
+            self._set_window(Window.fit(self.launch.duration_ns, self._columns))
+            self.cursor_column = max(0, min(self._columns - 1, self.window.column_of(time)))
+
+    def action_next_block(self, direction: int) -> None:
+        if self.flame is None or not self.flame.rows:
+            return
+        current = self.flame.rows[self.cursor_row].block
+        target = max(0, min(len(self.flame.block_row) - 1, current + direction))
+        self.jump_to_block(target)
+
+    def jump_to_block(self, block: int) -> bool:
+        """Put the cursor on the first warp of block number ``block`` (in launch order)."""
+        if self.flame is None or not 0 <= block < len(self.flame.block_row):
+            return False
+        row = self.flame.block_row[block]
+        self._move_to(min(row + 1, len(self.flame.rows) - 1), self.cursor_column)
+        self.scroll_to(y=row, animate=False)
+        return True
+
+    # Mouse
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        self.focus()
+        self._move_to(self.scroll_offset.y + offset.y, max(0, offset.x - LABEL))
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        if event.ctrl:
+            event.prevent_default()
+            self.action_zoom(1 / ZOOM)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        if event.ctrl:
+            event.prevent_default()
+            self.action_zoom(ZOOM)
+
+    # Rendering
+
+    @property
+    def _columns(self) -> int:
+        return max(1, self.scrollable_content_region.width - LABEL)
+
+    def _on_resize(self, event: events.Resize) -> None:
+        if self.launch is not None and self.window.columns != self._columns:
+            fitted = Window.fit(self.launch.duration_ns, self._columns)
+            self._set_window(fitted if self.fitted else self.window.resized(self._columns))
+        if self.flame is not None:
+            self.virtual_size = Size(self.size.width, len(self.flame.rows))
+
+    def _set_window(self, window: Window) -> None:
+        self.window = window
+        self.cursor_column = max(0, min(window.columns - 1, self.cursor_column))
+        self._cache.clear()
+        self.refresh()
+        self.post_message(self.CursorMoved(self))
+
+    def _move_to(self, row: int, column: int) -> None:
+        if self.flame is None or not self.flame.rows:
+            return
+        row = max(0, min(len(self.flame.rows) - 1, row))
+        column = max(0, min(self._columns - 1, column))
+        old = self.cursor_row
+        self.cursor_row, self.cursor_column = row, column
+        self.refresh_line(old)
+        self.refresh_line(row)
+        top, height = self.scroll_offset.y, max(1, self.scrollable_content_region.height)
+        if row < top:
+            self.scroll_to(y=row, animate=False)
+        elif row >= top + height:
+            self.scroll_to(y=row - height + 1, animate=False)
+        self.post_message(self.CursorMoved(self))
+
+    def render_line(self, y: int) -> Strip:
+        index = self.scroll_offset.y + y
+        width = self.scrollable_content_region.width
+        layout, launch = self.flame, self.launch
+        base = self.rich_style
+        if layout is None or launch is None or not 0 <= index < len(layout.rows):
+            return Strip.blank(width, base)
+        cursor = self.cursor_column if index == self.cursor_row else -1
+        key = (index, self._version, self.window, width, cursor, self.has_focus)
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = self._paint(layout.rows[index], launch, layout, cursor, width, base)
+            self._cache[key] = cached
+        return cached
+
+    def _paint(
+        self, row: FlameRow, launch: Launch, layout: FlameLayout | SmLayout, cursor: int, width: int, base: Style
+    ) -> Strip:
+        if row.kind == BLOCK:
+            title = f" {layout.block_title(row.block)} "
+            style = base + Style(bold=True, dim=True)
+            return Strip([Segment(title[:width].ljust(width), style)], width)
+        label = layout.label(row)
+        segments = [Segment(label.rjust(LABEL - 1)[: LABEL - 1] + " ", base + Style(dim=True))]
+        for run in layout.paint(row, self.window, launch.event_name):
+            style = base
+            if run.what is not None:
+                kind, index = run.what
+                event_id = _event_of(layout, kind, index)
+                if self.match and (event_id is None or self.match not in launch.event_name(event_id).lower()):
+                    segments.append(
+                        Segment(" " * len(run.text) if kind != "block" else run.text, base + Style(dim=True))
+                    )
+                    continue
+                if kind == "mark":
+                    style = base + Style(color="white", bold=True)
+                elif kind == "block":
+                    style = base + Style(bgcolor=PALETTE[index % len(PALETTE)], color="white")
+                else:
+                    color = PALETTE[color_index(int(layout.spans.spans["event"][index]), len(PALETTE))]
+                    style = base + Style(bgcolor=color, color="white")
+                    if layout.spans.spans["flags"][index]:
+                        style += Style(italic=True, underline=True)
+            if run.start <= cursor < run.end:
+                before, at, after = (
+                    run.text[: cursor - run.start],
+                    run.text[cursor - run.start],
+                    run.text[cursor - run.start + 1 :],
+                )
+                if before:
+                    segments.append(Segment(before, style))
+                segments.append(Segment(at if at != " " else "▏", style + Style(reverse=True, bold=True)))
+                if after:
+                    segments.append(Segment(after, style))
+            else:
+                segments.append(Segment(run.text, style))
+        return Strip(segments, width).crop(0, width)
+
+
+class TimeRuler(Widget):
+    """The time axis above a :class:`FlameView`: ticks at round times since the launch began."""
+
+    DEFAULT_CSS = """
+    TimeRuler { height: 1; color: $text-muted; }
+    """
+
+    def __init__(self, view: FlameView, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.view = view
+
+    def render(self) -> str:
+        window = self.view.window
+        return " " * LABEL + ruler(window.start_ns, window.ns_per_column, window.columns)
+
+
+def ruler(start_ns: float, ns_per_column: float, columns: int, spacing: int = 14) -> str:
+    """Tick marks with their times, one every round step of at least ``spacing`` columns (10 at least,
+    so that labels never overlap)."""
+    raw = ns_per_column * max(10, spacing)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    line = [" "] * columns
+    tick = math.ceil(start_ns / step) * step
+    while True:
+        column = math.floor((tick - start_ns) / ns_per_column)
+        if column >= columns:
+            break
+        text = "┊" + _ns(tick)
+        for offset, char in enumerate(text[: columns - column]):
+            line[column + offset] = char
+        tick += step
+    return "".join(line)
+
+
+def _event_of(layout: FlameLayout | SmLayout, kind: str, index: int) -> int | None:
+    if kind == "span":
+        return int(layout.spans.spans["event"][index])
+    if kind == "mark":
+        return int(layout.spans.marks["event"][index])
+    return None
+
+
+def _ns(value: float) -> str:
+    value = float(value)
+    if abs(value) >= 1e9:
+        return f"{value / 1e9:.3f} s"
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.3f} ms"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.2f} µs"
+    return f"{value:.0f} ns"
+
+
+def _payload(payload_type: int, bits: int) -> str:
+    if payload_type == 1:
+        return f" · payload {bits - (1 << 32) if bits >= 1 << 31 else bits} (int32)"
+    if payload_type == 2:
+        return f" · payload {bits} (uint32)"
+    if payload_type == 3:
+        import struct
+
+        return f" · payload {struct.unpack('<f', bits.to_bytes(4, 'little'))[0]:g} (float32)"
+    return ""

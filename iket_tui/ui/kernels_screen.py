@@ -1,0 +1,266 @@
+"""The kernels screen: the launches of traced kernels, newest first, and the flame view of the
+selected one, with what is under its cursor. It follows the model the app keeps up to date,
+redrawing at most 10 times a second."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from iket_tui.model.kernels import KernelSummary
+from iket_tui.model.launches import Launch, event_stats
+from iket_tui.protocol import messages as m
+from iket_tui.sources.reading import read_recording
+from iket_tui.ui.flame_view import FlameView, TimeRuler, _ns
+
+REFRESH_S = 0.1
+SAMPLE_TYPES = frozenset({m.KERNEL_TRACING, m.KERNEL_MODULE, m.KERNEL_RECORDS})
+
+
+class KernelsScreen(Screen[None]):
+    """Launches and the per-block flame view of the selected launch."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,K", "app.pop_screen", "Passes"),
+        Binding("f", "toggle_follow", "Follow"),
+        Binding("g", "goto_block", "Go to block"),
+        Binding("a", "toggle_stats", "Per event"),
+        Binding("slash", "find", "Find event"),
+        Binding("n", "find_next", "Next", show=False),
+        Binding("tab", "focus_next", "Next pane", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    KernelsScreen #kernels-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
+    KernelsScreen #launches { height: auto; max-height: 30%; }
+    KernelsScreen #flame { height: 1fr; }
+    KernelsScreen #under-cursor { height: 1; background: $panel; padding: 0 1; }
+    KernelsScreen #stats { height: 1fr; display: none; }
+    KernelsScreen.-stats #stats { display: block; }
+    KernelsScreen.-stats #flame, KernelsScreen.-stats #ruler { display: none; }
+    KernelsScreen #goto { display: none; }
+    KernelsScreen #goto.-shown { display: block; }
+    """
+
+    def __init__(self, kernels: KernelSummary, *, sample: Path | None = None) -> None:
+        super().__init__()
+        self.kernels = kernels
+        self.live = kernels
+        self.sample = sample
+        """A recording to show instead while the target traces no kernels on a GPU (the demo's)."""
+        self.showing_sample = False
+        self._asking = "goto"
+        self.follow = True
+        self.selected: Launch | None = None
+        self._version = -1
+        self._rows: list[Launch] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(id="kernels-title", markup=False)
+            table: DataTable[str] = DataTable(id="launches", cursor_type="row", zebra_stripes=True)
+            yield table
+            flame = FlameView(id="flame")
+            yield TimeRuler(flame, id="ruler")
+            yield flame
+            stats: DataTable[str] = DataTable(id="stats", cursor_type="row", zebra_stripes=True)
+            yield stats
+            yield Static(id="under-cursor", markup=False)
+            yield Input(placeholder="block number (0 = first block of the launch), Enter to go", id="goto")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#launches", DataTable)
+        table.add_columns("kernel", "grid", "start", "duration", "records", "unbalanced", "compile")
+        self.query_one("#stats", DataTable).add_columns(
+            "event", "kind", "count", "unbalanced", "mean", "p50", "p99", "max", "payload min", "payload max"
+        )
+        self.sync()
+        self.set_interval(REFRESH_S, self.sync)
+        self.query_one(FlameView).focus()
+
+    # Following the model
+
+    def sync(self) -> None:
+        """Catch up with the launches and records that arrived."""
+        self._choose_source()
+        timeline = self.kernels.timeline
+        self.query_one("#kernels-title", Static).update(self._title())
+        if timeline.version == self._version:
+            return
+        self._version = timeline.version
+        launches = timeline.newest_first()
+        table = self.query_one("#launches", DataTable)
+        first_ns = min((launch.first_ns for launch in launches), default=0)
+        table.clear()
+        for launch in launches:
+            grid = "x".join(str(n) for n in launch.grid())
+            table.add_row(
+                launch.kernel,
+                grid,
+                f"+{_ns(launch.first_ns - first_ns)}",
+                _ns(launch.duration_ns),
+                f"{launch.records:,}" + (" (summarised)" if launch.evicted else ""),
+                f"{launch.spans().unbalanced:,}",
+                self._compile_of(launch),
+                key=str(launch.key),
+            )
+        self._rows = launches
+        if self.follow or self.selected is None:
+            self.selected = launches[0] if launches else None
+        if self.selected is not None and self.selected in launches:
+            table.move_cursor(row=launches.index(self.selected), animate=False)
+        self.query_one(FlameView).show_launch(self.selected)
+        self._show_under_cursor()
+        self._show_stats()
+
+    def _compile_of(self, launch: Launch) -> str:
+        """The compile that produced the launch's kernel, when the same stream has its passes."""
+        if launch.compile is None:
+            return ""
+        for compile_node in self.app_compiles():
+            if compile_node.id == launch.compile:
+                return f"{compile_node.id}: {compile_node.kernel or compile_node.label}"
+        return str(launch.compile)
+
+    def app_compiles(self) -> list[Any]:
+        tree = getattr(self.app, "pass_tree", None)
+        return list(tree.compiles) if tree is not None else []
+
+    def _show_stats(self) -> None:
+        if not self.has_class("-stats"):
+            return
+        stats = self.query_one("#stats", DataTable)
+        stats.clear()
+        if self.selected is None:
+            return
+        for row in event_stats(self.selected):
+            stats.add_row(
+                row.name,
+                row.kind,
+                f"{row.count:,}",
+                f"{row.unbalanced:,}",
+                *(_ns(v) if v is not None else "" for v in (row.mean_ns, row.p50_ns, row.p99_ns, row.max_ns)),
+                *(f"{v:g}" if v is not None else "" for v in (row.payload_min, row.payload_max)),
+            )
+
+    def action_toggle_stats(self) -> None:
+        """Per event name of the selected launch: counts, durations, payload ranges (or back to the flame view)."""
+        self.toggle_class("-stats")
+        self._show_stats()
+        (self.query_one("#stats", DataTable) if self.has_class("-stats") else self.query_one(FlameView)).focus()
+
+    def _choose_source(self) -> None:
+        """The live target's kernels, or the sample recording's while the target has no ring and no launch."""
+        live = self.live
+        no_gpu = live.tracing is None or live.tracing.device is None
+        want_sample = self.sample is not None and no_gpu and not live.timeline.launches
+        if want_sample == self.showing_sample:
+            return
+        if want_sample and self.sample is not None:
+            sample = KernelSummary()
+            messages, _ = read_recording(self.sample)
+            for msg in messages:
+                if msg.get("type") in SAMPLE_TYPES:
+                    sample.apply(msg)
+            self.kernels = sample
+        else:
+            self.kernels = live
+        self.showing_sample = want_sample
+        self._version = -1
+
+    def _title(self) -> str:
+        if self.showing_sample and self.sample is not None:
+            device = self.kernels.tracing.device if self.kernels.tracing is not None else "a GPU"
+            return f"kernels: no GPU here; showing a recorded run on {device} ({self.sample.name})"
+        kernels = self.kernels
+        tracing = kernels.tracing
+        if tracing is None:
+            return "kernels: this target does not trace kernels (iket-tui run --kernels)"
+        ring = f"ring on {tracing.device}" if tracing.device else f"no ring ({tracing.reason or 'no device'})"
+        launches = len(kernels.timeline.launches)
+        lost = kernels.events_lost + kernels.events_missed
+        follow = "  follow" if self.follow else ""
+        timeline = kernels.timeline
+        summarised = ""
+        if timeline.evicted_launches:
+            summarised = (
+                f" · {timeline.evicted_launches} older launches summarised"
+                f" (events kept at most {timeline.max_events:,})"
+            )
+        text = f"kernels: {ring} · {launches} launches · {kernels.events_read:,} events read, {lost:,} lost"
+        return text + summarised + follow
+
+    # Events
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self._select(event.cursor_row)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self.query_one("#launches", DataTable).has_focus:
+            self._select(event.cursor_row)
+
+    def _select(self, row: int) -> None:
+        if 0 <= row < len(self._rows):
+            launch = self._rows[row]
+            if launch is not self.selected:
+                self.selected = launch
+                self.follow = row == 0 and self.follow
+                self.query_one(FlameView).show_launch(launch)
+                self._show_under_cursor()
+                self._show_stats()
+
+    def on_flame_view_cursor_moved(self, event: FlameView.CursorMoved) -> None:
+        self._show_under_cursor()
+        self.query_one(TimeRuler).refresh()
+
+    def _show_under_cursor(self) -> None:
+        self.query_one("#under-cursor", Static).update(self.query_one(FlameView).describe_under_cursor())
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+        self._version = -1
+        self.sync()
+
+    def action_goto_block(self) -> None:
+        self._ask("goto", "block number (0 = the launch's first block), enter to go")
+
+    def action_find(self) -> None:
+        """Ask for an event name: only matching ranges and marks are drawn, n goes to the next."""
+        self._ask("find", "event name (part of it): only those are drawn; enter, then n for the next; empty: all")
+
+    def action_find_next(self) -> None:
+        flame = self.query_one(FlameView)
+        if flame.match and not flame.next_match():
+            self.notify(f"no range of an event named like {flame.match!r} here", severity="warning")
+
+    def _ask(self, purpose: str, placeholder: str) -> None:
+        prompt = self.query_one("#goto", Input)
+        prompt.add_class("-shown")
+        prompt.placeholder = placeholder
+        prompt.value = ""
+        self._asking = purpose
+        prompt.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.input.remove_class("-shown")
+        flame = self.query_one(FlameView)
+        if self._asking == "find":
+            flame.set_match(event.value.strip())
+            if flame.match:
+                self.action_find_next()
+            flame.focus()
+            return
+        try:
+            block = int(event.value)
+        except ValueError:
+            block = -1
+        if not flame.jump_to_block(block):
+            self.notify(f"no block {event.value!r} in this launch", severity="warning")
+        flame.focus()
