@@ -1,4 +1,4 @@
-"""The ``iket-tui`` command line: run, attach, record, replay, dump, export, ls and demo.
+"""The ``iket-tui`` command line: run, attach, record, replay, dump, export, stacks, ir, ls and demo.
 
 Every bad input ends in one line on stderr (``iket-tui: ...``) and exit code 2, never a
 traceback; Ctrl-C ends with 130 and leaves any recording valid. Textual is imported only by
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
-        _say("choose a command: run, attach, record, replay, dump, export, ls or demo (see `iket-tui --help`)")
+        _say("choose a command: run, attach, record, replay, dump, export, stacks, ir, ls or demo (see --help)")
         return EXIT_BAD_INPUT
     try:
         return handler(args)
@@ -185,6 +185,40 @@ def _cmd_attach(args: argparse.Namespace) -> int:
     if source.error:
         raise SourceError(source.error)
     return 128 + signum if signum is not None else code
+
+
+def _cmd_stacks(args: argparse.Namespace) -> int:
+    from iket_tui.sources.stacks import fetch_stacks, native_stacks, stack_lines
+
+    source = SocketSource(resolve_target(args.target))
+    try:
+        hello = source.connect()
+        response = fetch_stacks(source, timeout_s=args.timeout)
+    finally:
+        source.close_and_wait("done")
+    print(f"{source.description}: Python stacks")
+    print("\n".join(stack_lines(response, include_agent=args.all)).rstrip())
+    if not args.native:
+        return 0
+    native = native_stacks(int(hello["pid"]))
+    if native.text is None:
+        raise UsageError(str(native.why))
+    print(f"\n{source.description}: native stacks (py-spy)")
+    print(native.text.rstrip())
+    return 0
+
+
+def _cmd_ir(args: argparse.Namespace) -> int:
+    from iket_tui.sources.ir import view_text
+
+    source = SocketSource(resolve_target(args.target))
+    try:
+        source.connect()
+        text = view_text(source, args.compile, args.seq, args.view)
+    finally:
+        source.close_and_wait("done")
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
@@ -583,6 +617,23 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="the file to write")
     export.add_argument("--format", choices=("chrome", "speedscope"), default="chrome")
     export.set_defaults(handler=_cmd_export)
+
+    stacks = commands.add_parser("stacks", help="print the stacks of every thread of a target that runs the agent")
+    stacks.add_argument("target", metavar="TARGET", help="a pid, or the path of an agent socket")
+    stacks.add_argument("--native", action="store_true", help="also native stacks, through py-spy")
+    stacks.add_argument("--all", action="store_true", help="include the threads of iket-tui's own agent")
+    stacks.add_argument("--timeout", type=_positive, default=10.0, metavar="S", help="wait for the answer (10)")
+    stacks.set_defaults(handler=_cmd_stacks)
+
+    ir = commands.add_parser("ir", help="print the IR before or after a pass of a recent compile of a running target")
+    ir.add_argument("target", metavar="TARGET", help="a pid, or the path of an agent socket")
+    ir.add_argument("--compile", type=int, required=True, metavar="N", help="the compile (its number in the tree)")
+    ir.add_argument("--pass", dest="seq", type=int, required=True, metavar="SEQ", help="the pass's sequence number")
+    views = ir.add_mutually_exclusive_group()
+    views.add_argument("--before", dest="view", action="store_const", const="before", help="the IR it was given")
+    views.add_argument("--after", dest="view", action="store_const", const="after", help="the IR it returned")
+    views.add_argument("--diff", dest="view", action="store_const", const="diff", help="what it changed (default)")
+    ir.set_defaults(handler=_cmd_ir, view="diff")
 
     ls = commands.add_parser("ls", help="list the live agents of this user")
     ls.set_defaults(handler=_cmd_ls)

@@ -12,11 +12,13 @@ import contextlib
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from iket_tui.agent.registry import CatchUp, ClientQueue, Registry
+from iket_tui.agent.requests import answer
 from iket_tui.endpoints import check_peer
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, encode_batch, encode_message
@@ -56,6 +58,8 @@ class ClientSession:
         self._bye_reason = "exit"
         self._queue: ClientQueue | None = None
         self._rows = False  # whether the client reads pass rows (it speaks protocol 1.1 or later)
+        self._replies: deque[Message] = deque()  # answers to requests, sent before the next batch
+        self._decoder = MessageDecoder()
         self.thread = threading.Thread(target=self._run, name="iket-tui client", daemon=True)
 
     def start(self) -> None:
@@ -84,6 +88,7 @@ class ClientSession:
             return
         queue, catch_up = self._registry.attach(self._settings.queue)
         self._queue = queue
+        threading.Thread(target=self._serve_requests, args=(queue,), name="iket-tui requests", daemon=True).start()
         if self._closing.is_set():
             queue.wake.set()
             queue.hurry.set()
@@ -104,7 +109,7 @@ class ClientSession:
         if self._settings.send_buffer is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._settings.send_buffer)
         self._send(encode_message({**self._settings.hello, "t_ns": time.monotonic_ns()}))
-        decoder = MessageDecoder()
+        decoder = self._decoder
         received = 0
         while True:
             data = sock.recv(4096)
@@ -116,7 +121,7 @@ class ClientSession:
                 check_hello(msg, expect_role="client")
                 self._rows = tuple(msg["proto"]) >= PASS_ROWS_SINCE
                 sock.settimeout(None)
-                return
+                return  # what came after the hello stays in the decoder for _serve_requests
             if received > MAX_HELLO_BYTES:
                 raise ProtocolError(f"no hello in the first {MAX_HELLO_BYTES} bytes")
 
@@ -136,6 +141,7 @@ class ClientSession:
             closing = self._closing.is_set()
             if closing:
                 self._registry.detach(queue)
+            self._send_replies()
             batch = queue.take(BATCH)
             if batch:
                 queue.mark_delivered(lost=self._send_messages(batch))
@@ -153,6 +159,33 @@ class ClientSession:
             if queue.wake.wait(max(0.0, (next_beat - now) / 1e9)):
                 # Let a burst gather into one frame: every wakeup and write costs the compiler's process CPU.
                 queue.hurry.wait(COALESCE_S)
+
+    def _serve_requests(self, queue: ClientQueue) -> None:
+        """Read what the client asks for and queue the answers for the sender; a client that
+        sends anything but requests (or garbage) is hung up on."""
+        decoder = self._decoder
+        try:
+            while not self._closing.is_set():
+                for msg in decoder:
+                    if msg["type"] != m.REQUEST:
+                        continue
+                    self._replies.append(answer(msg))
+                    queue.wake.set()
+                    queue.hurry.set()
+                data = self._sock.recv(65536)
+                if not data:
+                    return
+                decoder.feed(data)
+        except (OSError, ProtocolError):
+            self.abort()
+        except Exception:
+            self._registry.observer_errors += 1
+            self.abort()
+
+    def _send_replies(self) -> None:
+        replies = self._replies
+        while replies:
+            self._send_messages([replies.popleft()])
 
     def _report_drops(self, queue: ClientQueue, reported: int) -> int:
         """Tell the client what it lost since the last report; returns the total now reported."""

@@ -36,6 +36,7 @@ from tilelang.instrumentation import (
 )
 
 from iket_tui.agent import compiling, failures
+from iket_tui.agent.ir_store import ir_store
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.messages import Message
@@ -282,6 +283,8 @@ class _ContextObserver(PassEventObserver):  # type: ignore[misc]
         self.watcher = watcher
         self.registry = watcher.registry
         self.context = -1
+        self._ir: dict[int, Any] | None = None  # this compile's passes in the IR store
+        self._ir_compile: int | None = None
 
     def enter_pass_context(self) -> None:
         context = self.watcher.context_entered()
@@ -298,6 +301,11 @@ class _ContextObserver(PassEventObserver):  # type: ignore[misc]
                 compile_id = watcher._begin(mod)
             now = time.monotonic_ns()
             seq = event.sequence
+            if compile_id != self._ir_compile:
+                self._ir_compile = compile_id
+                self._ir = ir_store.passes_of(compile_id)
+            if self._ir is not None:
+                self._ir[seq] = [event.name, mod, None]
             self.registry.emit_pass_start(
                 {
                     "type": m.PASS_START,
@@ -326,6 +334,9 @@ class _ContextObserver(PassEventObserver):  # type: ignore[misc]
                 compile_id = watcher._begin()
             now = time.monotonic_ns()
             seq = event.sequence
+            held = self._ir.get(seq) if self._ir is not None else None
+            if held is not None:
+                held[2] = mod
             self.registry.emit_pass_end(
                 {
                     "type": m.PASS_END,

@@ -112,6 +112,8 @@ class PassTree:
             m.KERNEL_TRACING: self._kernel,
             m.KERNEL_MODULE: self._kernel,
             m.KERNEL_RECORDS: self._kernel,
+            m.REQUEST: self._ignore,
+            m.RESPONSE: self._ignore,
             m.RECORDING: self._ignore,
             m.CHECKPOINT: self._checkpoint,
             m.END: self._ignore,

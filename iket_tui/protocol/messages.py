@@ -26,6 +26,8 @@ SYNC: Final = "sync"  # end of the backlog a late client receives; live stream f
 DROPPED: Final = "dropped"  # events this client lost since the last report
 BYE: Final = "bye"  # the target is exiting
 BATCH: Final = "batch"  # several messages in one frame, in order; readers flatten it
+REQUEST: Final = "request"  # client to agent: asks for something now (``what``: see WHAT_*)
+RESPONSE: Final = "response"  # agent to that client: the answer to one request, by its ``id``
 # Compiles and passes
 COMPILE_BEGIN: Final = "compile_begin"
 COMPILE_END: Final = "compile_end"
@@ -55,6 +57,8 @@ KNOWN_TYPES: Final = frozenset(
         DROPPED,
         BYE,
         BATCH,
+        REQUEST,
+        RESPONSE,
         COMPILE_BEGIN,
         COMPILE_END,
         PASS_CONTEXT_ENTER,
@@ -73,6 +77,12 @@ KNOWN_TYPES: Final = frozenset(
         END,
     }
 )
+
+# What a request may ask for
+WHAT_STACKS: Final = "stacks"
+"""The Python stack of every thread of the target, innermost frame last."""
+WHAT_IR: Final = "ir"
+"""The TVMScript of the module before or after one pass (``compile``, ``seq``, ``which``)."""
 
 # Pass rows (protocol 1.1): a pass event inside a batch as
 # [type, compile, context, name, seq, depth, parent, phase, t_ns, extra]
@@ -356,3 +366,16 @@ def checkpoint(*, messages: int, dropped: int, t_ns: int) -> Message:
 def end(*, messages: int, dropped: int, t_ns: int, reason: str) -> Message:
     """Last frame of a cleanly closed recording."""
     return {"type": END, "messages": messages, "dropped": dropped, "t_ns": t_ns, "reason": reason}
+
+
+def request(*, id: int, what: str, **fields: Any) -> Message:
+    """A client asks the agent for ``what`` (:data:`WHAT_STACKS`, :data:`WHAT_IR` with its
+    fields); the answer carries ``id``."""
+    return {"type": REQUEST, "id": id, "what": what, **fields}
+
+
+def response(*, id: int, what: str, t_ns: int, ok: bool, error: str | None = None, **fields: Any) -> Message:
+    """The agent's answer to request ``id``: ``ok`` with the fields ``what`` defines, or ``error``
+    (one line). For :data:`WHAT_STACKS`: ``threads``, a list of ``{"id", "name", "daemon",
+    "agent", "frames"}`` with frames ``{"file", "line", "function", "code"}``, innermost last."""
+    return {"type": RESPONSE, "id": id, "what": what, "t_ns": t_ns, "ok": ok, "error": error, **fields}

@@ -75,6 +75,10 @@ class SocketSource:
         self._busy = 0  # calls of connect() and batches() in progress
         self._finished = False
         self._done = threading.Event()
+        self.responses: dict[int, m.Message] = {}
+        """Answers to :meth:`request` calls that arrived, by request id (also in the stream and the recording)."""
+        self._next_request = 1
+        self._send_lock = threading.Lock()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -120,6 +124,22 @@ class SocketSource:
         self._pending.append(hello)
         self._record(self._decoder.frames.consumed, [hello])
         return hello
+
+    def request(self, what: str, **fields: object) -> int:
+        """Ask the agent for ``what`` (``messages.WHAT_*``, with its fields); the answer lands in
+        :attr:`responses` under the returned id. Raises :class:`SourceError` when not connected
+        or the write fails."""
+        with self._send_lock:
+            sock = self._sock
+            if sock is None or self._closed:
+                raise SourceError(f"not connected to {self.who}")
+            request_id = self._next_request
+            self._next_request += 1
+            try:
+                sock.sendall(encode_message(m.request(id=request_id, what=what, **fields)))
+            except OSError as exc:
+                raise SourceError(f"cannot ask {self.who}: {_why(exc)}") from None
+        return request_id
 
     def batches(self) -> Iterator[SourceBatch]:
         with self._lock:
@@ -281,9 +301,13 @@ class SocketSource:
             for msg in self._decoder:
                 good = self._decoder.frames.consumed
                 fresh.append(msg)
-                if isinstance(msg, dict) and msg["type"] == m.BYE:
-                    self._bye = msg
-                    break
+                if isinstance(msg, dict):
+                    kind = msg["type"]
+                    if kind == m.RESPONSE and type(msg.get("id")) is int:
+                        self.responses[msg["id"]] = msg
+                    elif kind == m.BYE:
+                        self._bye = msg
+                        break
             else:
                 good = self._decoder.frames.consumed
         except ProtocolError as exc:

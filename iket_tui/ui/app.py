@@ -27,6 +27,7 @@ from iket_tui.model.clock import AgentClock
 from iket_tui.model.collector import tune_for_large_trees
 from iket_tui.model.nodes import FAILED, RUNNING, CompileNode, Node, PassNode
 from iket_tui.model.pass_search import PassSearch
+from iket_tui.model.pass_timing import PassTiming
 from iket_tui.model.pass_tree import PassTree
 from iket_tui.model.visible_rows import VisibleRows
 from iket_tui.protocol.messages import HEARTBEAT, Message, t_ns_of
@@ -68,6 +69,9 @@ class IketApp(App[int]):
         Binding("p", "toggle_pause", "Pause"),
         Binding("d", "toggle_details", "Details"),
         Binding("K", "kernels", "Kernels"),
+        Binding("S", "stacks", "Stacks"),
+        Binding("i", "ir", "IR", show=False),
+        Binding("T", "timing", "Timing"),
         Binding("space", "playback_pause", "Pause", show=False, priority=True),
         Binding("s,full_stop", "step", "Step"),
         Binding("left_square_bracket", "slower", "Slower"),
@@ -92,6 +96,7 @@ class IketApp(App[int]):
         super().__init__()
         self.source = source
         self.sample_kernels = sample_kernels
+        self._timing: PassTiming | None = None  # kept between openings of the timing screen
         self.playback = source if isinstance(source, PlaybackControl) else None
         self.clock = clock
         self.tick_s = tick_s
@@ -319,7 +324,17 @@ class IketApp(App[int]):
             message=message,
             message_is_error=self.source_error is not None,
             kernels=self.pass_tree.kernels.headline(),
+            silent_for=self._silent_for(now_s) if connection is Connection.SILENT else "",
         )
+
+    def _silent_for(self, now_s: float) -> str:
+        """How long nothing came, not even a heartbeat, and since when on the wall clock."""
+        last = self.activity.last_message_s
+        if last is None:
+            return ""
+        quiet_s = max(0.0, now_s - last)
+        since = time.strftime("%H:%M:%S", time.localtime(time.time() - quiet_s))
+        return f"for {units.duration(int(quiet_s * 1e9))} (since {since})"
 
     def _mode(self) -> str:
         parts: list[str] = []
@@ -356,6 +371,36 @@ class IketApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def action_ir(self) -> None:
+        """The IR before and after the pass under the cursor, and the diff (i again, or Escape, comes back)."""
+        from iket_tui.ui.ir_screen import IRScreen
+
+        if len(self.screen_stack) > 1:
+            return  # only from the pass tree
+        node = self.view.cursor
+        if not isinstance(node, PassNode):
+            self.notify("IR is shown for a pass: put the cursor on one", severity="warning")
+            return
+        self.push_screen(IRScreen(self.source, node))
+
+    def action_timing(self) -> None:
+        """Pass timings across every compile, and the slowest passes of each (T again, or Escape, comes back)."""
+        from iket_tui.model.pass_timing import PassTiming
+        from iket_tui.ui.timing_screen import TimingScreen
+
+        if isinstance(self.screen, TimingScreen):
+            return
+        if self._timing is None:
+            self._timing = PassTiming(self.pass_tree)
+        self.push_screen(TimingScreen(self.pass_tree, timing=self._timing))
+
+    def action_stacks(self) -> None:
+        """The stacks of the target's threads (S again, or Escape, comes back)."""
+        from iket_tui.ui.stacks_screen import StacksScreen
+
+        if not isinstance(self.screen, StacksScreen):
+            self.push_screen(StacksScreen(self.source, self.pass_tree.process.pid))
 
     def action_kernels(self) -> None:
         """The launches of traced kernels and the flame view (K again, or Escape, comes back)."""

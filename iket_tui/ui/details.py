@@ -166,6 +166,7 @@ def _process(tree: PassTree, process: ProcessNode) -> Details:
         ("backlog lost", units.count(counters.backlog_lost)),
         ("unknown messages", units.count(counters.unknown)),
         ("malformed messages", units.count(counters.malformed)),
+        ("observer errors", units.count(counters.observer_errors)),
     ]
     details.fields += _kernel_fields(tree)
     if process.exit_reason:

@@ -183,6 +183,44 @@ class FlameView(ScrollView, can_focus=True):
         self.refresh()
         return True
 
+    def describe_row(self) -> list[str]:
+        """Lines about the block, warp or SM of the cursor's row, for the detail pane."""
+        launch, layout = self.launch, self.flame
+        if launch is None or layout is None or not layout.rows or launch.evicted:
+            return []
+        row = layout.rows[self.cursor_row]
+        spans = layout.spans
+        if row.kind == SM:
+            blocks = np.flatnonzero(spans.block_sm == row.block)
+            lines = [f"SM {row.block}", f"{len(blocks)} blocks of this launch ran here:"]
+            for block in blocks[np.argsort(spans.block_start_ns[blocks])].tolist():
+                begin, end = int(spans.block_start_ns[block]), int(spans.block_end_ns[block])
+                lines.append(f"  {layout.block_title(block)}  t+{_ns(begin)} .. t+{_ns(end)}")
+            return lines
+        block = row.block
+        begin, end = int(spans.block_start_ns[block]), int(spans.block_end_ns[block])
+        lines = [
+            layout.block_title(block),
+            f"warps      {int(spans.warps[block])}",
+            f"ran        t+{_ns(begin)} .. t+{_ns(end)} ({_ns(end - begin)})",
+        ]
+        in_block = spans.spans["block"] == block
+        marks_in_block = spans.marks["block"] == block
+        if row.kind != BLOCK:
+            in_block &= spans.spans["warp"] == row.warp
+            marks_in_block &= spans.marks["warp"] == row.warp
+            lines.append(f"warp       {row.warp}")
+        ranges, marks = spans.spans[in_block], spans.marks[marks_in_block]
+        open_ranges = int(np.count_nonzero(ranges["flags"]))
+        lines.append(f"ranges     {len(ranges):,}" + (f" ({open_ranges:,} unbalanced)" if open_ranges else ""))
+        lines.append(f"marks      {len(marks):,}")
+        counts: dict[str, int] = {}
+        for event in np.concatenate([ranges["event"], marks["event"]]).tolist():
+            name = launch.event_name(int(event)) if event else "(end without a start)"
+            counts[name] = counts.get(name, 0) + 1
+        lines += [f"  {name:<16} {count:,}" for name, count in sorted(counts.items())]
+        return lines
+
     def under_cursor(self) -> tuple[str, int] | None:
         """The span or mark under the cursor: ``("span", index)`` or ``("mark", index)``."""
         if self.flame is None or not self.flame.rows:

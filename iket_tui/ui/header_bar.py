@@ -22,6 +22,13 @@ class HeaderState:
     message: str = ""  # the source's error or note, one line
     message_is_error: bool = False
     kernels: str = ""  # kernel tracing: events read and lost, or why there is no ring
+    silent_for: str = ""  # with connection "silent": for how long, and since when
+
+    @property
+    def connection_text(self) -> str:
+        if self.connection == "silent" and self.silent_for:
+            return f"unresponsive {self.silent_for}"
+        return self.connection
 
     @property
     def loss(self) -> str:
@@ -59,9 +66,9 @@ class HeaderBar(Vertical):
         self.state = state
         if old is None or old.target != state.target:
             self.query_one("#header-target", Static).update(state.target)
-        if old is None or old.connection != state.connection:
+        if old is None or (old.connection, old.silent_for) != (state.connection, state.silent_for):
             widget = self.query_one("#header-connection", Static)
-            widget.update(state.connection)
+            widget.update(state.connection_text)
             widget.set_classes(f"-{state.connection}")
         if old is None or (old.rate, old.events) != (state.rate, state.events):
             self.query_one("#header-rate", Static).update(f"{state.rate} ev/s  {state.events:,} events")
@@ -93,6 +100,6 @@ class HeaderBar(Vertical):
         state = self.state
         if state is None:
             return ""
-        parts = [state.target, state.connection, f"{state.rate} ev/s", f"{state.events:,} events"]
+        parts = [state.target, state.connection_text, f"{state.rate} ev/s", f"{state.events:,} events"]
         parts += [state.loss, state.kernels, state.mode, state.message]
         return "  ".join(part for part in parts if part)

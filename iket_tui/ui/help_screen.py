@@ -32,6 +32,8 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("p", "pause the display (data keeps arriving) or the replay"),
             ("d", "show or hide the detail pane"),
             ("K", "kernels: launches of traced kernels and their flame view (escape comes back)"),
+            ("S", "stacks of every thread of the target; r refreshes, n adds native frames (py-spy)"),
+            ("i", "the IR before and after the pass under the cursor, and the diff (b, a, d; w saves)"),
         ),
     ),
     (
@@ -43,8 +45,20 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("b  B  g", "next / previous block, go to block N"),
             ("m", "group rows by SM (which blocks ran where) or by block and warp"),
             ("a", "per event name: count, durations, payload range"),
+            ("enter", "details of the block, warp or SM under the cursor, in a pane"),
+            ("/  n", "draw only events whose name matches; next such range"),
             ("f", "follow the newest launch"),
             ("tab  click", "move between the launches and the flame view; select"),
+        ),
+    ),
+    (
+        "Timing (T)",
+        (
+            ("n c t s m x % f", "sort by pass, count, total, self, mean, max, share, failed; again: reverse"),
+            ("o  r", "sort by the next column / reverse the order"),
+            ("click a header", "sort by that column"),
+            ("tab  up/down", "move between the pass names and the compiles; pick the compile below"),
+            ("escape  T", "back to the pass tree"),
         ),
     ),
     (

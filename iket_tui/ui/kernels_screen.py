@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -31,15 +31,19 @@ class KernelsScreen(Screen[None]):
         Binding("f", "toggle_follow", "Follow"),
         Binding("g", "goto_block", "Go to block"),
         Binding("a", "toggle_stats", "Per event"),
+        Binding("enter", "toggle_detail", "Details"),
         Binding("slash", "find", "Find event"),
         Binding("n", "find_next", "Next", show=False),
-        Binding("tab", "focus_next", "Next pane", show=False),
+        Binding("tab", "app.focus_next", "Next pane", show=False),
     ]
 
     DEFAULT_CSS = """
     KernelsScreen #kernels-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
     KernelsScreen #launches { height: auto; max-height: 30%; }
-    KernelsScreen #flame { height: 1fr; }
+    KernelsScreen #flame-area { height: 1fr; }
+    KernelsScreen #flame { height: 1fr; width: 1fr; }
+    KernelsScreen #flame-detail { width: 44; display: none; padding: 0 1; border-left: solid $panel-lighten-2; }
+    KernelsScreen.-detail #flame-detail { display: block; }
     KernelsScreen #under-cursor { height: 1; background: $panel; padding: 0 1; }
     KernelsScreen #stats { height: 1fr; display: none; }
     KernelsScreen.-stats #stats { display: block; }
@@ -68,7 +72,9 @@ class KernelsScreen(Screen[None]):
             yield table
             flame = FlameView(id="flame")
             yield TimeRuler(flame, id="ruler")
-            yield flame
+            with Horizontal(id="flame-area"):
+                yield flame
+                yield Static(id="flame-detail", markup=False)
             stats: DataTable[str] = DataTable(id="stats", cursor_type="row", zebra_stripes=True)
             yield stats
             yield Static(id="under-cursor", markup=False)
@@ -221,7 +227,15 @@ class KernelsScreen(Screen[None]):
         self.query_one(TimeRuler).refresh()
 
     def _show_under_cursor(self) -> None:
-        self.query_one("#under-cursor", Static).update(self.query_one(FlameView).describe_under_cursor())
+        flame = self.query_one(FlameView)
+        self.query_one("#under-cursor", Static).update(flame.describe_under_cursor())
+        if self.has_class("-detail"):
+            self.query_one("#flame-detail", Static).update("\n".join(flame.describe_row()))
+
+    def action_toggle_detail(self) -> None:
+        """The block, warp or SM under the cursor in a pane beside the flame view."""
+        self.toggle_class("-detail")
+        self._show_under_cursor()
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow

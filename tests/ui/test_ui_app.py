@@ -264,6 +264,9 @@ async def test_the_event_rate_falls_while_nothing_arrives() -> None:
         clock.advance(2.0)
         app.refresh_views()
         assert "quiet  0 ev/s  813 events" in header(app)
+        clock.advance(40.0)  # no heartbeat either: the target does not answer
+        app.refresh_views()
+        assert "unresponsive for 45.00 s (since " in header(app)
 
 
 @app_test

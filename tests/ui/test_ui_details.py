@@ -104,6 +104,7 @@ def test_the_process_shows_the_loss_counters() -> None:
     fields = dict(describe(tree, tree.process, tree.last_t_ns).fields)
     assert fields["command"] == "python kernels/demo.py"
     assert (fields["dropped"], fields["malformed messages"], fields["unknown messages"]) == ("12", "1", "1")
+    assert fields["observer errors"] == "0"
     assert fields["compiles"] == "6 (1 failed)"
 
 

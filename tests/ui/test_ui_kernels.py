@@ -47,6 +47,20 @@ async def test_the_launches_and_the_flame_view_of_a_real_run() -> None:
         lines = [flame.render_line(y).text for y in range(6)]
         assert lines[0].startswith(" block (0,0) · SM 124")
         assert lines[1].startswith("   w0 ")
+        await pilot.press("enter")  # the detail pane of the warp under the cursor
+        detail = str(screen.query_one("#flame-detail").render())
+        assert detail.splitlines() == [
+            "block (0,0) · SM 124",
+            "warps      8",
+            detail.splitlines()[2],
+            "warp       0",
+            "ranges     1 (1 unbalanced)",
+            "marks      1",
+            "  first_a          1",
+            "  tile             1",
+        ]
+        assert detail.splitlines()[2].startswith("ran        t+32 ns .. t+")
+        await pilot.press("enter")
         for _ in range(4):
             await pilot.press("down")
         await pilot.press(*["right"] * 40)

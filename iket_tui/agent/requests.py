@@ -1,0 +1,92 @@
+"""Answers to what clients ask the agent for, computed on the client's own reader thread.
+
+``ir``: the TVMScript of the module before or after one pass of a recent compile (see
+:mod:`iket_tui.agent.ir_store`), printed here, on the client's thread, not the compiler's.
+
+``stacks``: the Python stack of every thread of this process, as ``sys._current_frames`` sees
+it right now (a thread inside a C++ pass shows the Python frames that called into it). The
+agent's own threads are marked, so a client can leave them out.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from iket_tui.agent.ir_store import IRUnavailable, ir_store
+from iket_tui.protocol import messages as m
+from iket_tui.protocol.messages import Message
+
+MAX_FRAMES = 200
+"""Frames kept per thread, innermost first (a runaway recursion is cut, and says so)."""
+
+
+def answer(msg: Message) -> Message:
+    """The response to one ``request`` message."""
+    request_id = msg.get("id")
+    request_id = request_id if type(request_id) is int else 0
+    what = msg.get("what")
+    now = time.monotonic_ns()
+    if what == m.WHAT_STACKS:
+        return m.response(id=request_id, what=what, t_ns=now, ok=True, threads=python_stacks())
+    if what == m.WHAT_IR:
+        return _ir(msg, request_id, now)
+    return m.response(
+        id=request_id, what=str(what), t_ns=now, ok=False, error=f"this agent cannot answer {what!r} requests"
+    )
+
+
+def python_stacks() -> list[dict[str, Any]]:
+    """Every thread's stack, the main thread first and the agent's own threads last."""
+    threads = {thread.ident: thread for thread in threading.enumerate()}
+    main = threading.main_thread().ident
+    out = []
+    for ident, frame in sys._current_frames().items():
+        thread = threads.get(ident)
+        name = thread.name if thread is not None else f"thread {ident}"
+        summary = traceback.extract_stack(frame)
+        cut = max(0, len(summary) - MAX_FRAMES)
+        out.append(
+            {
+                "id": ident,
+                "name": name,
+                "main": ident == main,
+                "daemon": bool(thread is not None and thread.daemon),
+                "agent": name.startswith("iket-tui"),
+                "cut": cut,
+                "frames": [
+                    {"file": f.filename, "line": f.lineno or 0, "function": f.name, "code": (f.line or "").strip()}
+                    for f in summary[cut:]
+                ],
+            }
+        )
+    out.sort(key=lambda thread: (not thread["main"], thread["agent"], thread["name"]))
+    return out
+
+
+def _ir(msg: Message, request_id: int, now: int) -> Message:
+    """``which``: ``before``, ``after`` (field ``text``) or ``both`` (fields ``before`` and ``after``)."""
+    compile_id, seq, which = msg.get("compile"), msg.get("seq"), msg.get("which")
+    if type(compile_id) is not int or type(seq) is not int or which not in ("before", "after", "both"):
+        error = "an ir request names a compile, a pass, and before, after or both"
+        return m.response(id=request_id, what=m.WHAT_IR, t_ns=now, ok=False, error=error)
+    try:
+        if which == "both":
+            name, before = ir_store.script(compile_id, seq, "before")
+            texts: dict[str, str | None] = {"before": before, "after": None, "after_missing": None}
+            try:
+                texts["after"] = ir_store.script(compile_id, seq, "after")[1]
+            except IRUnavailable as exc:  # a pass still running: what it was given is still worth seeing
+                texts["after_missing"] = str(exc)
+        else:
+            name, text = ir_store.script(compile_id, seq, which)
+            texts = {"text": text}
+    except IRUnavailable as exc:
+        return m.response(id=request_id, what=m.WHAT_IR, t_ns=now, ok=False, error=str(exc))
+    done = time.monotonic_ns()
+    return m.response(
+        id=request_id, what=m.WHAT_IR, t_ns=done, ok=True, compile=compile_id, seq=seq, which=which, name=name, **texts
+    )

@@ -1,0 +1,221 @@
+"""IR on demand from a live target: the agent keeps the modules around every pass of its recent
+compiles and prints them only when asked. The text it gives is what TVM prints for the same
+modules lowered here; a compile beyond the kept number says so; a pass still running has its
+IR before it and says there is none after it yet."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+from conftest import STUCK_PASS, Stuck
+
+from iket_tui import endpoints
+from iket_tui.model.nodes import PassNode
+from iket_tui.protocol import messages as m
+from iket_tui.sources.base import SourceError
+from iket_tui.sources.ir import fetch_ir, view_of
+from iket_tui.sources.socket import SocketSource
+from iket_tui.ui.app import IketApp
+from iket_tui.ui.ir_screen import IRScreen
+
+WAIT_S = 120.0
+TARGET = Path(__file__).parent / "targets" / "lowered_twice.py"
+PASS = "tl.LowerTileOp"
+
+
+@dataclass
+class Lowered:
+    program: subprocess.Popen[str]
+    path: Path
+    env: dict[str, str]
+    seq: dict[int, int]  # compile id -> sequence number of PASS in it
+
+
+@pytest.fixture(scope="module")
+def lowered() -> Iterator[Lowered]:
+    runtime = Path(tempfile.mkdtemp(prefix="ik"))
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    gate = runtime / "gate"
+    env = {**os.environ, "IKET_TUI": "1", "IKET_TUI_WAIT_CLIENT": "120", "IKET_TUI_IR_COMPILES": "1"}
+    program = subprocess.Popen(
+        [sys.executable, str(TARGET)], env={**env, "IKET_TEST_GATE": str(gate)}, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        path = _socket_of(program)
+        seq: dict[int, int] = {}
+        ends = 0
+        source = SocketSource(path)
+        source.connect()
+        for batch in source.batches():
+            for item in batch.messages:
+                msg = m.message_of(item) if isinstance(item, list) else item
+                if msg["type"] == m.PASS_END and msg["name"] == PASS:
+                    seq[msg["compile"]] = msg["seq"]
+                ends += msg["type"] == m.COMPILE_END
+            if ends == 2:
+                break
+        source.close_and_wait("seen")
+        yield Lowered(program, path, {**env, "IKET_TUI": ""}, seq)
+    finally:
+        gate.touch()
+        program.kill()
+        program.wait()
+        patch.undo()
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _socket_of(program: subprocess.Popen[Any]) -> Path:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        start = endpoints.process_start_time(program.pid)
+        if start is not None:
+            path = endpoints.socket_path_for(program.pid, start)
+            if path.exists():
+                return path
+        assert program.poll() is None, "the target ended before serving"
+        time.sleep(0.05)
+    raise AssertionError("no agent socket")
+
+
+def _ask(path: Path, compile_id: int, seq: int, which: str) -> m.Message:
+    source = SocketSource(path)
+    try:
+        source.connect()
+        return fetch_ir(source, compile_id, seq, which)
+    finally:
+        source.close_and_wait("done")
+
+
+def _tvm_prints() -> dict[str, str]:
+    """The TVMScript TVM prints for vector_add's module before and after PASS, lowered here."""
+    from tilelang import tvm
+
+    from iket_tui.demo import kernels
+
+    texts: dict[str, str] = {}
+
+    @tvm.instrument.pass_instrument
+    class Capture:
+        def run_before_pass(self, mod: Any, info: Any) -> None:
+            if str(info.name) == PASS:
+                texts["before"] = mod.script()
+
+        def run_after_pass(self, mod: Any, info: Any) -> None:
+            if str(info.name) == PASS:
+                texts["after"] = mod.script()
+
+    import tilelang
+
+    tilelang.disable_cache()
+    target = tvm.target.Target(dict(kernels.TARGET))
+    with tvm.transform.PassContext(opt_level=3, instruments=[Capture()]), target:
+        tilelang.lower(kernels.build("vector_add"), target=target, enable_device_compile=False)
+    return texts
+
+
+def test_the_ir_around_a_pass_is_what_tvm_prints(lowered: Lowered) -> None:
+    newest = max(lowered.seq)
+    answer = _ask(lowered.path, newest, lowered.seq[newest], "both")
+    assert answer["ok"] and answer["name"] == PASS
+    expected = _tvm_prints()
+    assert answer["before"] == expected["before"]
+    assert answer["after"] == expected["after"]
+    assert answer["before"] != answer["after"]
+
+
+def test_the_ir_command_prints_before_after_and_diff(lowered: Lowered) -> None:
+    newest = max(lowered.seq)
+    common = ["ir", str(lowered.program.pid), "--compile", str(newest), "--pass", str(lowered.seq[newest])]
+    run = [sys.executable, "-m", "iket_tui", *common]
+    diff = subprocess.run(run, capture_output=True, text=True, timeout=WAIT_S, env=lowered.env)
+    assert diff.returncode == 0, diff.stderr
+    assert diff.stdout.startswith(f"--- before {PASS}\n+++ after {PASS}\n")
+    before = subprocess.run([*run, "--before"], capture_output=True, text=True, timeout=WAIT_S, env=lowered.env)
+    assert before.returncode == 0 and before.stdout.startswith("# from tvm.script import ir as I")
+
+
+def test_a_compile_beyond_the_kept_number_says_so(lowered: Lowered) -> None:
+    oldest = min(lowered.seq)
+    with pytest.raises(SourceError, match=f"compile {oldest} is no longer held \\(the agent keeps the last 1\\)"):
+        _ask(lowered.path, oldest, lowered.seq[oldest], "before")
+    done = subprocess.run(
+        [sys.executable, "-m", "iket_tui", "ir", str(lowered.program.pid), "--compile", str(oldest), "--pass", "3"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        env=lowered.env,
+    )
+    assert done.returncode == 2
+    kept = f"compile {oldest} is no longer held (the agent keeps the last 1)"
+    assert done.stderr.splitlines() == [f"iket-tui: no IR around pass 3 of compile {oldest}: {kept}"]
+
+
+def test_a_running_pass_has_its_ir_before_and_none_after(stuck: Stuck) -> None:
+    compile_id, seq = _running_pass(stuck.path)
+    answer = _ask(stuck.path, compile_id, seq, "both")
+    assert answer["ok"] and answer["name"] == STUCK_PASS
+    assert answer["before"].startswith("# from tvm.script import ir as I")
+    assert answer["after"] is None
+    assert answer["after_missing"] == f"pass {seq} ({STUCK_PASS}) has not finished: there is no IR after it yet"
+    assert view_of(answer, "diff") == f"no IR after it: {answer['after_missing']}\n"
+
+
+def test_the_ir_pane_of_the_app_on_the_running_pass(stuck: Stuck, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        app = IketApp(SocketSource(stuck.path))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await _until(pilot, lambda: isinstance(app.view.cursor, PassNode) and app.view.cursor.name == STUCK_PASS)
+            await pilot.press("i")
+            await _until(pilot, lambda: isinstance(app.screen, IRScreen))
+            screen = app.screen
+            assert isinstance(screen, IRScreen)
+            screen.save_dir = tmp_path
+            await _until(pilot, lambda: screen.title_text().startswith("IR before"))
+            assert f"{STUCK_PASS} (pass " in screen.title_text()
+            assert screen.text.startswith("# from tvm.script import ir as I")
+            await pilot.press("d")
+            assert screen.text.startswith("no IR after it: pass ")
+            await pilot.press("b", "w")
+            saved = list(tmp_path.glob("iket-ir-c*-p*-before.py"))
+            assert len(saved) == 1 and saved[0].read_text() == screen.text
+            await pilot.press("escape")
+            assert not isinstance(app.screen, IRScreen)
+
+    asyncio.run(scenario())
+
+
+def _running_pass(path: Path) -> tuple[int, int]:
+    """The compile and sequence number of the stuck pass, from a client's catch-up."""
+    source = SocketSource(path)
+    try:
+        source.connect()
+        for batch in source.batches():
+            for item in batch.messages:
+                msg = m.message_of(item) if isinstance(item, list) else item
+                if msg["type"] == m.PASS_START and msg["name"] == STUCK_PASS:
+                    return msg["compile"], msg["seq"]
+        raise AssertionError("the stuck pass was not in the catch-up")
+    finally:
+        source.close_and_wait("seen")
+
+
+async def _until(pilot: Any, condition: Any) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await pilot.pause(0.05)
