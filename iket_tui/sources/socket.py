@@ -131,8 +131,10 @@ class SocketSource:
         or the write fails."""
         with self._send_lock:
             sock = self._sock
-            if sock is None or self._closed:
+            if sock is None:
                 raise SourceError(f"not connected to {self.who}")
+            if self._closed or self._finished or self._bye is not None or sock.fileno() < 0:
+                raise SourceError(f"{self.who} is no longer connected (the target exited, or the stream ended)")
             request_id = self._next_request
             self._next_request += 1
             try:

@@ -15,10 +15,10 @@ from textual.widgets import Footer, Static
 
 from iket_tui.model.nodes import PassNode
 from iket_tui.protocol import messages as m
-from iket_tui.sources.base import EventSource, SourceError
+from iket_tui.sources.base import EventSource
 from iket_tui.sources.ir import view_of
+from iket_tui.ui.asking import POLL_S, NotAsked, Question
 
-POLL_S = 0.1
 WAIT_S = 30.0
 
 
@@ -46,8 +46,7 @@ class IRScreen(Screen[None]):
         self.answer: m.Message | None = None
         self.text = ""
         self.save_dir = save_dir or Path.cwd()
-        self._waiting: int | None = None
-        self._waited = 0.0
+        self._question: Question | None = None
 
     @property
     def what(self) -> str:
@@ -62,14 +61,13 @@ class IRScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.set_interval(POLL_S, self._poll)
-        request = getattr(self.source, "request", None)
-        if request is None:
-            self._title(f"IR of {self.what}: IR is fetched from a live target; a recording does not hold it")
-            return
+        node = self.node
         try:
-            self._waiting = request(m.WHAT_IR, compile=self.node.compile.id, seq=self.node.seq, which="both")
-        except SourceError as exc:
-            self._title(f"IR of {self.what}: cannot ask the target ({exc})")
+            self._question = Question.ask(
+                self.source, m.WHAT_IR, wait_s=WAIT_S, compile=node.compile.id, seq=node.seq, which="both"
+            )
+        except NotAsked as exc:
+            self._title(f"no IR of {self.what}: {exc}")
             return
         self._title(f"asking the target for the IR around {self.what} ...")
 
@@ -94,19 +92,19 @@ class IRScreen(Screen[None]):
         self.notify(f"saved {path}")
 
     def _poll(self) -> None:
-        if self._waiting is None:
+        if self._question is None:
             return
-        responses: dict[int, m.Message] = getattr(self.source, "responses", {})
-        found = responses.pop(self._waiting, None)
+        try:
+            found = self._question.answer()
+        except NotAsked as exc:
+            self._question = None
+            self._title(f"no IR of {self.what}: {exc}")
+            return
         if found is None:
-            self._waited += POLL_S
-            if self._waited >= WAIT_S:
-                self._waiting = None
-                self._title(f"IR of {self.what}: no answer within {WAIT_S:g} s")
             return
-        self._waiting = None
+        self._question = None
         if not found.get("ok"):
-            self._title(f"IR of {self.what}: {found.get('error') or 'not available'}")
+            self._title(f"no IR of {self.what}: {found.get('error') or 'not available'}")
             return
         self.answer = found
         if not isinstance(found.get("after"), str):

@@ -13,10 +13,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from iket_tui.protocol import messages as m
-from iket_tui.sources.base import EventSource, SourceError
+from iket_tui.sources.base import EventSource
 from iket_tui.sources.stacks import native_stacks, stack_lines
+from iket_tui.ui.asking import POLL_S, NotAsked, Question
 
-POLL_S = 0.1
 WAIT_S = 10.0
 
 
@@ -42,8 +42,7 @@ class StacksScreen(Screen[None]):
         self.include_agent = False
         self.response: m.Message | None = None
         self.native: str | None = None
-        self._waiting: int | None = None
-        self._waited = 0.0
+        self._question: Question | None = None
         self._status = ""
 
     def compose(self) -> ComposeResult:
@@ -63,16 +62,11 @@ class StacksScreen(Screen[None]):
         return str(self.query_one("#stacks-title", Static).render())
 
     def action_refresh_stacks(self) -> None:
-        request = getattr(self.source, "request", None)
-        if request is None:
-            self._show("stacks need a live target: this is a recording", [])
-            return
         try:
-            self._waiting = request(m.WHAT_STACKS)
-        except SourceError as exc:
-            self._show(f"cannot ask for stacks: {exc}", [])
+            self._question = Question.ask(self.source, m.WHAT_STACKS, wait_s=WAIT_S)
+        except NotAsked as exc:
+            self._show(f"no stacks: {exc}", self._lines())
             return
-        self._waited = 0.0
         self._show("asking the target for its stacks ...", self._lines())
 
     def action_toggle_agent(self) -> None:
@@ -99,17 +93,17 @@ class StacksScreen(Screen[None]):
         self._show(f"native stacks of pid {self.pid} (py-spy), then the Python stacks", self._lines())
 
     def _poll(self) -> None:
-        if self._waiting is None:
+        if self._question is None:
             return
-        responses: dict[int, m.Message] = getattr(self.source, "responses", {})
-        found = responses.pop(self._waiting, None)
+        try:
+            found = self._question.answer()
+        except NotAsked as exc:
+            self._question = None
+            self._show(f"no stacks: {exc}", self._lines())
+            return
         if found is None:
-            self._waited += POLL_S
-            if self._waited >= WAIT_S:
-                self._waiting = None
-                self._show(f"no answer within {WAIT_S:g} s (is the target still running the agent?)", self._lines())
             return
-        self._waiting = None
+        self._question = None
         self.response = found
         threads = len(found.get("threads") or [])
         self._show(

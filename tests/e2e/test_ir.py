@@ -21,9 +21,8 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from conftest import STUCK_PASS, Stuck
+from live_target import STUCK_PASS, Stuck, socket_of
 
-from iket_tui import endpoints
 from iket_tui.model.nodes import PassNode
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceError
@@ -56,7 +55,7 @@ def lowered() -> Iterator[Lowered]:
         [sys.executable, str(TARGET)], env={**env, "IKET_TEST_GATE": str(gate)}, stdout=subprocess.PIPE, text=True
     )
     try:
-        path = _socket_of(program)
+        path = socket_of(program)
         seq: dict[int, int] = {}
         ends = 0
         source = SocketSource(path)
@@ -77,19 +76,6 @@ def lowered() -> Iterator[Lowered]:
         program.wait()
         patch.undo()
         shutil.rmtree(runtime, ignore_errors=True)
-
-
-def _socket_of(program: subprocess.Popen[Any]) -> Path:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        start = endpoints.process_start_time(program.pid)
-        if start is not None:
-            path = endpoints.socket_path_for(program.pid, start)
-            if path.exists():
-                return path
-        assert program.poll() is None, "the target ended before serving"
-        time.sleep(0.05)
-    raise AssertionError("no agent socket")
 
 
 def _ask(path: Path, compile_id: int, seq: int, which: str) -> m.Message:

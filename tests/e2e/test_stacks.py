@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from conftest import SLEEPING, WAIT_S, Stuck
+from live_target import SLEEPING, WAIT_S, Stuck
 
 from iket_tui.protocol import messages as m
 from iket_tui.sources.socket import SocketSource

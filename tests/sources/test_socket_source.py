@@ -197,3 +197,11 @@ def test_close_from_another_thread_ends_a_live_stream_and_closes_the_recording(t
     assert recorded[-1] == {**recorded[-1], "type": m.END, "reason": "stopped by the test"}
     live = [msg for msg in recorded if msg["type"] not in (m.RECORDING, m.CHECKPOINT, m.END)]
     assert live[: len(_messages(seen))] == _messages(seen)
+
+
+def test_asking_a_target_that_has_gone_is_one_clear_error() -> None:
+    with FakeAgent("normal") as agent:
+        source = SocketSource(agent.path)
+        _drain(source)  # to its bye
+    with pytest.raises(SourceError, match=r"is no longer connected \(the target exited, or the stream ended\)$"):
+        source.request(m.WHAT_STACKS)

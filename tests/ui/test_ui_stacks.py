@@ -23,7 +23,7 @@ async def test_in_a_replay_the_stacks_pane_says_it_needs_a_live_target() -> None
         await wait_until(pilot, lambda: isinstance(app.screen, StacksScreen), "the stacks pane")
         screen = app.screen
         assert isinstance(screen, StacksScreen)
-        assert screen.title_text() == "stacks need a live target: this is a recording"
+        assert screen.title_text() == "no stacks: a recording cannot be asked: this needs a live target"
         assert screen.body_text() == ""
         await pilot.press("S")
         assert not isinstance(app.screen, StacksScreen)
