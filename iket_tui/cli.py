@@ -1,4 +1,4 @@
-"""The ``iket-tui`` command line: run, attach, record, replay, dump, export, stacks, ir, ls and demo.
+"""The ``iket-tui`` command line: run, attach, record, replay, dump, export, repro, stacks, ir, ls, demo.
 
 Every bad input ends in one line on stderr (``iket-tui: ...``) and exit code 2, never a
 traceback; Ctrl-C ends with 130 and leaves any recording valid. Textual is imported only by
@@ -219,6 +219,21 @@ def _cmd_ir(args: argparse.Namespace) -> int:
         source.close_and_wait("done")
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
+
+
+def _cmd_repro(args: argparse.Namespace) -> int:
+    from iket_tui.repro import ReproError, write
+
+    reader = RecordingReader(args.file)
+    messages = list(reader)
+    try:
+        found = write(messages, args.output, args.compile, source=reader.info.source)
+    except ReproError as exc:
+        raise UsageError(f"{args.file}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{args.output}: {exc.strerror or type(exc).__name__}") from None
+    _say(f"wrote a reproducer of compile {found.compile} ({found.name}) to {found.directory}: {found.note}")
+    return 0 if found.runnable else 2
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
@@ -634,6 +649,12 @@ def _parser() -> argparse.ArgumentParser:
     views.add_argument("--after", dest="view", action="store_const", const="after", help="the IR it returned")
     views.add_argument("--diff", dest="view", action="store_const", const="diff", help="what it changed (default)")
     ir.set_defaults(handler=_cmd_ir, view="diff")
+
+    repro = commands.add_parser("repro", help="write a self-contained reproducer for a failed pass in a recording")
+    repro.add_argument("file", type=Path, metavar="FILE")
+    repro.add_argument("--compile", type=int, metavar="N", help="the failed compile (default: the first one)")
+    repro.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the directory to write")
+    repro.set_defaults(handler=_cmd_repro)
 
     ls = commands.add_parser("ls", help="list the live agents of this user")
     ls.set_defaults(handler=_cmd_ls)

@@ -45,6 +45,13 @@ class IRStore:
                     self._compiles.popitem(last=False)
             return found
 
+    def module_before(self, compile_id: int, seq: int) -> Any:
+        """The module pass ``seq`` of ``compile_id`` was given, if held."""
+        with self._lock:
+            passes = self._compiles.get(compile_id)
+            held = None if passes is None else passes.get(seq)
+        return None if held is None else held[1]
+
     def script(self, compile_id: int, seq: int, which: str) -> tuple[str, str]:
         """The pass's name and the TVMScript of the module ``which`` (``before`` or ``after``) it."""
         with self._lock:

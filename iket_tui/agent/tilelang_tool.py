@@ -35,7 +35,7 @@ from tilelang.instrumentation import (
     unregister_pass_instrumentation_tool,
 )
 
-from iket_tui.agent import compiling, failures
+from iket_tui.agent import capture, compiling, failures
 from iket_tui.agent.ir_store import ir_store
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
@@ -90,6 +90,7 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         self._held_exits: list[Message] = []
         self._stage: str | None = None
         self._finished = False
+        self._failing: tuple[int, str, dict[str, Any]] | None = None  # seq, name, scope of the failed pass
 
     # TileLang's tool interface
 
@@ -139,6 +140,21 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         for msg in self._held_exits:
             emit(msg)
         self._held_exits.clear()
+        if error is not None and self._failing is not None:
+            seq, name, found = self._failing
+            emit(
+                {
+                    "type": m.COMPILE_FAILURE,
+                    "compile": compile_id,
+                    "seq": seq,
+                    "name": name,
+                    "error": described,
+                    "error_type": failures.type_name(error),
+                    **found,
+                    **capture.failed_pass(ir_store, compile_id, seq),
+                    "t_ns": time.monotonic_ns(),
+                }
+            )
         now = time.monotonic_ns()
         emit(
             m.compile_end(
@@ -184,6 +200,9 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         if self._stage is None:
             self._stage = "pass"
         described = failures.describe(error) if error is not None else None
+        innermost = next((frame.event for frame in reversed(passes) if frame.event is not None), None)
+        if innermost is not None and self._failing is None:
+            self._failing = (int(innermost.sequence), str(innermost.name), capture.scope())
         for frame in passes:
             event = frame.event
             if event is None:

@@ -8,6 +8,7 @@ nodes and their construction cost is most of what applying an event costs.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 
 class Status(StrEnum):
@@ -60,6 +61,7 @@ class CompileNode:
         "error",
         "error_type",
         "failing",
+        "failure",
         "id",
         "incomplete",
         "kernel",
@@ -88,6 +90,7 @@ class CompileNode:
         self.error_type: str | None = None
         self.traceback: str | None = None
         self.stage: str | None = None
+        self.failure: dict[str, Any] | None = None  # the agent's capture of the failed pass (compile_failure)
         self.contexts: dict[int, ContextNode] = {}
         self.context_order: list[ContextNode] = []
         self.codegen_steps: list[CodegenNode] = []  # in the order they began

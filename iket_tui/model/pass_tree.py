@@ -112,6 +112,7 @@ class PassTree:
             m.KERNEL_TRACING: self._kernel,
             m.KERNEL_MODULE: self._kernel,
             m.KERNEL_RECORDS: self._kernel,
+            m.COMPILE_FAILURE: self._compile_failure,
             m.REQUEST: self._ignore,
             m.RESPONSE: self._ignore,
             m.RECORDING: self._ignore,
@@ -604,6 +605,15 @@ class PassTree:
         self.process.exit_reason = reason if type(reason) is str else "exited"
         self.counters.saw_dropped(_int(msg["dropped"]))
         self._seen(_int(msg["t_ns"]))
+
+    def _compile_failure(self, msg: dict[str, Any]) -> None:
+        """What the agent captured of a failed pass: kept on its compile for the detail pane and repro."""
+        comp = self._by_id.get(_int(msg["compile"]))
+        _int(msg["seq"])
+        if comp is not None:
+            comp.failure = msg
+            comp.version += 1
+        self._session_messages += 1
 
     def _ignore(self, msg: dict[str, Any]) -> None:
         self._session_messages += 1

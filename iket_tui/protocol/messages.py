@@ -39,6 +39,7 @@ PASS_INCOMPLETE: Final = "pass_incomplete"
 CALLBACK_MISMATCH: Final = "callback_mismatch"
 CODEGEN_BEGIN: Final = "codegen_begin"
 CODEGEN_END: Final = "codegen_end"
+COMPILE_FAILURE: Final = "compile_failure"  # what the agent captured of a failed pass, for repro
 # Kernel events (docs/ring.md)
 KERNEL_MODULE: Final = "kernel_module"  # a traced module's event table, sent when it is compiled
 KERNEL_RECORDS: Final = "kernel_records"  # one drain of the ring: chunks as bytes, and counters
@@ -69,6 +70,7 @@ KNOWN_TYPES: Final = frozenset(
         CALLBACK_MISMATCH,
         CODEGEN_BEGIN,
         CODEGEN_END,
+        COMPILE_FAILURE,
         KERNEL_MODULE,
         KERNEL_RECORDS,
         KERNEL_TRACING,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from iket_tui.model import timing
 from iket_tui.model.nodes import (
@@ -117,6 +118,8 @@ def _compile(comp: CompileNode, now_ns: int) -> Details:
         details.fields.append(("failed in", comp.failed_codegen.title))
     if comp.stage:
         details.fields.append(("stage", comp.stage))
+    if comp.failure is not None:
+        details.fields.append(("captured", _captured(comp.failure, comp.id)))
     if comp.mismatches:
         details.fields.append(("mismatches", str(comp.mismatches)))
     details.error = comp.error
@@ -195,3 +198,15 @@ def _kernel_fields(tree: PassTree) -> list[tuple[str, str]]:
         ("kernel events lost", f"{units.count(kernels.events_lost)} in the ring, {units.count(kernels.torn)} torn"),
         ("kernel events missed", units.count(kernels.events_missed)),
     ]
+
+
+def _captured(failure: dict[str, Any], compile_id: int) -> str:
+    """What the agent kept of the failed pass, and how to use it."""
+    script = failure.get("ir_script")
+    if not isinstance(failure.get("ir_json"), str):
+        return f"the failed pass, without its module: {failure.get('ir_missing') or 'not kept'}"
+    lines = f" ({len(script.splitlines()):,} lines)" if isinstance(script, str) else ""
+    return (
+        f"the IR given to {failure.get('name')}{lines}, the target and pass config: "
+        f"iket-tui repro RECORDING --compile {compile_id} -o DIR"
+    )

@@ -160,9 +160,13 @@ def test_failing_pass_is_incomplete_with_the_compilers_error(scenario: Scenario)
 
 def test_pass_failing_outside_the_pipeline_is_told_its_error_before_its_context_exits(scenario: Scenario) -> None:
     refused = compiles(scenario.first)[REFUSED]
-    assert [msg["type"] for msg in refused[-3:]] == [m.PASS_INCOMPLETE, m.PASS_CONTEXT_EXIT, m.COMPILE_END]
-    incomplete, _, end = refused[-3:]
+    kinds = [m.PASS_INCOMPLETE, m.PASS_CONTEXT_EXIT, m.COMPILE_FAILURE, m.COMPILE_END]
+    assert [msg["type"] for msg in refused[-4:]] == kinds
+    incomplete, _, captured, end = refused[-4:]
     assert incomplete["name"] == "iket_test.RefusingLowerIntrin"
+    # The agent kept the module the user's pass was given; repro says it cannot rebuild such a pass.
+    assert (captured["name"], captured["seq"]) == (incomplete["name"], incomplete["seq"])
+    assert captured["ir_script"].startswith("# from tvm.script import ir as I") and captured["ir_json"]
     assert incomplete["error"] == "ValueError: iket test: this pass refuses the module"
     assert of_type(refused, m.PASS_START, seq=incomplete["seq"])
     assert (end["ok"], end["stage"], end["error_type"], end["error"]) == (
