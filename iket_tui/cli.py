@@ -172,10 +172,27 @@ def _run_with_ui(
     return 128 + signum if signum is not None else code
 
 
+def _target_socket(target: str, *, start_agent: bool) -> Path:
+    """The socket of a pid or socket path; with ``start_agent`` a Python process without the
+    agent gets one started in it."""
+    try:
+        return resolve_target(target)
+    except EndpointError as exc:
+        if not target.isdigit() or "runs no iket-tui agent" not in str(exc):
+            raise
+        if not start_agent:
+            raise EndpointError(f"{exc}; `iket-tui attach {target}` or --start-agent starts one in it") from None
+    from iket_tui.sources.inject import inject_agent
+
+    return inject_agent(
+        int(target), on_start=lambda: _say(f"process {target} runs no iket-tui agent: starting one in it ...")
+    )
+
+
 def _cmd_attach(args: argparse.Namespace) -> int:
     if args.record is not None:
         _check_writable(args.record)
-    source = SocketSource(resolve_target(args.target), record_to=args.record)
+    source = SocketSource(_target_socket(args.target, start_agent=True), record_to=args.record)
     try:
         source.connect()
         code, signum = _show(source, args.stuck_after)
@@ -190,7 +207,7 @@ def _cmd_attach(args: argparse.Namespace) -> int:
 def _cmd_stacks(args: argparse.Namespace) -> int:
     from iket_tui.sources.stacks import fetch_stacks, native_stacks, stack_lines
 
-    source = SocketSource(resolve_target(args.target))
+    source = SocketSource(_target_socket(args.target, start_agent=args.start_agent))
     try:
         hello = source.connect()
         response = fetch_stacks(source, timeout_s=args.timeout)
@@ -211,7 +228,7 @@ def _cmd_stacks(args: argparse.Namespace) -> int:
 def _cmd_ir(args: argparse.Namespace) -> int:
     from iket_tui.sources.ir import view_text
 
-    source = SocketSource(resolve_target(args.target))
+    source = SocketSource(_target_socket(args.target, start_agent=args.start_agent))
     try:
         source.connect()
         text = view_text(source, args.compile, args.seq, args.view)
@@ -238,7 +255,7 @@ def _cmd_repro(args: argparse.Namespace) -> int:
 
 def _cmd_record(args: argparse.Namespace) -> int:
     _check_writable(args.output)
-    source = SocketSource(resolve_target(args.target), record_to=args.output)
+    source = SocketSource(_target_socket(args.target, start_agent=args.start_agent), record_to=args.output)
     stopped: list[int] = []
     timed_out = threading.Event()
 
@@ -571,6 +588,13 @@ def _parser() -> argparse.ArgumentParser:
             help="mark a pass stuck once it runs longer than S seconds (default 30)",
         )
 
+    def start_agent(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--start-agent",
+            action="store_true",
+            help="a Python pid without the agent: start one in it (gdb, or sys.remote_exec), as attach does",
+        )
+
     def kernel_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
             "--drain-hz",
@@ -606,6 +630,7 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("target", metavar="TARGET", help="a pid, or the path of an agent socket")
     record.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the recording to write")
     record.add_argument("--duration", type=_positive, metavar="SECONDS", help="stop after this long")
+    start_agent(record)
     record.set_defaults(handler=_cmd_record)
 
     replay = commands.add_parser("replay", help="the live UI over a recording")
@@ -638,6 +663,7 @@ def _parser() -> argparse.ArgumentParser:
     stacks.add_argument("--native", action="store_true", help="also native stacks, through py-spy")
     stacks.add_argument("--all", action="store_true", help="include the threads of iket-tui's own agent")
     stacks.add_argument("--timeout", type=_positive, default=10.0, metavar="S", help="wait for the answer (10)")
+    start_agent(stacks)
     stacks.set_defaults(handler=_cmd_stacks)
 
     ir = commands.add_parser("ir", help="print the IR before or after a pass of a recent compile of a running target")
@@ -648,6 +674,7 @@ def _parser() -> argparse.ArgumentParser:
     views.add_argument("--before", dest="view", action="store_const", const="before", help="the IR it was given")
     views.add_argument("--after", dest="view", action="store_const", const="after", help="the IR it returned")
     views.add_argument("--diff", dest="view", action="store_const", const="diff", help="what it changed (default)")
+    start_agent(ir)
     ir.set_defaults(handler=_cmd_ir, view="diff")
 
     repro = commands.add_parser("repro", help="write a self-contained reproducer for a failed pass in a recording")

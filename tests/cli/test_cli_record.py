@@ -141,15 +141,24 @@ def test_bad_targets_are_one_line_errors(command: str, tmp_path: Path) -> None:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(stale))
     server.close()
+    sleeper = subprocess.Popen(["sleep", "60"])  # a process without the agent that attach cannot start one in
+    no_agent = {
+        "record": (str(os.getpid()), f"process {os.getpid()} runs no iket-tui agent"),
+        "attach": (str(sleeper.pid), f"process {sleeper.pid} (sleep) is not a Python program"),
+    }
     cases = [
         (str(_pid_max() + 1), f"no process with pid {_pid_max() + 1}"),
-        (str(os.getpid()), f"process {os.getpid()} runs no iket-tui agent"),
+        no_agent[command],
         (str(tmp_path / "nothing-here"), "no such pid or socket"),
         (str(not_a_socket), "not a socket"),
         (str(stale), "connection refused"),
     ]
-    for target, error in cases:
-        assert_one_line_error(run_iket(command, target, *out), error)
+    try:
+        for target, error in cases:
+            assert_one_line_error(run_iket(command, target, *out), error)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
     assert not (tmp_path / "never.msgpack").exists()
 
 
