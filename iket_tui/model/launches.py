@@ -142,6 +142,12 @@ class Launch:
             return (0, 0, 0)
         return (int(events["block_x"].max()) + 1, int(events["block_y"].max()) + 1, int(events["block_z"].max()) + 1)
 
+    def unbalanced_if_known(self) -> int | None:
+        """Unbalanced ranges, if the spans of this version were already paired (cheap to ask)."""
+        if self._spans is None or self._spans[0] != self.version:
+            return None
+        return self._spans[1].unbalanced
+
     def spans(self) -> Spans:
         """The launch's ranges and marks (computed once per version)."""
         if self._spans is None or self._spans[0] != self.version:

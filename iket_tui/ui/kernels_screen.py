@@ -64,6 +64,7 @@ class KernelsScreen(Screen[None]):
         self.selected: Launch | None = None
         self._version = -1
         self._rows: list[Launch] = []
+        self._stable: dict[tuple[int, int, int, int], int] = {}  # launch versions at the last look
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -98,14 +99,26 @@ class KernelsScreen(Screen[None]):
         self._choose_source()
         timeline = self.kernels.timeline
         self.query_one("#kernels-title", Static).update(self._title())
-        if timeline.version == self._version:
+        if timeline.version == self._version and all(
+            launch.unbalanced_if_known() is not None or launch.evicted for launch in self._rows
+        ):
             return
         self._version = timeline.version
         launches = timeline.newest_first()
         table = self.query_one("#launches", DataTable)
         first_ns = min((launch.first_ns for launch in launches), default=0)
+        if self.follow or self.selected is None:
+            self.selected = launches[0] if launches else None
+        if self.selected is not None:
+            self.selected.spans()  # drawn now anyway
+        compiles = {node.id: node for node in self.app_compiles()}
+        stable = self._stable
+        self._stable = {launch.key: launch.version for launch in launches}
         table.clear()
         for launch in launches:
+            if stable.get(launch.key) == launch.version:
+                launch.spans()  # no records came since the last look: pair it once (cached after)
+            unbalanced = launch.unbalanced_if_known()
             grid = "x".join(str(n) for n in launch.grid())
             table.add_row(
                 launch.kernel,
@@ -113,27 +126,23 @@ class KernelsScreen(Screen[None]):
                 f"+{_ns(launch.first_ns - first_ns)}",
                 _ns(launch.duration_ns),
                 f"{launch.records:,}" + (" (summarised)" if launch.evicted else ""),
-                f"{launch.spans().unbalanced:,}",
-                self._compile_of(launch),
+                "" if unbalanced is None else f"{unbalanced:,}",
+                self._compile_of(launch, compiles),
                 key=str(launch.key),
             )
         self._rows = launches
-        if self.follow or self.selected is None:
-            self.selected = launches[0] if launches else None
         if self.selected is not None and self.selected in launches:
             table.move_cursor(row=launches.index(self.selected), animate=False)
         self.query_one(FlameView).show_launch(self.selected)
         self._show_under_cursor()
         self._show_stats()
 
-    def _compile_of(self, launch: Launch) -> str:
+    def _compile_of(self, launch: Launch, compiles: dict[int, Any]) -> str:
         """The compile that produced the launch's kernel, when the same stream has its passes."""
         if launch.compile is None:
             return ""
-        for compile_node in self.app_compiles():
-            if compile_node.id == launch.compile:
-                return f"{compile_node.id}: {compile_node.kernel or compile_node.label}"
-        return str(launch.compile)
+        node = compiles.get(launch.compile)
+        return f"{node.id}: {node.kernel or node.label}" if node is not None else str(launch.compile)
 
     def app_compiles(self) -> list[Any]:
         tree = getattr(self.app, "pass_tree", None)
