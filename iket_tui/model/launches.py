@@ -178,6 +178,8 @@ class KernelTimeline:
         self.evicted_events = 0
         self.version = 0
         self._waiting: list[Any] = []
+        self.waiting_events = 0
+        """Events of records whose module's event table has not arrived: held, not yet shown."""
 
     def apply(self, msg: Mapping[str, Any]) -> None:
         """One kernel message; raises ``EventTableError``/``RecordsError`` for a malformed one."""
@@ -188,6 +190,7 @@ class KernelTimeline:
             compile_id = msg.get("compile")
             self.module_compile[table.module] = compile_id if type(compile_id) is int else None
             waiting, self._waiting = self._waiting, []
+            self.waiting_events = 0
             for records in waiting:
                 self._add(records)
         elif kind == m.KERNEL_RECORDS:
@@ -202,6 +205,8 @@ class KernelTimeline:
         modules = np.unique(records.chunks["module"])
         if any(self.tables.module(int(module)) is None for module in modules):
             self._waiting.append(records)
+            self.waiting_events += int(records.chunks["n_events"].sum(dtype=np.int64))
+            self.version += 1
             return
         events = decode(records.chunks, self.tables, records.layout, records.warp_slots)
         # One int64 per event naming its launch: module (16 bits), kernel (8), launch number (32).

@@ -210,6 +210,8 @@ class KernelsScreen(Screen[None]):
                 f" (events kept at most {timeline.max_events:,})"
             )
         text = f"kernels: {ring} · {launches} launches · {kernels.events_read:,} events read, {lost:,} lost"
+        if timeline.waiting_events:
+            text += f" · {timeline.waiting_events:,} events waiting for their module's event table"
         return text + summarised + follow
 
     # Events

@@ -181,3 +181,15 @@ def test_the_oldest_launches_beyond_the_bound_keep_only_their_summary() -> None:
     assert oldest.records == 42_240 and oldest.grid() == (8, 8, 1) and oldest.duration_ns > 0
     assert len(oldest.events()) == 0 and len(oldest.spans().spans) == 0
     assert len(newest.spans().blocks) == 64
+
+
+def test_records_before_their_event_table_are_counted_then_shown_when_it_comes() -> None:
+    messages, _ = read_recording(EXAMPLE)
+    (module,) = [msg for msg in messages if msg["type"] == m.KERNEL_MODULE]
+    (records,) = [msg for msg in messages if msg["type"] == m.KERNEL_RECORDS]
+    timeline = KernelTimeline()
+    timeline.apply(records)
+    assert timeline.waiting_events == 126_720 and not timeline.launches
+    timeline.apply(module)
+    assert timeline.waiting_events == 0
+    assert sorted(launch.records for launch in timeline.launches.values()) == [42_240] * 3
