@@ -40,6 +40,11 @@ from iket_tui.ui.messages import BatchArrived, SourceFinished
 from iket_tui.ui.pass_tree_view import ColumnHeader, PassTreeView
 from iket_tui.ui.search_bar import SearchBar
 
+_TREE_ACTIONS = frozenset(
+    {"toggle_details", "search", "search_next", "search_previous", "toggle_follow", "ir", "stacks", "timing"}
+)
+"""Actions of the pass tree's screen, not offered over the kernels, stacks, timing or IR screens."""
+
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1024.0, 0.0)
 """Replay speeds the speed keys step through; 0 plays as fast as the recording can be read."""
 TICK_S = 1.0
@@ -412,8 +417,11 @@ class IketApp(App[int]):
     # Pause and playback
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Replay keys exist only in a replay; none of the single keys act while typing a search."""
+        """Replay keys exist only in a replay; the pass tree's keys only on its screen; none of the
+        single keys act while typing a search."""
         if action in ("playback_pause", "step", "slower", "faster") and self.playback is None:
+            return False
+        if action in _TREE_ACTIONS and len(self.screen_stack) > 1:
             return False
         return not (isinstance(self.focused, Input) and action in _SINGLE_KEY_ACTIONS)
 

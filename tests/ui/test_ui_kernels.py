@@ -41,6 +41,8 @@ async def test_the_launches_and_the_flame_view_of_a_real_run() -> None:
         assert title.startswith("kernels: ring on NVIDIA H200 · 3 launches · 126,720 events read, 0 lost")
         flame = screen.query_one(FlameView)
         assert flame.launch is not None and flame.launch.records == 42_240
+        # The pass tree's own keys are not offered over this screen (its footer lists only its own).
+        assert not app.check_action("toggle_details", ()) and not app.check_action("search", ())
         assert flame.flame is not None and len(flame.flame.rows) == 64 * (1 + 4 + 4 * 2)
         # The cursor starts on the first warp of the first block: a loader warp whose tile range never ends.
         assert _under_cursor(app).startswith("block (0,0) · SM 124 · warp 0 · t+")
