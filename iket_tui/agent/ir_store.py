@@ -2,19 +2,40 @@
 only when a client asks (``ir`` requests): watching costs a dictionary store per pass.
 
 TVM's passes return new modules and share what they did not change, so holding the module
-before and after each pass of a compile keeps alive what that compile built, no more. Only the
-last ``limit`` compiles are held (``IKET_TUI_IR_COMPILES``, default 8; 0 keeps none).
+before and after each pass of a compile keeps alive what that compile built, no more. Two
+bounds, both configurable, decide how much is held:
+
+- count: the last ``IKET_TUI_IR_COMPILES`` compiles (default 8; 0 keeps none);
+- memory: ``IKET_TUI_IR_MEMORY`` bytes (default 256 MiB; suffixes K, M, G; 0 lifts the bound).
+
+What a compile holds is measured, not guessed: the C heap in use when its first pass starts and
+when it ends (glibc's ``mallinfo2``, tens of microseconds, twice per compile). TVM allocates its
+nodes there, and once the compile is over what it left in use is what the store keeps of it (a
+thread allocating at the same time is counted with it: the bound errs on the side of holding
+less). Finished compiles are released oldest first while the total is over the bound, the one
+that just ended included when it alone is larger. A compile still running is never released,
+and its size is not known until it ends. Where the C library cannot say (not glibc), only the
+count bounds the store, and :attr:`IRStore.measured` says so.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 DEFAULT_COMPILES: Final = 8
+DEFAULT_MEMORY: Final = 256 * 1024 * 1024
 LIMIT_VARIABLE: Final = "IKET_TUI_IR_COMPILES"
+MEMORY_VARIABLE: Final = "IKET_TUI_IR_MEMORY"
+MAX_REASONS: Final = 1024
+"""Released compiles whose reason is remembered, for the message that answers a late request."""
 
 # One pass: [name, module before, module after (None while it runs)]
 Held = list[Any]
@@ -24,55 +45,115 @@ class IRUnavailable(Exception):
     """The IR asked for is not held; the message says why in one line."""
 
 
+@dataclass
+class _Compile:
+    passes: dict[int, Held] = field(default_factory=dict)
+    heap_at_start: int | None = None
+    size: int | None = None  # bytes it holds, known once it ended
+
+
 class IRStore:
     """Per compile, per pass sequence number: the modules before and after the pass."""
 
-    def __init__(self, limit: int = DEFAULT_COMPILES) -> None:
+    def __init__(
+        self,
+        limit: int = DEFAULT_COMPILES,
+        memory: int = DEFAULT_MEMORY,
+        heap_in_use: Callable[[], int | None] | None = None,
+    ) -> None:
         self.limit = limit
-        self._compiles: OrderedDict[int, dict[int, Held]] = OrderedDict()
+        self.memory = memory
+        self._heap = heap_in_use if heap_in_use is not None else _heap_in_use
+        self.measured = self._heap() is not None
+        self._compiles: OrderedDict[int, _Compile] = OrderedDict()
+        self._released: OrderedDict[int, str] = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def held_bytes(self) -> int:
+        """What the finished compiles held are measured to hold, together."""
+        with self._lock:
+            return sum(held.size or 0 for held in self._compiles.values())
+
+    def held(self) -> dict[int, int | None]:
+        """The compiles held, oldest first, with the bytes each holds (None while it runs)."""
+        with self._lock:
+            return {compile_id: held.size for compile_id, held in self._compiles.items()}
 
     def passes_of(self, compile_id: int) -> dict[int, Held] | None:
         """The dictionary a compile's passes go into (the compiler thread keeps it at hand);
-        None when nothing is kept. Starting a compile lets the oldest beyond the limit go."""
+        None when nothing is kept. Starting a compile lets the oldest beyond the count go."""
         if self.limit <= 0:
             return None
         with self._lock:
             found = self._compiles.get(compile_id)
             if found is None:
-                found = self._compiles[compile_id] = {}
-                while len(self._compiles) > self.limit:
-                    self._compiles.popitem(last=False)
-            return found
+                while len(self._compiles) >= self.limit:
+                    oldest = next(iter(self._compiles))
+                    del self._compiles[oldest]  # no reference left: its modules are freed here
+                    self._release(oldest, f"compile {oldest} is no longer held (the agent keeps the last {self.limit})")
+                # measured after the release, so that what it gives back is not taken off this compile's size
+                found = self._compiles[compile_id] = _Compile(heap_at_start=self._heap() if self.memory > 0 else None)
+            return found.passes
+
+    def compile_ended(self, compile_id: int) -> None:
+        """Measure what the compile holds, and release compiles while the total is over the bound."""
+        with self._lock:
+            held = self._compiles.get(compile_id)
+            if held is None or held.size is not None:
+                return
+            now = self._heap() if held.heap_at_start is not None else None
+            held.size = 0 if now is None or held.heap_at_start is None else max(0, now - held.heap_at_start)
+            if self.memory <= 0:
+                return
+            total = sum(c.size or 0 for c in self._compiles.values())
+            for older_id in list(self._compiles):
+                if total <= self.memory:
+                    break
+                older = self._compiles[older_id]
+                if older.size is None:
+                    continue  # still running
+                del self._compiles[older_id]
+                total -= older.size
+                self._release(
+                    older_id,
+                    f"compile {older_id} is no longer held: the IR of recent compiles is kept within "
+                    f"{_mib(self.memory)} ({MEMORY_VARIABLE}), and it held {_mib(older.size)}",
+                )
 
     def module_before(self, compile_id: int, seq: int) -> Any:
         """The module pass ``seq`` of ``compile_id`` was given, if held."""
         with self._lock:
-            passes = self._compiles.get(compile_id)
-            held = None if passes is None else passes.get(seq)
-        return None if held is None else held[1]
+            held = self._compiles.get(compile_id)
+            found = None if held is None else held.passes.get(seq)
+        return None if found is None else found[1]
 
     def script(self, compile_id: int, seq: int, which: str) -> tuple[str, str]:
         """The pass's name and the TVMScript of the module ``which`` (``before`` or ``after``) it."""
-        with self._lock:
-            passes = self._compiles.get(compile_id)
-            held = None if passes is None else passes.get(seq)
-            oldest = next(iter(self._compiles), None)
-        if passes is None:
-            if self.limit <= 0:
-                raise IRUnavailable(f"this agent keeps no IR ({LIMIT_VARIABLE}=0)")
-            if oldest is not None and compile_id < oldest:
-                raise IRUnavailable(f"compile {compile_id} is no longer held (the agent keeps the last {self.limit})")
-            raise IRUnavailable(f"no compile {compile_id} was seen with IR")
-        if held is None:
-            raise IRUnavailable(f"compile {compile_id} has no pass {seq}")
-        name, before, after = held
-        module = before if which == "before" else after
         if which not in ("before", "after"):
             raise IRUnavailable(f"IR is asked 'before' or 'after' a pass, not {which!r}")
+        with self._lock:
+            held = self._compiles.get(compile_id)
+            found = None if held is None else held.passes.get(seq)
+            released = self._released.get(compile_id)
+        if held is None:
+            if self.limit <= 0:
+                raise IRUnavailable(f"this agent keeps no IR ({LIMIT_VARIABLE}=0)")
+            if released is not None:
+                raise IRUnavailable(released)
+            raise IRUnavailable(f"no compile {compile_id} was seen with IR")
+        if found is None:
+            raise IRUnavailable(f"compile {compile_id} has no pass {seq}")
+        name, before, after = found
+        module = before if which == "before" else after
         if module is None:
             raise IRUnavailable(f"pass {seq} ({name}) has not finished: there is no IR after it yet")
         return name, _script(module)
+
+    def _release(self, compile_id: int, reason: str) -> None:
+        self._released[compile_id] = reason
+        while len(self._released) > MAX_REASONS:
+            self._released.popitem(last=False)
 
 
 def _script(module: Any) -> str:
@@ -80,6 +161,48 @@ def _script(module: Any) -> str:
     if script is None:
         return str(module)
     return str(script())
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):,.1f} MiB"
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
+
+
+def _glibc_mallinfo2() -> Callable[[], int | None]:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return lambda: None
+    mallinfo2.restype = _MallInfo2
+    mallinfo2.argtypes = []
+
+    def in_use() -> int | None:
+        info = mallinfo2()
+        return int(info.uordblks + info.hblkhd)  # allocated from the arenas, and in their own mappings
+
+    return in_use
+
+
+_heap_in_use: Final = _glibc_mallinfo2()
+"""Bytes of the C heap in use now, or None where the C library cannot say."""
+
+_SIZE: Final = re.compile(r"\s*(\d+)\s*([kmg]?)i?b?\s*", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int | None:
+    """``"256M"``, ``"1G"``, ``"4096"`` (bytes); None when it is not a size."""
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        return None
+    scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[match.group(2).lower()]
+    return int(match.group(1)) * scale
 
 
 def _limit() -> int:
@@ -90,5 +213,11 @@ def _limit() -> int:
         return DEFAULT_COMPILES
 
 
-ir_store: Final = IRStore(_limit())
+def _memory() -> int:
+    raw = os.environ.get(MEMORY_VARIABLE, "")
+    found = parse_size(raw) if raw else None
+    return DEFAULT_MEMORY if found is None else found
+
+
+ir_store: Final = IRStore(_limit(), _memory())
 """The IR of this process's recent compiles."""

@@ -169,6 +169,7 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
                 stage=self._stage if error is not None else None,
             )
         )
+        ir_store.compile_ended(compile_id)
 
     # Pass contexts and passes, from each context's observer
 
@@ -310,6 +311,8 @@ class _ContextObserver(PassEventObserver):  # type: ignore[misc]
         self.context = -1 if context is None else context
 
     def exit_pass_context(self) -> None:
+        self._ir = None  # TVM may keep this instrument alive; the IR store alone decides what is held
+        self._ir_compile = None
         self.watcher.context_exited(self.context)
 
     def pass_started(self, mod: Any, event: Any) -> int | None:

@@ -1,0 +1,100 @@
+"""The IR store's bounds, in a real target lowering the demo GEMM: the last N compiles by count,
+a number of bytes by measured heap, and what a late request is told about a released compile.
+A released compile's modules are really freed: the heap stays flat while compiles go on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+from iket_tui.agent.ir_store import IRStore, IRUnavailable, parse_size
+
+TARGET = Path(__file__).parent / "targets" / "ir_held.py"
+WAIT_S = 300.0
+
+
+def _run(compiles: int, **bounds: str) -> dict[str, Any]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("IKET_TUI")}
+    env.update(bounds)
+    done = subprocess.run(
+        [sys.executable, str(TARGET), str(compiles)], capture_output=True, text=True, timeout=WAIT_S, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    assert found["measured"], "glibc says how much heap is in use"
+    return found
+
+
+def test_the_last_compiles_are_held_by_count_and_the_others_freed() -> None:
+    found = _run(5, IKET_TUI_IR_COMPILES="2")
+    answers = found["answers"]
+    assert [answers[str(c)] for c in (4, 5)] == ["held", "held"]
+    for released in (1, 2, 3):
+        assert answers[str(released)] == f"compile {released} is no longer held (the agent keeps the last 2)"
+    sizes = [size for each in found["after_each"] for size in each["held"].values()]
+    assert all(size > 0 for size in sizes), sizes
+    heaps = [each["heap"] for each in found["after_each"]]
+    assert heaps[4] - heaps[1] < min(sizes), "three more compiles, three released: the heap does not grow"
+
+
+def test_the_ir_held_stays_within_the_memory_bound() -> None:
+    bound = 1000 * 1024
+    found = _run(4, IKET_TUI_IR_MEMORY="1000K")
+    for each in found["after_each"]:
+        assert sum(each["held"].values()) <= bound
+        assert len(each["held"]) == 1, "a GEMM's IR takes more than half the bound"
+    answers = found["answers"]
+    assert answers["4"] == "held"
+    for released in (1, 2, 3):
+        assert answers[str(released)].startswith(
+            f"compile {released} is no longer held: the IR of recent compiles is kept within 1.0 MiB "
+            "(IKET_TUI_IR_MEMORY), and it held 0."
+        )
+
+
+def test_a_compile_larger_than_the_bound_alone_is_not_held() -> None:
+    found = _run(1, IKET_TUI_IR_MEMORY="64K")
+    assert found["after_each"][0]["held"] == {}
+    assert "is no longer held: the IR of recent compiles is kept within 0.1 MiB" in found["answers"]["1"]
+
+
+def test_no_ir_is_held_when_the_count_is_zero() -> None:
+    found = _run(1, IKET_TUI_IR_COMPILES="0")
+    assert found["answers"] == {"1": "this agent keeps no IR (IKET_TUI_IR_COMPILES=0)"}
+
+
+def test_without_a_heap_measure_only_the_count_bounds() -> None:
+    store = IRStore(limit=2, memory=1, heap_in_use=lambda: None)
+    assert not store.measured
+    for compile_id in (1, 2, 3):
+        passes = store.passes_of(compile_id)
+        assert passes is not None
+        passes[1] = ["tl.Simplify", object(), object()]
+        store.compile_ended(compile_id)
+    assert store.held() == {2: 0, 3: 0}
+    with pytest.raises(IRUnavailable, match="compile 1 is no longer held"):
+        store.script(1, 1, "before")
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("4096", 4096),
+        ("64K", 65536),
+        ("256M", 256 << 20),
+        ("1g", 1 << 30),
+        ("2GiB", 2 << 30),
+        ("lots", None),
+        ("", None),
+    ],
+)
+def test_memory_bounds_are_read_with_units(text: str, size: int | None) -> None:
+    assert parse_size(text) == size
