@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,21 +177,36 @@ def lower_kernel(runtime: DeviceRuntime, func: Any) -> str:
 
 
 class HostRing:
-    """A ring in ``cudaHostAlloc(..., cudaHostAllocMapped)`` memory, with its drain."""
+    """A ring in ``cudaHostAlloc(..., cudaHostAllocMapped)`` memory, with its drain.
 
-    def __init__(self, geometry: RingGeometry, fence: str = "acq_rel") -> None:
+    With ``memory="device"`` the same ring lives in device memory instead (``cudaMalloc``): the
+    host cannot drain it while kernels run, so it only measures what the kernels pay when their
+    chunks need not cross PCIe (the cost of staging in device memory before a DMA copy)."""
+
+    def __init__(self, geometry: RingGeometry, fence: str = "acq_rel", memory: str = "host") -> None:
         import cupy
 
         self._cupy = cupy
-        self.address = int(cupy.cuda.runtime.hostAlloc(geometry.total_bytes, cupy.cuda.runtime.hostAllocMapped))
-        self.view = RingView.format(memory_at(self.address, geometry.total_bytes), geometry)
+        self.memory = memory
+        runtime = cupy.cuda.runtime
+        if memory == "device":
+            self._host = np.zeros(geometry.total_bytes, dtype=np.uint8)
+            self.view = RingView.format(self._host, geometry)
+            self.address = int(runtime.malloc(geometry.total_bytes))
+            runtime.memcpy(self.address, self._host.ctypes.data, geometry.total_bytes, runtime.memcpyHostToDevice)
+        else:
+            self.address = int(runtime.hostAlloc(geometry.total_bytes, runtime.hostAllocMapped))
+            self.view = RingView.format(memory_at(self.address, geometry.total_bytes), geometry)
         self.target = RingTarget(self.address, geometry, self.view.ring_id, fence=fence)
         self.tables = EventTables()
         self.runtime = DeviceRuntime(self.target, on_module=self.tables.add)
         self.drain = RingDrain(self.view)
 
     def free(self) -> None:
-        self._cupy.cuda.runtime.freeHost(self.address)
+        if self.memory == "device":
+            self._cupy.cuda.runtime.free(self.address)
+        else:
+            self._cupy.cuda.runtime.freeHost(self.address)
 
 
 @dataclass
@@ -385,7 +400,7 @@ def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tup
         outputs[variant] = c
     times: dict[str, list[float]] = {variant: [] for variant in GEMM_VARIANTS}
     read_before = ring.drain.counters.events_read
-    with draining(ring, keep=False):
+    with draining(ring, keep=False) if ring.memory == "host" else nullcontext():
         t0 = time.monotonic()
         for _ in range(rounds):
             for variant, kernel in kernels.items():
@@ -407,6 +422,8 @@ def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tup
     fence = ring.target.fence
     if ring.target.geometry.layout.chunk_bytes != DEFAULT_LAYOUT.chunk_bytes:
         fence = f"{fence}, {ring.target.geometry.layout.chunk_bytes}-byte chunks"
+    if ring.memory != "host":
+        fence = f"{fence}, ring in {ring.memory} memory"
     rows += [
         Row(f"GEMM {size} plain", True, f"{medians['plain'] * 1000:.1f} us ({tflops:.0f} TFLOP/s)", ""),
         Row(
@@ -415,15 +432,18 @@ def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tup
         Row(
             f"overhead {size}, {fence} fence: one range per block", ratio_block <= 1.01, f"{ratio_block:.3f}", "<= 1.01"
         ),
-        Row("drain during GEMMs", True, f"{drained / elapsed / 1e6:.1f} M events/s read", ""),
-        Row(
-            "counters during GEMMs",
-            ring.drain.counters.balanced and ring.drain.counters.torn == 0,
-            f"lost {ring.drain.counters.events_lost}, torn {ring.drain.counters.torn}",
-            "balanced, torn 0",
-        ),
     ]
-    key = fence.replace(", ", "_").replace("-byte chunks", "B")
+    if ring.memory == "host":
+        rows += [
+            Row("drain during GEMMs", True, f"{drained / elapsed / 1e6:.1f} M events/s read", ""),
+            Row(
+                "counters during GEMMs",
+                ring.drain.counters.balanced and ring.drain.counters.torn == 0,
+                f"lost {ring.drain.counters.events_lost}, torn {ring.drain.counters.torn}",
+                "balanced, torn 0",
+            ),
+        ]
+    key = fence.replace(", ring in ", "_").replace(" memory", "").replace(", ", "_").replace("-byte chunks", "B")
     figures = {f"gemm{size}_{key}_{k}_us": v * 1000 for k, v in medians.items()}
     figures |= {f"ratio{size}_{key}_ksteps": ratio_steps, f"ratio{size}_{key}_block": ratio_block}
     return rows, figures
@@ -528,6 +548,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--chunk-bytes", default="256", help="overhead: chunk sizes to compare, comma-separated (128, 256, 512)"
     )
+    parser.add_argument(
+        "--memory", default="host", help="overhead: where the ring lives, comma-separated (host, device)"
+    )
     parser.add_argument("--overhead-only", action="store_true", help="skip correctness, loss, liveness and drain")
     args = parser.parse_args(argv)
     sms = _require_gpu()
@@ -541,22 +564,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.overhead_only:
             _checks(args, big, small, sms, rows)
-        for fence in args.fences.split(","):
-            for chunk_bytes in (int(x) for x in args.chunk_bytes.split(",")):
-                layout = ChunkLayout(chunk_bytes // 128)
-                if fence == big.target.fence and layout == DEFAULT_LAYOUT:
-                    ring = big
-                else:
-                    ring = HostRing(RingGeometry.for_sms(sms, 64, layout), fence=fence)
-                    rings.append(ring)
-                for size in (int(x) for x in args.gemm_sizes.split(",")):
+        setups = [
+            (memory, fence, int(chunk_bytes))
+            for memory in args.memory.split(",")
+            for fence in args.fences.split(",")
+            for chunk_bytes in args.chunk_bytes.split(",")
+        ]
+        for memory, fence, chunk_bytes in setups:
+            layout = ChunkLayout(chunk_bytes // 128)
+            if memory == "host" and fence == big.target.fence and layout == DEFAULT_LAYOUT:
+                ring = big
+            else:
+                ring = HostRing(RingGeometry.for_sms(sms, 64, layout), fence=fence, memory=memory)
+                rings.append(ring)
+            for size in (int(x) for x in args.gemm_sizes.split(",")):
 
-                    def overhead(ring: HostRing = ring, size: int = size) -> list[Row]:
-                        found, measured = check_overhead(ring, args.rounds, args.launches, size)
-                        figures.update(measured)
-                        return found
+                def overhead(ring: HostRing = ring, size: int = size) -> list[Row]:
+                    found, measured = check_overhead(ring, args.rounds, args.launches, size)
+                    figures.update(measured)
+                    return found
 
-                    _timed(f"overhead {size}, {fence} fence, {chunk_bytes}-byte chunks", overhead, rows)
+                what = f"overhead {size}, {fence} fence, {chunk_bytes}-byte chunks, ring in {memory} memory"
+                _timed(what, overhead, rows)
     except Hung as exc:
         rows.append(Row("a kernel hung", False, str(exc), "every kernel finishes"))
         status = report(rows, figures)

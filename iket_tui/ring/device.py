@@ -45,6 +45,7 @@ WARP_VARIABLE: Final = "__iket_tui_warp"
 _FENCES: Final = {
     "sc": "__threadfence_system();",
     "acq_rel": 'asm volatile("fence.acq_rel.sys;" ::: "memory");',
+    "acq_rel_gpu": 'asm volatile("fence.acq_rel.gpu;" ::: "memory");',
     "none": 'asm volatile("" ::: "memory");',
 }
 _EVENT_MACROS: Final = ("TL_IKET_EVENT", "TL_IKET_EVENT_PAYLOAD_U32", "TL_IKET_EVENT_PAYLOAD_F32")
@@ -76,7 +77,9 @@ class RingTarget:
     fence: str = "acq_rel"
     """The fence between a chunk's body and its tag: ``acq_rel`` (``fence.acq_rel.sys``, which
     orders the body before the tag and cost least on an H200), ``sc``
-    (``__threadfence_system()``, ``fence.sc.sys``), or ``none`` (no order: for measuring only)."""
+    (``__threadfence_system()``, ``fence.sc.sys``), ``acq_rel_gpu`` (``fence.acq_rel.gpu``, enough
+    only for a ring in device memory, which the host cannot read while kernels run: for measuring
+    only), or ``none`` (no order: for measuring only)."""
 
     def __post_init__(self) -> None:
         if self.address <= 0 or self.address % 4096:
