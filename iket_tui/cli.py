@@ -677,7 +677,9 @@ def _parser() -> argparse.ArgumentParser:
     start_agent(ir)
     ir.set_defaults(handler=_cmd_ir, view="diff")
 
-    repro = commands.add_parser("repro", help="write a self-contained reproducer for a failed pass in a recording")
+    repro = commands.add_parser(
+        "repro", help="write a self-contained reproducer for a failed compile (a pass or nvcc) in a recording"
+    )
     repro.add_argument("file", type=Path, metavar="FILE")
     repro.add_argument("--compile", type=int, metavar="N", help="the failed compile (default: the first one)")
     repro.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the directory to write")

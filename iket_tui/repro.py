@@ -1,23 +1,36 @@
-"""A self-contained reproducer for a failed pass in a recording (``iket-tui repro``).
+"""A self-contained reproducer for a failed compile in a recording (``iket-tui repro``).
 
-The agent captured, when the pass failed, the module it was given (TVM JSON), the target and
-the pass-context configuration (``compile_failure``). The reproducer loads that module and runs
-that one pass on it in a fresh process, so the same error comes back without the original
-program. Passes that are not TileLang's or TVM's own (defined in the user's code) cannot be
-rebuilt from their name: the reproducer says so, and the module is still written.
+The agent captured what the failure needs (``compile_failure``), and the reproducer makes the
+same error come back in a fresh process, without the original program:
+
+- a failed pass: the module it was given (TVM JSON), the target and the pass-context
+  configuration. The reproducer loads that module and runs that one pass on it. Passes that are
+  not TileLang's or TVM's own (defined in the user's code) cannot be rebuilt from their name:
+  the reproducer says so, and the module is still written.
+- a failed codegen step: the CUDA source nvcc rejected and nvcc's arguments. The reproducer
+  runs nvcc on that source through TileLang's ``compile_cuda``, with the installed TileLang's
+  include directories in place of those of the install that recorded it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from iket_tui.protocol import messages as m
 
 NAMESPACES = {"tl": "tilelang.transform", "tir": "tvm.tir.transform", "tirx": "tvm.tir.transform"}
 """Where the factory of a pass named ``<namespace>.<Name>`` lives."""
+
+CODEGEN: Final = "codegen"
+"""The ``stage`` of a ``compile_failure`` that failed in codegen (nvcc); ``"pass"`` (or none, from
+older agents) is a failed pass."""
+
+_DIAGNOSTIC: Final = re.compile(r"\S: (?:fatal )?error\b")
+"""A compiler diagnostic such as ``kernel.cu(21): error: identifier "f" is undefined``."""
 
 
 class ReproError(Exception):
@@ -26,7 +39,7 @@ class ReproError(Exception):
 
 @dataclass(frozen=True)
 class Repro:
-    """What was written, and whether ``repro.py`` can run the pass by itself."""
+    """What was written, and whether ``repro.py`` can make the failure happen by itself."""
 
     directory: Path
     compile: int
@@ -36,7 +49,7 @@ class Repro:
 
 
 def failures_in(messages: Iterable[m.Item]) -> tuple[dict[int, m.Message], dict[int, m.Message]]:
-    """The captured pass failures and the compile ends of a recording, by compile id."""
+    """The captured failures and the failed compiles' ends of a recording, by compile id."""
     captured: dict[int, m.Message] = {}
     ends: dict[int, m.Message] = {}
     for item in messages:
@@ -62,12 +75,14 @@ def write(messages: Iterable[m.Item], directory: Path, compile_id: int | None = 
         end = ends.get(compile_id)
         if end is None:
             raise ReproError(f"compile {compile_id} did not fail in this recording")
-        if end.get("stage") == "codegen":
+        if end.get("stage") == CODEGEN:
             raise ReproError(
-                f"compile {compile_id} failed in codegen ({end.get('error_type')}); only failed passes are reproduced, "
-                "the recording holds the compiler's error (iket-tui dump)"
+                f"compile {compile_id} failed in codegen ({end.get('error_type')}), and the recording holds no capture "
+                "of it (recorded before iket-tui captured codegen failures); iket-tui dump shows the compiler's error"
             )
         raise ReproError(f"compile {compile_id} failed, but the agent captured no failed pass for it")
+    if failure.get("stage") == CODEGEN:
+        return _write_codegen(failure, ends.get(compile_id), directory, source)
     module_json = failure.get("ir_json")
     if not isinstance(module_json, str):
         raise ReproError(
@@ -92,9 +107,75 @@ def write(messages: Iterable[m.Item], directory: Path, compile_id: int | None = 
     return Repro(directory, compile_id, name, runnable, note)
 
 
+def first_diagnostic(output: str) -> str | None:
+    """The first error a compiler's output states (``kernel.cu(21): error: ...``), its file's
+    directory left out (nvcc compiles a file in a new temporary directory every time)."""
+    for line in output.splitlines():
+        if _DIAGNOSTIC.search(line):
+            return _without_directory(line.strip())
+    return None
+
+
+def _without_directory(line: str) -> str:
+    path, colon, rest = line.partition(": ")
+    return f"{path.rsplit('/', 1)[-1]}{colon}{rest}" if colon else line
+
+
+def _write_codegen(failure: m.Message, end: m.Message | None, directory: Path, source: str) -> Repro:
+    """``kernel.cu`` (the source nvcc rejected) and ``repro.py`` (nvcc on it, as TileLang ran it)."""
+    compile_id = int(failure["compile"])
+    step = str(failure.get("name") or "codegen")
+    code = failure.get("source")
+    if not isinstance(code, str):
+        why = failure.get("source_missing") or "not captured"
+        raise ReproError(f"compile {compile_id} failed in codegen ({step}) without the source nvcc was given: {why}")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "kernel.cu").write_text(code, encoding="utf-8", newline="")
+    (directory / "repro.py").write_text(_codegen_script(failure, end, source), encoding="utf-8")
+    cut = failure.get("source_missing")
+    if isinstance(cut, str):
+        note = f"kernel.cu is incomplete ({cut}): nvcc will not see what it rejected"
+        return Repro(directory, compile_id, step, False, note)
+    note = f"python {directory / 'repro.py'} runs nvcc on kernel.cu, the source it rejected, with the same options"
+    return Repro(directory, compile_id, step, True, note)
+
+
+def _codegen_script(failure: m.Message, end: m.Message | None, source: str) -> str:
+    output = failure.get("compiler_output")
+    said = _quotable(first_diagnostic(output) or "") if isinstance(output, str) else ""
+    label = _quotable(str(end.get("label"))) if end is not None else ""
+    source = _quotable(source)
+    header = (
+        f'"""Reproduces a failed TileLang compile recorded by iket-tui: nvcc rejected the generated source\n'
+        f"{'(' + said + ') ' if said else ''}in codegen step {failure.get('name')} of compile {failure.get('compile')}"
+        f"{', ' + label if label else ''}{', from ' + source if source else ''}.\n\n"
+        "Run it where TileLang and nvcc are installed: python repro.py\n"
+        "It runs nvcc on kernel.cu, the source nvcc was given, through tilelang.contrib.nvcc.compile_cuda with\n"
+        "the same format, architecture and options; the include directories of the TileLang install that\n"
+        "recorded it are replaced by this TileLang's. nvcc's error is raised again (without the echoed\n"
+        "source); if nvcc now compiles it, it says so and exits 1.\n"
+        '"""\n'
+    )
+    values: dict[str, Any] = {
+        "FORMAT": failure.get("nvcc_format") or "cubin",
+        "ARCH": failure.get("nvcc_arch"),
+        "OPTIONS": failure.get("nvcc_options"),
+        "TARGET": failure.get("target"),
+        "RECORDED_PATHS": failure.get("tilelang_paths") or {},
+    }
+    constants = "".join(f"{key} = {value!r}\n" for key, value in values.items())
+    return header + _CODEGEN_BODY.replace("#CONSTANTS\n", constants)
+
+
+def _quotable(text: str) -> str:
+    """``text`` as it can stand inside the script's docstring."""
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+
+
 def _script(failure: m.Message, end: m.Message | None, source: str) -> str:
-    error = str(failure.get("error") or "").splitlines()[0] if failure.get("error") else "an error"
-    label = str(end.get("label")) if end is not None else ""
+    error = _quotable(str(failure.get("error") or "").splitlines()[0]) if failure.get("error") else "an error"
+    label = _quotable(str(end.get("label"))) if end is not None else ""
+    source = _quotable(source)
     header = (
         f'"""Reproduces a failed TileLang compile recorded by iket-tui: {error}\n'
         f"in pass {failure.get('name')} (pass {failure.get('seq')} of compile {failure.get('compile')}"
@@ -143,5 +224,61 @@ with tvm.transform.PassContext(opt_level=3, config=config):
     else:
         make_pass()(mod)
 print(f"repro: {PASS} ran without error: the failure did not reproduce here", file=sys.stderr)
+sys.exit(1)
+"""
+
+
+_CODEGEN_BODY = """
+import os
+import sys
+from pathlib import Path
+
+from tilelang import env as tilelang_env
+from tilelang import tvm
+from tilelang.contrib import nvcc
+
+HERE = Path(__file__).resolve().parent
+#CONSTANTS
+
+
+def installed(path):
+    for name, recorded in RECORDED_PATHS.items():
+        if os.path.normpath(path) == os.path.normpath(recorded):
+            return getattr(tilelang_env, name, None) or path
+    return path
+
+
+def options_here(options):
+    if options is None or isinstance(options, str):
+        return options
+    out = []
+    separate = False
+    for option in options:
+        if separate or (option.startswith("-I") and option != "-I"):
+            path = installed(option if separate else option[2:])
+            if not os.path.isdir(path):
+                print(f"repro: the include directory {path} does not exist here", file=sys.stderr)
+            out.append(path if separate else "-I" + path)
+            separate = False
+        else:
+            separate = option == "-I"
+            out.append(option)
+    return out
+
+
+code = (HERE / "kernel.cu").read_bytes().decode("utf-8")
+options = options_here(OPTIONS)
+target = tvm.target.Target(TARGET) if TARGET else None
+try:
+    if target is not None:
+        with target:
+            nvcc.compile_cuda(code, FORMAT, ARCH, options=options)
+    else:
+        nvcc.compile_cuda(code, FORMAT, ARCH, options=options)
+except RuntimeError as error:
+    text = str(error)
+    cut = text.find("Compilation error:")
+    raise RuntimeError(text[cut:] if cut > 0 else text) from None
+print("repro: nvcc compiled kernel.cu without error: the failure did not reproduce here", file=sys.stderr)
 sys.exit(1)
 """

@@ -19,12 +19,16 @@ _NVCC_MARKER: Final = "Compilation error:"
 
 def describe(exc: BaseException) -> str:
     """``"Type: message"``, the message reduced to what the compiler said."""
-    return _bounded(f"{type(exc).__name__}: {compiler_message(exc)}", MAX_ERROR_CHARS)
+    return bounded(f"{type(exc).__name__}: {compiler_message(exc)}", MAX_ERROR_CHARS)
 
 
 def compiler_message(exc: BaseException) -> str:
     """The exception's message; for an nvcc failure, nvcc's diagnostics without the echoed source."""
-    text = str(exc)
+    return compiler_text(str(exc))
+
+
+def compiler_text(text: str) -> str:
+    """An error message without the generated source that nvcc's failures echo before ``Compilation error:``."""
     cut = text.find(_NVCC_MARKER)
     return text[cut:] if cut > 0 else text
 
@@ -44,7 +48,7 @@ def format_traceback(exc: BaseException) -> str:
     of their program started the failing compile.
     """
     whole = traceback.TracebackException(type(exc), exc, _with_callers(exc.__traceback__))
-    return _bounded("".join(whole.format()), MAX_TRACEBACK_CHARS)
+    return bounded("".join(whole.format()), MAX_TRACEBACK_CHARS)
 
 
 def _with_callers(tb: TracebackType | None) -> TracebackType | None:
@@ -72,7 +76,7 @@ def _with_callers(tb: TracebackType | None) -> TracebackType | None:
     return head
 
 
-def _bounded(text: str, limit: int) -> str:
+def bounded(text: str, limit: int) -> str:
     """``text`` cut in the middle when longer than ``limit``: its start and its end say the most."""
     if len(text) <= limit:
         return text

@@ -14,6 +14,9 @@ failing pass is reported with ``error=None`` when its context exits, and the exc
 reaches only ``finish``; so the watcher aborts its open passes itself when an exception
 leaves a pass pipeline or codegen, and holds any that were still reported without an error
 until ``finish`` names it.
+
+What a failure needs to be made again elsewhere (``compile_failure``, see :mod:`capture`) is
+taken as it unwinds, from the failing pass or codegen step, and sent just before ``compile_end``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import functools
 import re
 import time
 from collections.abc import Callable, Generator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from tilelang.instrumentation import (
@@ -51,13 +54,19 @@ _KERNEL_IN_LABEL: Final = re.compile(r"(?:^|,)\s*kernel=([^,]+)")
 
 
 def register(registry: Registry) -> None:
-    """Watch every TileLang compile that starts from now on."""
+    """Watch every TileLang compile that starts from now on, and the nvcc runs of its codegen."""
     register_pass_instrumentation_tool(TOOL_NAME, lambda: CompileWatcher(registry))
+    try:
+        capture.watch_nvcc()
+    except Exception:
+        registry.observer_errors += 1
 
 
 def unregister() -> None:
     """Stop watching compiles that start from now on."""
     unregister_pass_instrumentation_tool(TOOL_NAME)
+    with suppress(Exception):
+        capture.unwatch_nvcc()
 
 
 def _never_raises(method: Callable[Concatenate[_W, _P], _R]) -> Callable[Concatenate[_W, _P], _R | None]:
@@ -91,6 +100,7 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         self._stage: str | None = None
         self._finished = False
         self._failing: tuple[int, str, dict[str, Any]] | None = None  # seq, name, scope of the failed pass
+        self._failed_codegen: tuple[str, dict[str, Any], capture.NvccRun | None] | None = None  # step, scope, nvcc
 
     # TileLang's tool interface
 
@@ -113,6 +123,7 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
 
     def run_codegen(self, event: Any, next_call: Callable[[], Any]) -> Any:
         started = self._codegen_began(event)
+        capture.forget_nvcc()
         try:
             with compiling.generating(self._compile):
                 result = next_call()
@@ -140,20 +151,35 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         for msg in self._held_exits:
             emit(msg)
         self._held_exits.clear()
-        if error is not None and self._failing is not None:
+        if error is not None and self._stage == "codegen" and self._failed_codegen is not None:
+            step, found, nvcc = self._failed_codegen
+            emit(
+                m.compile_failure(
+                    compile=compile_id,
+                    stage="codegen",
+                    seq=None,
+                    name=step,
+                    error=described,
+                    error_type=failures.type_name(error),
+                    t_ns=time.monotonic_ns(),
+                    **found,
+                    **capture.failed_codegen(nvcc),
+                )
+            )
+        elif error is not None and self._failing is not None:
             seq, name, found = self._failing
             emit(
-                {
-                    "type": m.COMPILE_FAILURE,
-                    "compile": compile_id,
-                    "seq": seq,
-                    "name": name,
-                    "error": described,
-                    "error_type": failures.type_name(error),
+                m.compile_failure(
+                    compile=compile_id,
+                    stage="pass",
+                    seq=seq,
+                    name=name,
+                    error=described,
+                    error_type=failures.type_name(error),
+                    t_ns=time.monotonic_ns(),
                     **found,
                     **capture.failed_pass(ir_store, compile_id, seq),
-                    "t_ns": time.monotonic_ns(),
-                }
+                )
             )
         now = time.monotonic_ns()
         emit(
@@ -278,6 +304,8 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
     def _codegen_ended(self, event: Any, started_ns: int | None, error: BaseException | None) -> None:
         if error is not None:
             self._stage = "codegen"
+            if self._failed_codegen is None:
+                self._failed_codegen = (str(event.name), capture.scope(), capture.failed_nvcc())
             self._abort_open_passes(error)
         now = time.monotonic_ns()
         msg = m.codegen_end(

@@ -90,7 +90,7 @@ class CompileNode:
         self.error_type: str | None = None
         self.traceback: str | None = None
         self.stage: str | None = None
-        self.failure: dict[str, Any] | None = None  # the agent's capture of the failed pass (compile_failure)
+        self.failure: dict[str, Any] | None = None  # the agent's capture of the failure (compile_failure)
         self.contexts: dict[int, ContextNode] = {}
         self.context_order: list[ContextNode] = []
         self.codegen_steps: list[CodegenNode] = []  # in the order they began

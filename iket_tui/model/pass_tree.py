@@ -607,9 +607,11 @@ class PassTree:
         self._seen(_int(msg["t_ns"]))
 
     def _compile_failure(self, msg: dict[str, Any]) -> None:
-        """What the agent captured of a failed pass: kept on its compile for the detail pane and repro."""
+        """What the agent captured of a failed pass or codegen step: kept on its compile for the
+        detail pane and repro. A failed pass names its ``seq``; a codegen failure has none."""
         comp = self._by_id.get(_int(msg["compile"]))
-        _int(msg["seq"])
+        if msg.get("seq") is not None or _opt_str(msg.get("stage")) != "codegen":
+            _int(msg["seq"])
         if comp is not None:
             comp.failure = msg
             comp.version += 1

@@ -39,7 +39,7 @@ PASS_INCOMPLETE: Final = "pass_incomplete"
 CALLBACK_MISMATCH: Final = "callback_mismatch"
 CODEGEN_BEGIN: Final = "codegen_begin"
 CODEGEN_END: Final = "codegen_end"
-COMPILE_FAILURE: Final = "compile_failure"  # what the agent captured of a failed pass, for repro
+COMPILE_FAILURE: Final = "compile_failure"  # what the agent captured of a failed pass or codegen step, for repro
 # Kernel events (docs/ring.md)
 KERNEL_MODULE: Final = "kernel_module"  # a traced module's event table, sent when it is compiled
 KERNEL_RECORDS: Final = "kernel_records"  # one drain of the ring: chunks as bytes, and counters
@@ -346,6 +346,58 @@ def codegen_end(
         "ok": ok,
         "error": error,
         "name": name,
+    }
+
+
+FAILED_PASS_FIELDS: Final = ("target", "config_json", "ir_script", "ir_json", "ir_missing")
+"""What a ``compile_failure`` of ``stage`` ``"pass"`` captured (all str or null)."""
+FAILED_CODEGEN_FIELDS: Final = (
+    "target",
+    "config_json",
+    "source",
+    "source_missing",
+    "compiler_output",
+    "nvcc_format",
+    "nvcc_arch",
+    "nvcc_options",
+    "nvcc_command",
+    "tilelang_paths",
+)
+"""What a ``compile_failure`` of ``stage`` ``"codegen"`` captured; see ``docs/protocol.md``."""
+
+
+def compile_failure(
+    *,
+    compile: int,
+    stage: str,
+    seq: int | None,
+    name: str,
+    error: str | None,
+    error_type: str | None,
+    t_ns: int,
+    **captured: Any,
+) -> Message:
+    """What the agent captured of a failed compile, sent just before its ``compile_end``.
+
+    ``stage`` ``"pass"``: the failed pass ``name`` numbered ``seq``, with :data:`FAILED_PASS_FIELDS`
+    (the module it was given, the target, the pass-context configuration). ``stage``
+    ``"codegen"``: the codegen step ``name`` (``seq`` null), with :data:`FAILED_CODEGEN_FIELDS`
+    (the source nvcc was given, nvcc's arguments and output). A field not given is null.
+    """
+    fields = FAILED_CODEGEN_FIELDS if stage == "codegen" else FAILED_PASS_FIELDS
+    unknown = captured.keys() - set(fields)
+    if unknown:
+        raise TypeError(f"a {stage} compile_failure has no field {', '.join(sorted(unknown))}")
+    return {
+        "type": COMPILE_FAILURE,
+        "compile": compile,
+        "stage": stage,
+        "seq": seq,
+        "name": name,
+        "error": error,
+        "error_type": error_type,
+        **{key: captured.get(key) for key in fields},
+        "t_ns": t_ns,
     }
 
 

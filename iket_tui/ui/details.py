@@ -19,6 +19,7 @@ from iket_tui.model.nodes import (
     ProcessNode,
 )
 from iket_tui.model.pass_tree import PassTree
+from iket_tui.repro import CODEGEN, first_diagnostic
 from iket_tui.ui import units
 
 
@@ -85,6 +86,8 @@ def _pass(tree: PassTree, node: PassNode, now_ns: int) -> Details:
     usual = tree.typical.median(node.name)
     if usual is not None:
         details.fields.append(("usual", f"{units.duration(usual)} (median of {tree.typical.count(node.name)} runs)"))
+    if comp.failure is not None and node is comp.failing and comp.failure.get("seq") == node.seq:
+        details.fields += _captured(comp.failure, comp.id)
     if node.status is MISMATCH:
         details.error = node.error
     elif node.status in (FAILED, INCOMPLETE):
@@ -119,7 +122,7 @@ def _compile(comp: CompileNode, now_ns: int) -> Details:
     if comp.stage:
         details.fields.append(("stage", comp.stage))
     if comp.failure is not None:
-        details.fields.append(("captured", _captured(comp.failure, comp.id)))
+        details.fields += _captured(comp.failure, comp.id)
     if comp.mismatches:
         details.fields.append(("mismatches", str(comp.mismatches)))
     details.error = comp.error
@@ -149,6 +152,9 @@ def _codegen(step: CodegenNode, now_ns: int) -> Details:
         ("start", f"+{units.duration(step.begin_ns - step.compile.begin_ns)} into the compile"),
         ("duration", units.duration(timing.inclusive_ns(step, now_ns)) + running),
     ]
+    failure = step.compile.failure
+    if failure is not None and failure.get("stage") == CODEGEN and step is step.compile.failed_codegen:
+        details.fields += _captured(failure, step.compile.id)
     details.error = step.error
     if step.status is FAILED and step.compile.traceback:
         details.traceback = step.compile.traceback
@@ -200,13 +206,30 @@ def _kernel_fields(tree: PassTree) -> list[tuple[str, str]]:
     ]
 
 
-def _captured(failure: dict[str, Any], compile_id: int) -> str:
-    """What the agent kept of the failed pass, and how to use it."""
+def _captured(failure: dict[str, Any], compile_id: int) -> list[tuple[str, str]]:
+    """What the agent kept of the failed pass or codegen step, and how to use it."""
+    repro = f"iket-tui repro RECORDING --compile {compile_id} -o DIR"
+    if failure.get("stage") == CODEGEN:
+        return _captured_codegen(failure, repro)
     script = failure.get("ir_script")
     if not isinstance(failure.get("ir_json"), str):
-        return f"the failed pass, without its module: {failure.get('ir_missing') or 'not kept'}"
+        return [("captured", f"the failed pass, without its module: {failure.get('ir_missing') or 'not kept'}")]
     lines = f" ({len(script.splitlines()):,} lines)" if isinstance(script, str) else ""
-    return (
-        f"the IR given to {failure.get('name')}{lines}, the target and pass config: "
-        f"iket-tui repro RECORDING --compile {compile_id} -o DIR"
-    )
+    return [("captured", f"the IR given to {failure.get('name')}{lines}, the target and pass config: {repro}")]
+
+
+def _captured_codegen(failure: dict[str, Any], repro: str) -> list[tuple[str, str]]:
+    """The source nvcc rejected, nvcc's first error, and how to make it again."""
+    source = failure.get("source")
+    if not isinstance(source, str):
+        return [
+            ("captured", f"the failed codegen step, without its source: {failure.get('source_missing') or 'not kept'}")
+        ]
+    cut = failure.get("source_missing")
+    lines = f"{len(source.splitlines()):,} lines" + (f", cut: {cut}" if isinstance(cut, str) else "")
+    fields = [("captured", f"the CUDA source nvcc rejected ({lines}), nvcc's options and output: {repro}")]
+    output = failure.get("compiler_output")
+    said = first_diagnostic(output) if isinstance(output, str) else None
+    if said is not None:
+        fields.append(("nvcc said", said))
+    return fields

@@ -5,6 +5,9 @@ at a gate, a good GEMM, a kernel that fails in ``tl.LayoutInference``, an add wh
 fails in a pass outside TileLang's pass pipeline, and compiles an add whose generated CUDA
 nvcc rejects. A first client attaches before anything happens; a second
 attaches while the held pass runs, with a backlog of a single event.
+
+What the agent captures of a failure for a reproducer must fit in a message a reader accepts:
+that is checked here too, on a source too long for one.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from pathlib import Path
 import pytest
 from agent_wire import WireClient, events, of_type, socket_of, spawn_target
 
+from iket_tui.agent import capture
 from iket_tui.protocol import messages as m
+from iket_tui.protocol.codec import MessageDecoder, encode_message
 from iket_tui.protocol.messages import Message
 
 pytestmark = pytest.mark.tilelang
@@ -189,6 +194,74 @@ def test_codegen_failure_carries_nvccs_diagnostics(scenario: Scenario) -> None:
     assert (end["ok"], end["stage"], end["error_type"]) == (False, "codegen", "RuntimeError")
     assert end["error"].startswith("RuntimeError: Compilation error:")
     assert len(of_type(jit, m.PASS_START)) == len(of_type(jit, m.PASS_END)) >= 60
+
+
+def test_codegen_failure_captures_the_source_nvcc_was_given_and_what_it_said(scenario: Scenario) -> None:
+    from tilelang import env
+
+    jit = compiles(scenario.first)[NVCC]
+    (codegen,) = of_type(jit, m.CODEGEN_END)
+    failure, end = jit[-2:]
+    assert (failure["type"], end["type"]) == (m.COMPILE_FAILURE, m.COMPILE_END)
+    assert (failure["stage"], failure["seq"], failure["name"]) == ("codegen", None, "target.build.tilelang_cuda")
+    assert (failure["error"], failure["error_type"]) == (end["error"], end["error_type"])
+    # The source as nvcc got it: after the post-processing callback that spoiled it.
+    assert 'extern "C" __global__' in failure["source"]
+    assert failure["source"].endswith("\nthis is not cuda;\n")
+    assert failure["source_missing"] is None
+    output = failure["compiler_output"]
+    assert "this is not cuda" in output and "error" in output
+    assert 'extern "C" __global__' not in output and "Command: " not in output
+    assert f"Compilation error:\n{output}\nCommand: " in codegen["error"]
+    assert (failure["nvcc_format"], failure["nvcc_arch"]) == ("cubin", ["-arch=sm_90a"])
+    assert failure["nvcc_options"][:3] == [
+        "-std=c++20",
+        f"-I{env.TILELANG_TEMPLATE_PATH}",
+        f"-I{env.CUTLASS_INCLUDE_DIR}",
+    ]
+    assert failure["tilelang_paths"] == {
+        "TILELANG_TEMPLATE_PATH": env.TILELANG_TEMPLATE_PATH,
+        "CUTLASS_INCLUDE_DIR": env.CUTLASS_INCLUDE_DIR,
+    }
+    command = failure["nvcc_command"].split()
+    assert command[0].endswith("nvcc") and "--cubin" in command and command[-1].endswith(".cu")
+    assert '"arch":"sm_90a"' in failure["target"]
+
+
+def test_a_source_too_long_for_a_message_is_cut_to_the_lines_that_fit() -> None:
+    lines = 300_000
+    source = "".join(f"// line {index:07d} \u00fc\n" for index in range(lines))
+    assert len(source.encode()) > capture.MAX_TEXT_BYTES
+    run = capture.NvccRun(
+        code=source,
+        target_format="cubin",
+        arch=["-arch=sm_90a"],
+        options=["-std=c++20"],
+        output="kernel.cu(1): error: too long",
+        command=None,
+        tilelang_paths={},
+    )
+    fields = capture.failed_codegen(run)
+    kept = fields["source"]
+    assert source.startswith(kept) and kept.endswith("\n")
+    assert capture.MAX_TEXT_BYTES - 20 < len(kept.encode()) <= capture.MAX_TEXT_BYTES
+    assert fields["source_missing"] == (
+        f"the source is {len(source.encode()):,} bytes, over {capture.MAX_TEXT_BYTES:,}: "
+        f"only its first {kept.count(chr(10)):,} of {lines:,} lines are kept"
+    )
+    msg = m.compile_failure(
+        compile=1,
+        stage="codegen",
+        seq=None,
+        name="target.build.tilelang_cuda",
+        error=None,
+        error_type=None,
+        t_ns=1,
+        **fields,
+    )
+    decoder = MessageDecoder()
+    decoder.feed(encode_message(msg))
+    assert list(decoder) == [msg]
 
 
 def test_held_pass_is_seen_running_before_it_finishes(scenario: Scenario) -> None:

@@ -1,11 +1,13 @@
-"""Reproducers from a real recording: the bundled program's compile that fails in
-tl.LayoutInference is recorded under the agent, ``iket-tui repro`` writes a directory, and in a
-fresh process without the program ``repro.py`` raises the same error from the same pass. A
-codegen failure and a pass of the user's own are said to be out of reach, in one line."""
+"""Reproducers from a real recording: the bundled program's compiles that fail in
+tl.LayoutInference and in nvcc are recorded under the agent, ``iket-tui repro`` writes a
+directory, and in a fresh process without the program ``repro.py`` raises the same error: from
+the same pass, or from nvcc on the same source. A pass of the user's own is written but said to
+be out of reach."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,11 +17,14 @@ import pytest
 
 pytest.importorskip("tilelang")
 
+from iket_tui.demo.kernels import MISSING_DEVICE_FUNCTION
 from iket_tui.protocol import messages as m
 from iket_tui.repro import ReproError, write
 from iket_tui.sources.reading import read_recording
 
 WAIT_S = 300.0
+NVCC_ERROR = re.compile(r"^(?:\S*/)?(\S+\.cu\(\d+\): error: .*)$", re.MULTILINE)
+"""nvcc's first error, without the temporary directory it compiled in."""
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +43,28 @@ def _iket(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[st
     )
 
 
+def _fresh_python(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python script`` in ``cwd``, in an environment without the agent."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("IKET_TUI")}
+    return subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=WAIT_S, cwd=cwd, env=env)
+
+
+def _failure(messages: list[m.Message], stage: str) -> tuple[m.Message, m.Message]:
+    """The one ``compile_failure`` of ``stage`` in a recording, and its compile's end."""
+    (failure,) = [msg for msg in messages if msg["type"] == m.COMPILE_FAILURE and msg.get("stage") == stage]
+    end = next(msg for msg in messages if msg["type"] == m.COMPILE_END and msg["compile"] == failure["compile"])
+    return failure, end
+
+
+def _first_nvcc_error(text: str) -> str:
+    found = NVCC_ERROR.search(text)
+    assert found is not None, text[-2000:]
+    return found.group(1)
+
+
 def test_the_reproducer_raises_the_recorded_error_in_a_fresh_process(recording: Path, tmp_path: Path) -> None:
     messages, _ = read_recording(recording)
-    (failure,) = [msg for msg in messages if msg["type"] == m.COMPILE_FAILURE]
+    failure, _ = _failure(messages, "pass")
     end = next(msg for msg in messages if msg["type"] == m.COMPILE_END and msg["compile"] == failure["compile"])
     assert failure["name"] == "tl.LayoutInference" and failure["ir_json"] and failure["ir_script"]
 
@@ -53,27 +77,95 @@ def test_the_reproducer_raises_the_recorded_error_in_a_fresh_process(recording: 
     assert sorted(path.name for path in out.iterdir()) == ["before.py", "config.json", "module.json", "repro.py"]
     assert (out / "before.py").read_text() == failure["ir_script"]
 
-    env = {key: value for key, value in os.environ.items() if not key.startswith("IKET_TUI")}
-    ran = subprocess.run([sys.executable, "repro.py"], capture_output=True, text=True, timeout=WAIT_S, cwd=out, env=env)
+    ran = _fresh_python("repro.py", out)
     assert ran.returncode != 0
     first_line = end["error"].split(": ", 1)[1].splitlines()[0]
     assert f"{end['error_type']}: {first_line}" in ran.stderr.splitlines()
 
 
-def test_a_codegen_failure_is_said_to_be_out_of_reach(recording: Path, tmp_path: Path) -> None:
+def test_a_codegen_failure_is_reproduced_by_nvcc_in_a_fresh_process(recording: Path, tmp_path: Path) -> None:
     messages, _ = read_recording(recording)
-    codegen = next(msg for msg in messages if msg["type"] == m.COMPILE_END and msg.get("stage") == "codegen")
-    done = _iket("repro", str(recording), "--compile", str(codegen["compile"]), "-o", str(tmp_path / "x"))
-    assert done.returncode == 2
-    assert len(done.stderr.splitlines()) == 1
-    assert "failed in codegen" in done.stderr and "only failed passes are reproduced" in done.stderr
+    failure, end = _failure(messages, "codegen")
+    assert (end["stage"], end["error_type"], failure["name"]) == (
+        "codegen",
+        "RuntimeError",
+        "target.build.tilelang_cuda",
+    )
+    recorded = _first_nvcc_error(failure["compiler_output"])
+    assert recorded.endswith(f'error: identifier "{MISSING_DEVICE_FUNCTION}" is undefined')
+
+    out = tmp_path / "repro"
+    written = _iket("repro", str(recording), "--compile", str(failure["compile"]), "-o", str(out))
+    assert written.returncode == 0, written.stderr
+    assert written.stderr.startswith(
+        f"iket-tui: wrote a reproducer of compile {failure['compile']} (target.build.tilelang_cuda) to {out}: "
+        f"python {out / 'repro.py'} runs nvcc on kernel.cu"
+    )
+    assert sorted(path.name for path in out.iterdir()) == ["kernel.cu", "repro.py"]
+    assert (out / "kernel.cu").read_text() == failure["source"]
+    assert MISSING_DEVICE_FUNCTION in failure["source"]
+
+    ran = _fresh_python("repro.py", out)
+    assert ran.returncode != 0
+    first_line = end["error"].split(": ", 1)[1].splitlines()[0]
+    assert first_line == "Compilation error:"
+    assert f"{end['error_type']}: {first_line}" in ran.stderr.splitlines()
+    assert _first_nvcc_error(ran.stderr) == recorded
+    assert failure["source"] not in ran.stderr, "the echoed source is left out of the error"
+
+
+def test_a_codegen_reproducer_compiles_against_this_tilelangs_headers(recording: Path, tmp_path: Path) -> None:
+    """A recording made with TileLang installed elsewhere: its include directories are replaced
+    by this install's, and one that is not TileLang's and does not exist here is reported."""
+    messages, _ = read_recording(recording)
+    failure, _ = _failure(messages, "codegen")
+    here = failure["tilelang_paths"]["TILELANG_TEMPLATE_PATH"]
+    elsewhere = "/opt/elsewhere/tilelang/src"
+    moved = {
+        **failure,
+        "nvcc_options": [
+            *(f"-I{elsewhere}" if option == f"-I{here}" else option for option in failure["nvcc_options"]),
+            "-I",
+            "/opt/gone/include",
+        ],
+        "tilelang_paths": {**failure["tilelang_paths"], "TILELANG_TEMPLATE_PATH": elsewhere},
+    }
+    assert f"-I{elsewhere}" in moved["nvcc_options"]
+    found = write([moved if msg is failure else msg for msg in messages], tmp_path / "moved", failure["compile"])
+    assert found.runnable
+
+    ran = _fresh_python("repro.py", found.directory)
+    assert ran.returncode != 0
+    assert "repro: the include directory /opt/gone/include does not exist here" in ran.stderr.splitlines()
+    assert elsewhere not in ran.stderr
+    assert _first_nvcc_error(ran.stderr) == _first_nvcc_error(failure["compiler_output"])
+
+
+def test_a_codegen_failure_without_its_source_says_why_in_one_line(recording: Path, tmp_path: Path) -> None:
+    messages, _ = read_recording(recording)
+    failure, _ = _failure(messages, "codegen")
+    missing = {**failure, "source": None, "source_missing": "the codegen step failed without a failing nvcc run"}
+    with pytest.raises(ReproError) as raised:
+        write([missing if msg is failure else msg for msg in messages], tmp_path / "none", failure["compile"])
+    assert str(raised.value) == (
+        f"compile {failure['compile']} failed in codegen (target.build.tilelang_cuda) without the source nvcc was "
+        "given: the codegen step failed without a failing nvcc run"
+    )
+    assert not (tmp_path / "none").exists()
+
+    uncaptured = [msg for msg in messages if msg is not failure]
+    with pytest.raises(ReproError) as raised:
+        write(uncaptured, tmp_path / "old", failure["compile"])
+    assert str(raised.value) == (
+        f"compile {failure['compile']} failed in codegen (RuntimeError), and the recording holds no capture of it "
+        "(recorded before iket-tui captured codegen failures); iket-tui dump shows the compiler's error"
+    )
 
 
 def test_a_pass_of_the_users_own_is_written_but_not_runnable(recording: Path, tmp_path: Path) -> None:
     messages, _ = read_recording(recording)
-    renamed = [
-        {**msg, "name": "my_project.FuseEverything"} if msg["type"] == m.COMPILE_FAILURE else msg for msg in messages
-    ]
+    failure, _ = _failure(messages, "pass")
+    renamed = [{**msg, "name": "my_project.FuseEverything"} if msg is failure else msg for msg in messages]
     found = write(renamed, tmp_path / "own")
     assert not found.runnable
     assert "my_project.FuseEverything is not one of TileLang's or TVM's passes" in found.note
@@ -97,6 +189,20 @@ def test_the_failed_compile_says_what_was_captured(recording: Path) -> None:
     tree = PassTree()
     tree.apply(messages)
     failed = next(comp for comp in tree.compiles if comp.kernel == "layout_conflict")
-    fields = dict(describe(tree, failed, tree.last_t_ns).fields)
-    assert fields["captured"].startswith("the IR given to tl.LayoutInference (")
-    assert fields["captured"].endswith(f"iket-tui repro RECORDING --compile {failed.id} -o DIR")
+    assert failed.failing is not None
+    for node in (failed, failed.failing):
+        fields = dict(describe(tree, node, tree.last_t_ns).fields)
+        assert fields["captured"].startswith("the IR given to tl.LayoutInference (")
+        assert fields["captured"].endswith(f"iket-tui repro RECORDING --compile {failed.id} -o DIR")
+
+    rejected = next(comp for comp in tree.compiles if comp.kernel == "nvcc_error")
+    assert rejected.failed_codegen is not None and rejected.failure is not None
+    lines = len(rejected.failure["source"].splitlines())
+    said = _first_nvcc_error(rejected.failure["compiler_output"])
+    for node in (rejected, rejected.failed_codegen):
+        fields = dict(describe(tree, node, tree.last_t_ns).fields)
+        assert fields["captured"] == (
+            f"the CUDA source nvcc rejected ({lines:,} lines), nvcc's options and output: "
+            f"iket-tui repro RECORDING --compile {rejected.id} -o DIR"
+        )
+        assert fields["nvcc said"] == said
