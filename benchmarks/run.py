@@ -20,6 +20,7 @@ BENCHMARKS = {
     "compile": "benchmarks.compile_overhead",
     "ring": "benchmarks.ring_drain",
     "flame": "benchmarks.flame",
+    "ir": "benchmarks.ir_view",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from typing import Final
 
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceError
@@ -25,12 +26,17 @@ def fetch_ir(
     return answer
 
 
+NO_NEWLINE: Final = "\\ No newline at end of file"
+
+
 def unified_diff(before: str, after: str, name: str) -> str:
-    """The change a pass made, as a unified diff (empty when it changed nothing)."""
+    """The change a pass made, as a unified diff (empty when it changed nothing). A last line
+    without a newline is followed by ``\\ No newline at end of file``, as ``diff -u`` writes
+    it, so that it does not run into the next line and ``patch`` reads the diff."""
     lines = difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True), f"before {name}", f"after {name}"
     )
-    return "".join(lines)
+    return "".join(line if line.endswith("\n") else f"{line}\n{NO_NEWLINE}\n" for line in lines)
 
 
 def view_of(answer: m.Message, view: str) -> str:

@@ -33,7 +33,10 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("d", "show or hide the detail pane"),
             ("K", "kernels: launches of traced kernels and their flame view (escape comes back)"),
             ("S", "stacks of every thread of the target; r refreshes, n adds native frames (py-spy)"),
-            ("i", "the IR before and after the pass under the cursor, and the diff (b, a, d; w saves)"),
+            (
+                "i",
+                "the IR before and after the pass under the cursor, and the diff (b, a, d; / searches, n N; w saves)",
+            ),
         ),
     ),
     (

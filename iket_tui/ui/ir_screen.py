@@ -1,15 +1,15 @@
 """The IR of one pass, fetched from the live target on request: before it, after it, and the
-diff between the two, highlighted, saved to a file on ``w``."""
+diff between the two, highlighted, searched with ``/``, ``n`` and ``N`` as in ``less``, saved
+to a file on ``w``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import ClassVar
 
-from rich.syntax import Syntax
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -18,24 +18,29 @@ from iket_tui.protocol import messages as m
 from iket_tui.sources.base import EventSource
 from iket_tui.sources.ir import view_of
 from iket_tui.ui.asking import POLL_S, NotAsked, Question
+from iket_tui.ui.ir_text import IRText
+from iket_tui.ui.search_bar import SearchBar
 
 WAIT_S = 30.0
 
 
 class IRScreen(Screen[None]):
-    """Before, after or diff of one pass (``b``, ``a``, ``d``)."""
+    """Before, after or diff of one pass (``b``, ``a``, ``d``); a search (``/``) stays across them."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,i", "app.pop_screen", "Passes"),
         Binding("b", "view('before')", "Before"),
         Binding("a", "view('after')", "After"),
         Binding("d", "view('diff')", "Diff"),
+        Binding("slash", "search", "Search"),
+        Binding("n", "search_next", "Next match"),
+        Binding("N", "search_previous", "Previous match", show=False),
         Binding("w", "save", "Save"),
     ]
 
     DEFAULT_CSS = """
     IRScreen #ir-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
-    IRScreen #ir-body { height: auto; }
+    IRScreen #ir-body { height: 1fr; }
     """
 
     def __init__(self, source: EventSource, node: PassNode, *, save_dir: Path | None = None) -> None:
@@ -43,23 +48,38 @@ class IRScreen(Screen[None]):
         self.source = source
         self.node = node
         self.view = "diff"
+        """The view asked for; ``shown`` is the one on screen (the diff takes a while to compute)."""
+        self.shown: str | None = None
         self.answer: m.Message | None = None
         self.text = ""
+        """The text on screen, as ``w`` saves it."""
+        self.term = ""
         self.save_dir = save_dir or Path.cwd()
         self._question: Question | None = None
+        self._texts: dict[str, str] = {}
 
     @property
     def what(self) -> str:
         node = self.node
         return f"{node.name} (pass {node.seq} of compile {node.compile.id})"
 
+    @property
+    def body(self) -> IRText:
+        return self.query_one("#ir-body", IRText)
+
+    @property
+    def search_bar(self) -> SearchBar:
+        return self.query_one("#ir-search", SearchBar)
+
     def compose(self) -> ComposeResult:
         yield Static(id="ir-title", markup=False)
-        with VerticalScroll(id="ir-scroll"):
-            yield Static(id="ir-body")
+        yield IRText(id="ir-body")
+        yield SearchBar(placeholder="text in the IR (case ignored unless it has a capital)", id="ir-search")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.search_bar.display = False
+        self.body.focus()
         self.set_interval(POLL_S, self._poll)
         node = self.node
         try:
@@ -74,16 +94,18 @@ class IRScreen(Screen[None]):
     def title_text(self) -> str:
         return str(self.query_one("#ir-title", Static).render())
 
+    # Views
+
     def action_view(self, view: str) -> None:
         self.view = view
         self._show()
 
     def action_save(self) -> None:
-        if self.answer is None:
+        if self.shown is None:
             self.notify("nothing to save yet", severity="warning")
             return
-        suffix = "diff" if self.view == "diff" else "py"
-        path = self.save_dir / f"iket-ir-c{self.node.compile.id}-p{self.node.seq}-{self.view}.{suffix}"
+        suffix = "diff" if self.shown == "diff" else "py"
+        path = self.save_dir / f"iket-ir-c{self.node.compile.id}-p{self.node.seq}-{self.shown}.{suffix}"
         try:
             path.write_text(self.text, encoding="utf-8")
         except OSError as exc:
@@ -112,13 +134,80 @@ class IRScreen(Screen[None]):
         self._show()
 
     def _show(self) -> None:
+        """Show the view asked for; a diff not computed yet is computed off the app's thread."""
         if self.answer is None:
             return
-        self.text = view_of(self.answer, self.view)
-        lexer = "diff" if self.view == "diff" else "python"
-        self.query_one("#ir-body", Static).update(Syntax(self.text, lexer, line_numbers=self.view != "diff"))
-        lines = self.text.count("\n")
-        self._title(f"IR {self.view} {self.what} · {lines:,} lines · b before, a after, d diff, w save")
+        text = self._texts.get(self.view)
+        if text is None and self.view != "diff":
+            text = self._texts[self.view] = view_of(self.answer, self.view)
+        if text is None:
+            self._title(f"computing the diff of {self.what} ...")
+            self._compute_diff(self.answer)
+            return
+        self.text = text
+        self.shown = self.view
+        self.body.show(text, "diff" if self.view == "diff" else "python")
+        if self.term:
+            self.body.search(self.term)
+        self._title_for_view()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="ir-diff", description="diff the IR of a pass")
+    def _compute_diff(self, answer: m.Message) -> None:
+        diff = view_of(answer, "diff")
+        self.app.call_from_thread(self._diff_done, answer, diff)
+
+    def _diff_done(self, answer: m.Message, diff: str) -> None:
+        if answer is self.answer:
+            self._texts["diff"] = diff
+            if self.view == "diff":
+                self._show()
+
+    # Search
+
+    def action_search(self) -> None:
+        self.search_bar.open(self.term)
+
+    def action_search_next(self) -> None:
+        self.body.next_match()
+        self._title_for_view()
+
+    def action_search_previous(self) -> None:
+        self.body.previous_match()
+        self._title_for_view()
+
+    @on(SearchBar.Closed)
+    def _search_closed(self, message: SearchBar.Closed) -> None:
+        """Enter searches (an empty term drops the search); Escape leaves it as it was."""
+        message.stop()
+        self.body.focus()
+        if message.kept:
+            self.term = message.term
+            self.body.search(self.term)
+            self._title_for_view()
+
+    @on(SearchBar.Changed)
+    def _search_typed(self, message: SearchBar.Changed) -> None:
+        message.stop()
+
+    def search_status(self) -> str:
+        """``match i of k``, ``no match for X``, or nothing without a search."""
+        matches, current = self.body.matches, self.body.current
+        if matches is None or not self.term:
+            return ""
+        if current is None:
+            return f"no match for {self.term}"
+        return f"match {current + 1:,} of {len(matches):,}"
+
+    # Title
+
+    def _title_for_view(self) -> None:
+        if self.shown is None:
+            return
+        found = self.search_status()
+        self.search_bar.show_count(found.removeprefix("match ").split(" for ")[0])
+        lines = f"{len(self.body.lines):,} lines"
+        parts = (f"IR {self.shown} {self.what}", lines, found)
+        self._title(" · ".join(part for part in parts if part))
 
     def _title(self, text: str) -> None:
         self.query_one("#ir-title", Static).update(text)

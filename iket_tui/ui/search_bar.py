@@ -1,4 +1,5 @@
-"""The search bar: find passes by name, incrementally, as the user types."""
+"""The search bar: a term typed after ``/``, reported as it changes and when the user is done
+(the pass tree finds passes by name as the user types; the IR view searches on Enter)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,24 @@ from textual.widgets import Input, Static
 
 
 class SearchBar(Horizontal):
-    """An input for a pass name and the match count; Enter keeps the search, Escape drops it."""
+    """An input for a term and the match count; closing it with Enter keeps the term, with
+    Escape does not (the pass tree then drops its search, the IR view keeps the one it had)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel search", show=False)]
+
+    DEFAULT_CSS = """
+    SearchBar {
+        height: 1;
+        background: $panel;
+        & > #search-prompt { width: 2; padding-left: 1; color: $accent; text-style: bold; }
+        & > #search-input { width: 1fr; height: 1; border: none; padding: 0 1; }
+        & > #search-count { width: auto; min-width: 12; padding: 0 1; color: $text-muted; }
+    }
+    """
+
+    def __init__(self, *, placeholder: str = "pass name", id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.placeholder = placeholder
 
     @dataclass
     class Changed(Message):
@@ -41,7 +57,7 @@ class SearchBar(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Static("/", id="search-prompt", markup=False)
-        yield Input(placeholder="pass name", id="search-input")
+        yield Input(placeholder=self.placeholder, id="search-input")
         yield Static("", id="search-count", markup=False)
 
     @property

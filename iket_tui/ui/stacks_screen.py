@@ -3,12 +3,14 @@ agent when the pane opens (``r`` again), and its native stacks through py-spy on
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
+from textual.containers import ScrollableContainer
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -18,6 +20,7 @@ from iket_tui.sources.stacks import native_stacks, stack_lines
 from iket_tui.ui.asking import POLL_S, NotAsked, Question
 
 WAIT_S = 10.0
+_FRAME = re.compile(r'^(\s*File ")(.*)(", line \d+, in )(.*)$')
 
 
 class StacksScreen(Screen[None]):
@@ -30,9 +33,25 @@ class StacksScreen(Screen[None]):
         Binding("a", "toggle_agent", "Agent threads"),
     ]
 
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "stacks--thread",
+        "stacks--file",
+        "stacks--function",
+        "stacks--innermost",
+        "stacks--note",
+    }
+
     DEFAULT_CSS = """
-    StacksScreen #stacks-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
-    StacksScreen #stacks-body { height: 1fr; padding: 0 1; }
+    StacksScreen {
+        & #stacks-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
+        & #stacks-scroll { height: 1fr; }
+        & #stacks-body { width: auto; height: auto; padding: 0 1; }
+        & > .stacks--thread { color: $text-accent; text-style: bold; }
+        & > .stacks--file { color: $text-muted; }
+        & > .stacks--function { color: $text-primary; text-style: bold; }
+        & > .stacks--innermost { color: $text-warning; text-style: bold; }
+        & > .stacks--note { color: $text-muted; text-style: italic; }
+    }
     """
 
     def __init__(self, source: EventSource, pid: int | None) -> None:
@@ -47,11 +66,12 @@ class StacksScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="stacks-title", markup=False)
-        with VerticalScroll(id="stacks-scroll"):
+        with ScrollableContainer(id="stacks-scroll"):
             yield Static(id="stacks-body", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#stacks-scroll").focus()
         self.set_interval(POLL_S, self._poll)
         self.action_refresh_stacks()
 
@@ -121,4 +141,44 @@ class StacksScreen(Screen[None]):
     def _show(self, status: str, lines: list[str]) -> None:
         self._status = status
         self.query_one("#stacks-title", Static).update(status)
-        self.query_one("#stacks-body", Static).update("\n".join(lines))
+        self.query_one("#stacks-body", Static).update(self._styled(lines))
+
+    def _styled(self, lines: list[str]) -> Text:
+        """Threads stand out, and in each frame its function; a thread's innermost frame, where
+        it is now, most of all."""
+        style = self.get_component_rich_style
+        thread, file, function = style("stacks--thread"), style("stacks--file"), style("stacks--function")
+        innermost, note = style("stacks--innermost"), style("stacks--note")
+        marked = _innermost(lines)
+        text = Text(end="", no_wrap=True)
+        for number, line in enumerate(lines):
+            if number:
+                text.append("\n")
+            frame = _FRAME.match(line)
+            if line.startswith("Thread "):
+                text.append(line, thread)
+            elif frame is not None:
+                text.append(frame[1], file)
+                text.append(frame[2], innermost if number in marked else file)
+                text.append(frame[3], file)
+                text.append(frame[4], innermost if number in marked else function)
+            elif number in marked:
+                text.append(line, innermost)
+            elif line.startswith(("(", "  ... ")):
+                text.append(line, note)
+            else:
+                text.append(line)
+        return text
+
+
+def _innermost(lines: list[str]) -> set[int]:
+    """The lines of each thread's innermost frame: the frame and its code, before a blank line."""
+    marked: set[int] = set()
+    for number, line in enumerate(lines):
+        if _FRAME.match(line):
+            after = number + 1
+            if after < len(lines) and lines[after].startswith("    "):
+                after += 1
+            if after == len(lines) or not lines[after].strip():
+                marked.update(range(number, after))
+    return marked

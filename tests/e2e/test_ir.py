@@ -175,7 +175,7 @@ def test_the_ir_pane_of_the_app_on_the_running_pass(stuck: Stuck, tmp_path: Path
             assert f"{STUCK_PASS} (pass " in screen.title_text()
             assert screen.text.startswith("# from tvm.script import ir as I")
             await pilot.press("d")
-            assert screen.text.startswith("no IR after it: pass ")
+            await _until(pilot, lambda: screen.text.startswith("no IR after it: pass "))
             await pilot.press("b", "w")
             saved = list(tmp_path.glob("iket-ir-c*-p*-before.py"))
             assert len(saved) == 1 and saved[0].read_text() == screen.text
@@ -183,6 +183,96 @@ def test_the_ir_pane_of_the_app_on_the_running_pass(stuck: Stuck, tmp_path: Path
             assert not isinstance(app.screen, IRScreen)
 
     asyncio.run(scenario())
+
+
+def test_searching_the_ir_of_a_pass(lowered: Lowered) -> None:
+    """``/`` finds every occurrence the ``ir`` command prints, in each view; ``n`` and ``N`` go
+    from one to the next, wrapping, and scroll the view to show it."""
+    newest = max(lowered.seq)
+    seq = lowered.seq[newest]
+    printed = {view: _printed(lowered, newest, seq, view) for view in ("before", "after", "diff")}
+    term = "T.sblock"  # a capital: the case counts, as for str.count
+    counts = {view: text.count(term) for view, text in printed.items()}
+    assert counts["before"] >= 4 and counts["diff"] >= 1
+
+    async def scenario() -> None:
+        app = IketApp(SocketSource(lowered.path), follow=False)
+        async with app.run_test(size=(100, 12)) as pilot:
+            await _until(pilot, lambda: _pass_in(app, newest) is not None)
+            node = _pass_in(app, newest)
+            assert node is not None and node.seq == seq
+            app.rows.reveal(node)
+            app.view.sync()
+            app.view.select(node)
+            await pilot.press("i")
+            await _until(pilot, lambda: isinstance(app.screen, IRScreen) and app.screen.shown == "diff")
+            screen = app.screen
+            assert isinstance(screen, IRScreen)
+            assert screen.text.rstrip("\n") == printed["diff"].rstrip("\n")
+
+            await pilot.press("slash", *term, "enter")  # its "b" is typed, not a switch to the IR before
+            assert not screen.search_bar.display and screen.shown == "diff"
+            assert screen.search_status() == f"match 1 of {counts['diff']}"
+            assert screen.title_text().endswith(f" lines · match 1 of {counts['diff']}")
+            _assert_current_match_on_screen(screen, term)
+
+            await pilot.press("b")
+            assert screen.shown == "before" and screen.text.rstrip("\n") == printed["before"].rstrip("\n")
+            assert screen.search_status() == f"match 1 of {counts['before']}"
+            seen = [(screen.body.current, screen.body.scroll_offset.y)]
+            _assert_current_match_on_screen(screen, term)
+            for _ in range(counts["before"]):
+                await pilot.press("n")
+                seen.append((screen.body.current, screen.body.scroll_offset.y))
+                _assert_current_match_on_screen(screen, term)
+            assert [current for current, _ in seen] == [*range(counts["before"]), 0]
+            assert len({top for _, top in seen}) > 1, "n never scrolled the view"
+            await pilot.press("N")
+            assert screen.search_status() == f"match {counts['before']} of {counts['before']}"
+            _assert_current_match_on_screen(screen, term)
+            await pilot.press("N")
+            assert screen.search_status() == f"match {counts['before'] - 1} of {counts['before']}"
+
+            await pilot.press("a")  # the same search, from where the view was
+            assert screen.shown == "after" and screen.search_status().endswith(f" of {counts['after']}")
+            _assert_current_match_on_screen(screen, term)
+            after = screen.search_status()
+
+            await pilot.press("slash", *"NoSuchName", "escape")
+            assert not screen.search_bar.display and screen.shown == "after"
+            assert screen.search_status() == after
+            await pilot.press("slash", *"NoSuchName", "enter")
+            assert screen.search_status() == "no match for NoSuchName"
+            assert screen.title_text().endswith(" lines · no match for NoSuchName")
+            assert screen.body.matches is not None and len(screen.body.matches) == 0
+            await pilot.press("n")
+            assert screen.search_status() == "no match for NoSuchName"
+
+    asyncio.run(scenario())
+
+
+def _printed(lowered: Lowered, compile_id: int, seq: int, view: str) -> str:
+    """What ``iket-tui ir`` prints for ``view`` of the pass."""
+    command = [sys.executable, "-m", "iket_tui", "ir", str(lowered.program.pid), "--compile", str(compile_id)]
+    done = subprocess.run(
+        [*command, "--pass", str(seq), f"--{view}"], capture_output=True, text=True, timeout=WAIT_S, env=lowered.env
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _pass_in(app: IketApp, compile_id: int) -> PassNode | None:
+    return next((p for p in app.pass_tree.passes if p.name == PASS and p.compile.id == compile_id), None)
+
+
+def _assert_current_match_on_screen(screen: IRScreen, term: str) -> None:
+    """The current match's line is on screen and shows the term (the view scrolled to it)."""
+    body = screen.body
+    assert body.matches is not None and body.current is not None
+    line = body.matches.line_of(body.current)
+    top = body.scroll_offset.y
+    assert top <= line < top + body.scrollable_content_region.height
+    assert term in body.line_text(line - top)
 
 
 def _running_pass(path: Path) -> tuple[int, int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from iket_tui.protocol.messages import Message
 from iket_tui.sources.base import SourceBatch, SourceState
@@ -95,6 +95,28 @@ class FakeReplay(FakeSource):
 
     def set_speed(self, speed: float) -> None:
         self._speed = speed
+
+
+class AnsweringSource(FakeSource):
+    """A live FakeSource that screens can ask things: ``request`` files the prepared answer to
+    ``what`` under a new id in ``responses``, as a socket source does when the agent answers.
+    A ``what`` without an answer is never answered."""
+
+    def __init__(
+        self, answers: Mapping[str, Message], batches: Iterable[SourceBatch] = (), *, description: str = "pid 4242"
+    ) -> None:
+        super().__init__(batches, description=description, stay_open=True)
+        self.answers = dict(answers)
+        self.requests: list[Message] = []
+        self.responses: dict[int, Message] = {}
+
+    def request(self, what: str, **fields: object) -> int:
+        self.requests.append({"what": what, **fields})
+        request_id = len(self.requests)
+        answer = self.answers.get(what)
+        if answer is not None:
+            self.responses[request_id] = {**answer, "id": request_id}
+        return request_id
 
 
 def batch(messages: Iterable[Message], *, state: SourceState | None = None, error: str | None = None) -> SourceBatch:

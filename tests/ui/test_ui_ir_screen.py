@@ -1,0 +1,82 @@
+"""The IR screen over an answer a source gives: line numbers, the diff's lines, and a search
+that Enter starts, an empty Enter drops and Escape leaves alone."""
+
+from __future__ import annotations
+
+from textual.app import App
+from ui_driving import app_test, wait_until
+from ui_fakes import AnsweringSource
+
+from iket_tui.model.nodes import PassNode
+from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.synthetic import session
+from iket_tui.protocol import messages as m
+from iket_tui.ui.ir_screen import IRScreen
+
+BEFORE = "".join(f"x_{i} = T.alloc({i})\n" for i in range(1, 41))
+AFTER = BEFORE.replace("x_20 = T.alloc(20)", "x_20 = T.alloc(20, scope='shared')")
+
+
+def _node() -> PassNode:
+    tree = PassTree()
+    tree.apply([msg for spec in session(1, fail=()) for msg in spec.messages()])
+    return next(node for node in tree.passes if node.name == "tl.LowerTileOp")
+
+
+class IRApp(App[None]):
+    def __init__(self) -> None:
+        super().__init__()
+        node = _node()
+        answer = m.response(
+            id=0, what=m.WHAT_IR, t_ns=0, ok=True, name=node.name, before=BEFORE, after=AFTER, after_missing=None
+        )
+        self.source = AnsweringSource({m.WHAT_IR: answer})
+        self.node = node
+
+    def on_mount(self) -> None:
+        self.push_screen(IRScreen(self.source, self.node))
+
+
+def _rows(screen: IRScreen) -> list[str]:
+    body = screen.body
+    return [body.line_text(y).rstrip() for y in range(body.scrollable_content_region.height)]
+
+
+@app_test
+async def test_the_ir_before_has_line_numbers_and_the_diff_its_changes() -> None:
+    app = IRApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, IRScreen) and app.screen.shown == "diff", "the diff")
+        screen = app.screen
+        assert isinstance(screen, IRScreen)
+        assert app.source.requests == [
+            {"what": m.WHAT_IR, "compile": app.node.compile.id, "seq": app.node.seq, "which": "both"}
+        ]
+        rows = _rows(screen)
+        assert rows[:3] == ["--- before tl.LowerTileOp", "+++ after tl.LowerTileOp", "@@ -17,7 +17,7 @@"]
+        assert "-x_20 = T.alloc(20)" in rows and "+x_20 = T.alloc(20, scope='shared')" in rows
+        await pilot.press("b")
+        assert _rows(screen)[:2] == [" 1  x_1 = T.alloc(1)", " 2  x_2 = T.alloc(2)"]
+        assert screen.title_text() == f"IR before {screen.what} · 40 lines"
+
+
+@app_test
+async def test_enter_searches_an_empty_enter_drops_it_escape_leaves_it() -> None:
+    app = IRApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, IRScreen) and app.screen.shown == "diff", "the diff")
+        screen = app.screen
+        assert isinstance(screen, IRScreen)
+        await pilot.press("b", "slash", *"alloc(3", "enter")  # alloc(3 and alloc(30 to alloc(39
+        assert screen.search_status() == "match 1 of 11"
+        assert _rows(screen)[2] == " 3  x_3 = T.alloc(3)"  # on screen already: the view stays
+        await pilot.press("N")
+        assert screen.search_status() == "match 11 of 11"
+        assert any(row.startswith("39  x_39") for row in _rows(screen))
+        await pilot.press("slash", *"x_1", "escape")
+        assert screen.search_status() == "match 11 of 11" and screen.term == "alloc(3"
+        await pilot.press("slash")
+        assert screen.search_bar.term == "alloc(3"  # the input opens on the current term
+        await pilot.press(*["backspace"] * 7, "enter")
+        assert screen.search_status() == "" and screen.body.matches is None
+        assert screen.title_text() == f"IR before {screen.what} · 40 lines"
