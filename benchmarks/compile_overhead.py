@@ -3,8 +3,9 @@
 One process lowers the same GEMM for ``sm_90a`` again and again, cycling through three
 setups in rotating order (so drift on a noisy machine falls on all of them): no
 instrumentation tool; a do-nothing ``StackedPassInstrument`` observer, which is what
-TileLang's instrumentation itself costs any tool; and the agent's observer, while
-``iket-tui record`` in another process reads every event. The figures are medians of
+TileLang's instrumentation itself costs any tool; the agent's observer keeping no IR; and the
+agent's observer keeping the IR around every pass (its default), while ``iket-tui record`` in
+another process reads every event. The figures are medians of
 per-round ratios of the process's CPU time (every thread of it, the agent's included)
 against the uninstrumented lowering: on a shared 2-core machine wall time drifts by a percent
 or two between identical rounds, CPU time much less.
@@ -24,7 +25,7 @@ from benchmarks.results import Figure, median
 
 ROUNDS = 60
 KERNEL = "gemm"
-SETUPS = ("off", "floor", "agent")
+SETUPS = ("off", "floor", "agent-no-ir", "agent")
 
 
 def _measure(rounds: int) -> dict[str, object]:
@@ -33,6 +34,7 @@ def _measure(rounds: int) -> dict[str, object]:
 
     import iket_tui.agent as agent
     from iket_tui.agent import tilelang_tool
+    from iket_tui.agent.ir_store import ir_store
     from iket_tui.agent.registry import registry
     from iket_tui.demo import kernels
 
@@ -61,14 +63,17 @@ def _measure(rounds: int) -> dict[str, object]:
         unregister_pass_instrumentation_tool("benchmark-floor")
         if name == "floor":
             register_pass_instrumentation_tool("benchmark-floor", DoNothing)
-        elif name == "agent":
+        elif name.startswith("agent"):
             tilelang_tool.register(registry)
+        ir_store.limit = 0 if name == "agent-no-ir" else kept
+
+    kept = ir_store.limit
 
     for _ in range(3):
         kernels.lower(KERNEL)
     times: dict[str, list[float]] = {name: [] for name in SETUPS}
     for round_ in range(rounds):
-        order = SETUPS[round_ % 3 :] + SETUPS[: round_ % 3]
+        order = SETUPS[round_ % len(SETUPS) :] + SETUPS[: round_ % len(SETUPS)]
         for name in order if round_ % 2 == 0 else tuple(reversed(order)):
             setup(name)
             t0 = time.process_time()
@@ -101,8 +106,16 @@ def run() -> list[Figure]:
         return median([a / b for a, b in zip(data[name], off, strict=True)])
 
     floor = ratio("floor")
+    ir = median([a / b for a, b in zip(data["agent"], data["agent-no-ir"], strict=True)])
     how = f"{ROUNDS} rounds of `{KERNEL}` lowering ({off_ms:.0f} ms CPU uninstrumented), {data['produced']} events sent"
     return [
         Figure("compile time with agent and a reading client / without", ratio("agent"), "x", 1.01, how),
         Figure("  of which TileLang's instrumentation alone (do-nothing observer)", floor, "x", 1.01, "same rounds"),
+        Figure(
+            "  keeping the IR of every pass / keeping none, both with the agent",
+            ir,
+            "x",
+            1.01,
+            "same rounds; the IR store holds the last 8 compiles (default)",
+        ),
     ]

@@ -1,5 +1,6 @@
-"""Refresh the SVG screenshots in ``screenshots/``: the live tree, a failure, a stuck pass, and the
-kernels screen (flame view, grouped by SM) over the recording of a real H200 run.
+"""Refresh the SVG screenshots in ``screenshots/``: the live tree, a failure, a stuck pass, the
+kernels screen (flame view, grouped by SM) over the recording of a real H200 run, a codegen
+failure, the IR diff of a pass and the stacks of a stuck compile.
 
 Each drives the real app with ``run_test`` over a realistic stream (passes as TileLang
 lowers them for sm_90a) on a frozen clock, so the pictures are the same on every run.
@@ -10,11 +11,14 @@ lowers them for sm_90a) on a frozen clock, so the pictures are the same on every
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+from textual.app import App
 from textual.pilot import Pilot
 
 from iket_tui.model.synthetic import live_stream
@@ -22,7 +26,8 @@ from iket_tui.protocol.messages import Message
 from iket_tui.sources.base import SourceBatch, SourceState
 from iket_tui.ui.app import IketApp
 
-OUT = Path(__file__).resolve().parent.parent / "screenshots"
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "screenshots"
 SIZE = (160, 48)
 
 
@@ -101,6 +106,50 @@ async def shoot_kernels(name: str, keys: tuple[str, ...]) -> Path:
     return path
 
 
+async def shoot_screen(name: str, app: App[None], ready: Callable[[App[None]], bool]) -> Path:
+    """An app of the UI snapshot tests (``tests/ui``), once ``ready`` says its screen shows its answer."""
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 60
+        while not ready(app):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: the screen never showed its answer")
+            await pilot.pause(0.02)
+        await pilot.pause()
+        return Path(app.save_screenshot(filename=f"{name}.svg", path=str(OUT)))
+
+
+def snapshot_test_shots() -> list[Awaitable[Path]]:
+    """The codegen failure, IR diff and stacks shots, over the inputs of their snapshot tests."""
+    sys.path.insert(0, str(ROOT / "tests" / "ui"))
+    from test_ui_failure_snapshots import failed_codegen_step, nvcc_rejected_stream, selecting
+    from test_ui_ir_snapshots import IRApp, lowered_answer
+    from test_ui_stacks_snapshots import STACKS, StacksApp
+
+    from iket_tui.ui.ir_screen import IRScreen
+    from iket_tui.ui.stacks_screen import StacksScreen
+
+    async def select_failed_codegen(pilot: Pilot[int], app: IketApp) -> None:
+        await selecting(app, failed_codegen_step)(pilot)
+
+    return [
+        shoot(
+            "failure-codegen",
+            IketApp(OneBatch(nvcc_rejected_stream()), clock=lambda: 1000.0, follow=False),
+            select_failed_codegen,
+        ),
+        shoot_screen(
+            "ir-diff",
+            IRApp(lowered_answer()),
+            lambda app: isinstance(app.screen, IRScreen) and app.screen.shown == "diff",
+        ),
+        shoot_screen(
+            "stacks",
+            StacksApp(json.loads(STACKS.read_text())),
+            lambda app: isinstance(app.screen, StacksScreen) and app.screen.response is not None,
+        ),
+    ]
+
+
 async def main() -> None:
     OUT.mkdir(exist_ok=True)
     frozen = 1000.0
@@ -118,6 +167,7 @@ async def main() -> None:
         shoot_kernels("flame-view", ("down", "down", "down", "down", *["right"] * 60)),
         shoot_kernels("flame-by-sm", ("m",)),
     ]
+    shots += snapshot_test_shots()
     for shot in shots:
         print(await shot)
 
