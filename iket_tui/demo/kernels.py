@@ -330,6 +330,28 @@ def lower(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS) -> str:
     return str(artifact.kernel_source)
 
 
+def printed_around(name: str, pass_name: str) -> dict[str, str]:
+    """The TVMScript of the named kernel's module before and after ``pass_name`` (keys ``before``
+    and ``after``), as TVM prints it while lowering the kernel as :func:`lower` does."""
+    texts: dict[str, str] = {}
+
+    @tvm.instrument.pass_instrument
+    class Capture:
+        def run_before_pass(self, mod: Any, info: Any) -> None:
+            if str(info.name) == pass_name:
+                texts["before"] = mod.script()
+
+        def run_after_pass(self, mod: Any, info: Any) -> None:
+            if str(info.name) == pass_name:
+                texts["after"] = mod.script()
+
+    tilelang.disable_cache()
+    target = tvm.target.Target(dict(TARGET))
+    with tvm.transform.PassContext(opt_level=3, instruments=[Capture()]), target:
+        tilelang.lower(build(name), target=target, enable_device_compile=False)
+    return texts
+
+
 def compile(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS) -> str:
     """Compile the named kernel as a user would, with ``tilelang.compile``: passes, codegen, nvcc.
 

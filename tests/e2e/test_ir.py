@@ -89,29 +89,9 @@ def _ask(path: Path, compile_id: int, seq: int, which: str) -> m.Message:
 
 def _tvm_prints() -> dict[str, str]:
     """The TVMScript TVM prints for vector_add's module before and after PASS, lowered here."""
-    from tilelang import tvm
-
     from iket_tui.demo import kernels
 
-    texts: dict[str, str] = {}
-
-    @tvm.instrument.pass_instrument
-    class Capture:
-        def run_before_pass(self, mod: Any, info: Any) -> None:
-            if str(info.name) == PASS:
-                texts["before"] = mod.script()
-
-        def run_after_pass(self, mod: Any, info: Any) -> None:
-            if str(info.name) == PASS:
-                texts["after"] = mod.script()
-
-    import tilelang
-
-    tilelang.disable_cache()
-    target = tvm.target.Target(dict(kernels.TARGET))
-    with tvm.transform.PassContext(opt_level=3, instruments=[Capture()]), target:
-        tilelang.lower(kernels.build("vector_add"), target=target, enable_device_compile=False)
-    return texts
+    return kernels.printed_around("vector_add", PASS)
 
 
 def test_the_ir_around_a_pass_is_what_tvm_prints(lowered: Lowered) -> None:

@@ -35,27 +35,9 @@ def answer() -> m.Message:
 
 def lowered_answer() -> m.Message:
     """The agent's answer for the module around PASS, as TVM prints it, lowered here."""
-    import tilelang
-    from tilelang import tvm
-
     from iket_tui.demo import kernels
 
-    texts: dict[str, str] = {}
-
-    @tvm.instrument.pass_instrument
-    class Capture:
-        def run_before_pass(self, mod: Any, info: Any) -> None:
-            if str(info.name) == PASS:
-                texts["before"] = mod.script()
-
-        def run_after_pass(self, mod: Any, info: Any) -> None:
-            if str(info.name) == PASS:
-                texts["after"] = mod.script()
-
-    tilelang.disable_cache()
-    target = tvm.target.Target(dict(kernels.TARGET))
-    with tvm.transform.PassContext(opt_level=3, instruments=[Capture()]), target:
-        tilelang.lower(kernels.build(KERNEL), target=target, enable_device_compile=False)
+    texts = kernels.printed_around(KERNEL, PASS)
     node = _node()
     return m.response(
         id=0,
