@@ -69,12 +69,6 @@ class IRStore:
         self._released: OrderedDict[int, str] = OrderedDict()
         self._lock = threading.Lock()
 
-    @property
-    def held_bytes(self) -> int:
-        """What the finished compiles held are measured to hold, together."""
-        with self._lock:
-            return sum(held.size or 0 for held in self._compiles.values())
-
     def held(self) -> dict[int, int | None]:
         """The compiles held, oldest first, with the bytes each holds (None while it runs)."""
         with self._lock:
