@@ -151,34 +151,15 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         for msg in self._held_exits:
             emit(msg)
         self._held_exits.clear()
-        if error is not None and self._stage == "codegen" and self._failed_codegen is not None:
-            step, found, nvcc = self._failed_codegen
+        captured = self._captured_failure(compile_id) if error is not None else None
+        if error is not None and captured is not None:
             emit(
                 m.compile_failure(
                     compile=compile_id,
-                    stage="codegen",
-                    seq=None,
-                    name=step,
                     error=described,
                     error_type=failures.type_name(error),
                     t_ns=time.monotonic_ns(),
-                    **found,
-                    **capture.failed_codegen(nvcc),
-                )
-            )
-        elif error is not None and self._failing is not None:
-            seq, name, found = self._failing
-            emit(
-                m.compile_failure(
-                    compile=compile_id,
-                    stage="pass",
-                    seq=seq,
-                    name=name,
-                    error=described,
-                    error_type=failures.type_name(error),
-                    t_ns=time.monotonic_ns(),
-                    **found,
-                    **capture.failed_pass(ir_store, compile_id, seq),
+                    **captured,
                 )
             )
         now = time.monotonic_ns()
@@ -196,6 +177,22 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
             )
         )
         ir_store.compile_ended(compile_id)
+
+    def _captured_failure(self, compile_id: int) -> dict[str, Any] | None:
+        """What was kept of the failed codegen step or pass, as ``compile_failure`` fields."""
+        if self._stage == "codegen" and self._failed_codegen is not None:
+            step, found, nvcc = self._failed_codegen
+            return {"stage": "codegen", "seq": None, "name": step, **found, **capture.failed_codegen(nvcc)}
+        if self._failing is not None:
+            seq, name, found = self._failing
+            return {
+                "stage": "pass",
+                "seq": seq,
+                "name": name,
+                **found,
+                **capture.failed_pass(ir_store, compile_id, seq),
+            }
+        return None
 
     # Pass contexts and passes, from each context's observer
 
