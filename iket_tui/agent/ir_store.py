@@ -24,6 +24,7 @@ import ctypes
 import ctypes.util
 import os
 import re
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -199,18 +200,35 @@ def parse_size(text: str) -> int | None:
     return int(match.group(1)) * scale
 
 
+def _warn(text: str) -> None:
+    print(f"iket-tui agent: {text}", file=sys.stderr)
+
+
 def _limit() -> int:
     raw = os.environ.get(LIMIT_VARIABLE, "")
-    try:
-        return max(0, int(raw)) if raw else DEFAULT_COMPILES
-    except ValueError:
+    if not raw:
         return DEFAULT_COMPILES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        _warn(f"{LIMIT_VARIABLE} must be a whole number of compiles, got {raw!r}; keeping the last {DEFAULT_COMPILES}")
+        return DEFAULT_COMPILES
+    return value
 
 
 def _memory() -> int:
     raw = os.environ.get(MEMORY_VARIABLE, "")
-    found = parse_size(raw) if raw else None
-    return DEFAULT_MEMORY if found is None else found
+    if not raw:
+        return DEFAULT_MEMORY
+    found = parse_size(raw)
+    if found is None:
+        _warn(f"{MEMORY_VARIABLE} must be a size such as 512M or 2G, got {raw!r}; using {_mib(DEFAULT_MEMORY)}")
+        return DEFAULT_MEMORY
+    if found > 0 and _heap_in_use() is None:
+        _warn(f"{MEMORY_VARIABLE} is not applied: this C library cannot say how much heap is in use")
+    return found
 
 
 ir_store: Final = IRStore(_limit(), _memory())

@@ -98,3 +98,36 @@ def test_without_a_heap_measure_only_the_count_bounds() -> None:
 )
 def test_memory_bounds_are_read_with_units(text: str, size: int | None) -> None:
     assert parse_size(text) == size
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said", "bounds"),
+    [
+        (
+            "IKET_TUI_IR_COMPILES",
+            "many",
+            "IKET_TUI_IR_COMPILES must be a whole number of compiles, got 'many'",
+            "8 268435456",
+        ),
+        (
+            "IKET_TUI_IR_MEMORY",
+            "lots",
+            "IKET_TUI_IR_MEMORY must be a size such as 512M or 2G, got 'lots'",
+            "8 268435456",
+        ),
+        ("IKET_TUI_IR_MEMORY", "2G", None, "8 2147483648"),
+    ],
+)
+def test_a_bad_bound_is_said_in_one_line_and_the_default_used(
+    variable: str, value: str, said: str | None, bounds: str
+) -> None:
+    env = {key: val for key, val in os.environ.items() if not key.startswith("IKET_TUI")}
+    env[variable] = value
+    code = "from iket_tui.agent.ir_store import ir_store; print(ir_store.limit, ir_store.memory)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=WAIT_S, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == bounds
+    if said is None:
+        assert done.stderr == ""
+    else:
+        assert done.stderr.startswith(f"iket-tui agent: {said};") and len(done.stderr.splitlines()) == 1
