@@ -11,6 +11,8 @@ Knobs, all optional:
   ``IKET_TUI_DRAIN_HZ=<rate>`` (default 20), ``IKET_TUI_RING_CHUNKS=<chunks per segment>``
   (a power of two, default 32) and ``IKET_TUI_RING_FILE=<path>`` (drain a ring file written by
   another process instead of a GPU ring).
+- ``IKET_TUI_IR_COMPILES=<compiles>``, ``IKET_TUI_IR_MEMORY=<size>``: how much IR of recent
+  compiles the agent holds for ``ir`` requests (:mod:`iket_tui.agent.ir_store`).
 
 Nothing here may stop the program: any problem is one line on stderr and the program runs on
 without the agent (or with the default for a bad knob).
