@@ -28,6 +28,7 @@ from iket_tui.model.nodes import (
 )
 from iket_tui.model.pass_tree import PassTree
 from iket_tui.model.visible_rows import Row
+from iket_tui.repro import first_diagnostic
 from iket_tui.ui import units
 
 GLYPHS: dict[str, str] = {
@@ -210,13 +211,13 @@ def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | 
 def headline(error: str) -> str:
     """One line that says what went wrong: the first line, unless it only introduces the
     compiler output that follows (``Compilation error:``), then the first line there that
-    reports an error."""
+    reports an error, without the temporary directory of the file it names."""
     lines = [line.strip() for line in error.splitlines() if line.strip()]
     if not lines:
         return ""
     first = lines[0]
     if first.endswith(":"):
-        reported = next((line for line in lines[1:] if " error" in line.lower() and "warning" not in line), None)
+        reported = first_diagnostic("\n".join(lines[1:]))
         if reported is not None:
             kind = first.split(":", 1)[0]
             return f"{kind}: {reported}"

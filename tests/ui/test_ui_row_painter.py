@@ -145,5 +145,7 @@ def test_a_compiler_error_is_summed_up_by_its_error_line() -> None:
         "1 error detected in the compilation of kernel.cu."
     )
     assert headline(nvcc) == 'RuntimeError: kernel.cu(41): error: identifier "__tl_missing" is undefined'
+    in_a_temporary_directory = nvcc.replace("kernel.cu(41)", "/tmp/tmp3_q2z085/kernel.cu(41)")
+    assert headline(in_a_temporary_directory) == headline(nvcc)
     assert headline("InternalError: Layout infer conflict\n  detail") == "InternalError: Layout infer conflict"
     assert headline("") == ""
