@@ -36,6 +36,7 @@ from iket_tui.ring.device import RingTarget
 from iket_tui.ring.drain import DrainBatch, RingDrain
 from iket_tui.ring.layout import (
     DEFAULT_LAYOUT,
+    DEVICE_MIN_CHUNKS,
     EVENT_DTYPE,
     KIND_END,
     KIND_MARK,
@@ -559,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU: {torch.cuda.get_device_name(0)}, {sms} SMs; torch {torch.__version__}", flush=True)
     rows: list[Row] = []
     figures: dict[str, float] = {}
-    rings = [HostRing(RingGeometry.for_sms(sms, 64)), HostRing(RingGeometry.for_sms(sms, 4))]
+    rings = [HostRing(RingGeometry.for_sms(sms, 64)), HostRing(RingGeometry.for_sms(sms, DEVICE_MIN_CHUNKS))]
     big, small = rings
     try:
         if not args.overhead_only:
@@ -604,7 +605,7 @@ def _checks(args: argparse.Namespace, big: HostRing, small: HostRing, sms: int, 
     )
     _timed(
         "loss",
-        lambda: check_known_count(small, blocks=16 * sms, steps=200, label="tiny ring", expect_loss=True),
+        lambda: check_known_count(small, blocks=16 * sms, steps=800, label="tiny ring", expect_loss=True),
         rows,
     )
     inner = max(1000, int(args.live_seconds * 2e9 / 4 / 2000))

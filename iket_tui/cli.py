@@ -565,12 +565,14 @@ def _drain_hz(text: str) -> float:
 
 
 def _ring_chunks(text: str) -> int:
+    from iket_tui.agent.kernel_options import MIN_RING_CHUNKS
+
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 4 or value & (value - 1):
-        raise argparse.ArgumentTypeError(f"ring chunks must be a power of two, at least 4: {text!r}")
+    if value < MIN_RING_CHUNKS or value & (value - 1):
+        raise argparse.ArgumentTypeError(f"ring chunks must be a power of two, at least {MIN_RING_CHUNKS}: {text!r}")
     return value
 
 

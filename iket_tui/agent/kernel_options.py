@@ -10,6 +10,8 @@ from typing import Final
 DEFAULT_DRAIN_HZ: Final = 20.0
 DEFAULT_RING_CHUNKS: Final = 32
 """Chunks per segment: 32 x 256 bytes per warp slot, 69 MB of pinned memory on an H200."""
+MIN_RING_CHUNKS: Final = 16
+"""The fewest chunks per segment a GPU ring may have (``iket_tui.ring.layout.DEVICE_MIN_CHUNKS``)."""
 
 
 @dataclass(frozen=True)
@@ -25,5 +27,5 @@ class KernelOptions:
         if not (math.isfinite(self.drain_hz) and 0 < self.drain_hz <= 1000):
             raise ValueError(f"drain rate must be between 0 and 1000 Hz, got {self.drain_hz:g}")
         cps = self.chunks_per_segment
-        if cps < 4 or cps & (cps - 1):
-            raise ValueError(f"chunks per segment must be a power of two, at least 4, got {cps}")
+        if cps < MIN_RING_CHUNKS or cps & (cps - 1):
+            raise ValueError(f"chunks per segment must be a power of two, at least {MIN_RING_CHUNKS}, got {cps}")

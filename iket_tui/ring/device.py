@@ -7,13 +7,16 @@ runs them. :func:`inject` reads the event table from the tokens, gives the event
 ids, defines those macros to the runtime below and opens a per-warp log at the top of each
 kernel that has events.
 
-The event path is what DESIGN.md measured to be cheap: read ``%globaltimer_lo``, put
-``timestamp | id`` into one lane's staging register with a select, advance positions that live
-in registers. No lane-divergent branch: every lane does the same work, and the one branch
-(flush when the chunk is full or its first event is getting old) is taken by the whole warp at
-once. A flush stores the chunk as coalesced 128-byte rows into the warp's segment of the
-host-mapped ring, then publishes the previous chunk: a system-scope fence, then its tag.
-Publishing one flush late means the fence waits for writes issued long before.
+The event path is what DESIGN.md measured to be cheap: read ``%globaltimer`` (all 64 bits:
+ptxas then reads it with ``CS2R``; a 32-bit read became an ``S2UR`` that cost the H200's k-step
+GEMM 20 points), put ``timestamp | id`` into one lane's staging register with a select, advance
+positions that live in registers. No lane-divergent branch: every lane does the same work, and
+the one branch (flush when the chunk is full or its first event is getting old) is taken by the
+whole warp at once. A flush stores the chunk as coalesced 128-byte rows into the warp's segment
+of the host-mapped ring, with the header fields fixed for the warp packed once when it started.
+Every :data:`~iket_tui.ring.layout.PUBLISH_EVERY` flushes, and when the warp ends, the stored
+chunks are published: one system-scope fence, then their tags, one lane each. The fence is what
+a flush costs most, and it waits for writes issued long before.
 """
 
 from __future__ import annotations
@@ -26,14 +29,17 @@ from iket_tui.ring.events import TOKEN_PREFIX, EventInfo, EventTableError, Modul
 from iket_tui.ring.layout import (
     DEFAULT_FLUSH_NS,
     DEFAULT_LAYOUT,
+    DEVICE_MIN_CHUNKS,
     FLAG_DIVERGED,
     FLAG_PARTIAL_WARP,
     FLAG_WARP_END,
     HEADER_WORDS,
     LANES,
+    PUBLISH_EVERY,
     RANGE_END_TOKENLESS_ID,
     WARP_SLOTS,
     RingGeometry,
+    WordPart,
     id_bits_for,
     range_end_id,
 )
@@ -45,6 +51,7 @@ WARP_VARIABLE: Final = "__iket_tui_warp"
 _FENCES: Final = {
     "sc": "__threadfence_system();",
     "acq_rel": 'asm volatile("fence.acq_rel.sys;" ::: "memory");',
+    "release": 'asm volatile("fence.release.sys;" ::: "memory");',
     "acq_rel_gpu": 'asm volatile("fence.acq_rel.gpu;" ::: "memory");',
     "none": 'asm volatile("" ::: "memory");',
 }
@@ -75,17 +82,24 @@ class RingTarget:
     ring_id: int
     flush_ns: int = DEFAULT_FLUSH_NS
     fence: str = "acq_rel"
-    """The fence between a chunk's body and its tag: ``acq_rel`` (``fence.acq_rel.sys``, which
-    orders the body before the tag and cost least on an H200), ``sc``
-    (``__threadfence_system()``, ``fence.sc.sys``), ``acq_rel_gpu`` (``fence.acq_rel.gpu``, enough
-    only for a ring in device memory, which the host cannot read while kernels run: for measuring
-    only), or ``none`` (no order: for measuring only)."""
+    """The fence between chunks' bodies and their tags: ``acq_rel`` (``fence.acq_rel.sys``, which
+    orders the bodies before the tags and cost least on an H200), ``sc``
+    (``__threadfence_system()``, ``fence.sc.sys``), ``release`` (``fence.release.sys``: enough in
+    the memory model, and without ``acq_rel``'s L1 invalidation, but TileLang's warp-specialized
+    GEMM hung with it on an H200, as with no fence: for measuring only), ``acq_rel_gpu``
+    (``fence.acq_rel.gpu``, enough only for a ring in device memory, which the host cannot read
+    while kernels run: for measuring only), or ``none`` (no order: for measuring only)."""
 
     def __post_init__(self) -> None:
         if self.address <= 0 or self.address % 4096:
             raise ValueError(f"ring address must be a page-aligned pointer, not 0x{self.address:x}")
         if not 0 < self.flush_ns < 1 << 31:
             raise ValueError(f"flush age must be between 1 ns and 2**31 ns, not {self.flush_ns}")
+        if self.geometry.chunks_per_segment < DEVICE_MIN_CHUNKS:
+            raise ValueError(
+                f"a ring the device writes needs at least {DEVICE_MIN_CHUNKS} chunks per segment,"
+                f" not {self.geometry.chunks_per_segment}"
+            )
         if self.fence not in _FENCES:
             raise ValueError(f"fence must be one of {', '.join(_FENCES)}, not {self.fence!r}")
 
@@ -250,6 +264,7 @@ def runtime_source(ring: RingTarget | None, module: int, id_bits: int) -> str:
         "kLastPayload": f"{layout.last_payload}u",
         "kTail": f"{layout.tail}u",
         "kFlushNs": f"{ring.flush_ns}u",
+        "kPublishEvery": f"{PUBLISH_EVERY}u",
         "kModule": f"{module}u",
         "kIdBits": f"{id_bits}u",
         "kIdMask": f"{(1 << id_bits) - 1}u",
@@ -263,7 +278,9 @@ def runtime_source(ring: RingTarget | None, module: int, id_bits: int) -> str:
     lines.append("namespace iket_tui {")
     lines += [f"constexpr {_ctype(value)} {name} = {value};" for name, value in constants.items()]
     fence = f"__device__ __forceinline__ void publish_fence() {{ {_FENCES[ring.fence]} }}\n"
-    runtime = _RUNTIME.replace("@HEADER@", _header_assembly()).replace("@FENCE@", fence)
+    warp_header, chunk_header = _header_assembly()
+    runtime = _RUNTIME.replace("@WARP_HEADER@", warp_header).replace("@HEADER@", chunk_header)
+    runtime = runtime.replace("@FENCE@", fence)
     source = "\n".join(lines) + "\n" + runtime
     return source + _MACROS
 
@@ -291,36 +308,55 @@ _FIELD_VALUES: Final = {
 }
 
 
-def _header_assembly() -> str:
-    """C statements putting header word ``i`` into lane ``i``'s first staging register,
-    derived from :data:`~iket_tui.ring.layout.CHUNK_HEADER_FIELDS`."""
+_WARP_FIELDS: Final = frozenset(
+    {"tag", "module", "kernel", "launch", "block_x", "block_y", "block_z", "warp", "id_bits"}
+)
+"""Header fields that stay the same for every chunk of a warp: packed once, when the warp starts."""
+
+
+def _header_terms(parts: list[WordPart], fixed: bool) -> list[str]:
+    """C terms OR-ing the parts of one header word that are fixed for the warp (or the others)."""
+    terms = []
+    for part in parts:
+        if (part.field in _WARP_FIELDS) != fixed:
+            continue
+        value = _FIELD_VALUES[part.field]
+        if part.field_shift:
+            value = f"({value} >> {part.field_shift})"
+        term = f"((unsigned){value}" + (f" & 0x{(1 << part.bits) - 1:x}u)" if part.bits < 32 else ")")
+        terms.append(f"({term} << {part.shift})" if part.shift else term)
+    return terms
+
+
+def _header_assembly() -> tuple[str, str]:
+    """C statements derived from :data:`~iket_tui.ring.layout.CHUNK_HEADER_FIELDS`: the
+    warp's constant header bits into ``hdr`` (lane ``i`` holds word ``i``), run once when the
+    warp starts, and the flush's: lane ``i``'s first staging register gets ``hdr`` with the
+    chunk's own fields of word ``i``."""
     if HEADER_WORDS > LANES:
         raise AssertionError("the chunk header must fit in one word per lane")
-    statements = []
+    constant = ["    hdr = 0u;"]
+    varying = ["    unsigned own = 0u;"]
     for index, parts in enumerate(DEFAULT_LAYOUT.header_words()):
-        terms = []
-        for part in parts:
-            value = _FIELD_VALUES[part.field]
-            if part.field_shift:
-                value = f"({value} >> {part.field_shift})"
-            term = f"((unsigned){value}" + (f" & 0x{(1 << part.bits) - 1:x}u)" if part.bits < 32 else ")")
-            terms.append(f"({term} << {part.shift})" if part.shift else term)
-        statements.append(f"    r[0] = (lane == {index}u) ? ({' | '.join(terms)}) : r[0];")
-    return "\n".join(statements)
+        if terms := _header_terms(parts, fixed=True):
+            constant.append(f"    hdr = (lane == {index}u) ? ({' | '.join(terms)}) : hdr;")
+        if terms := _header_terms(parts, fixed=False):
+            varying.append(f"    own = (lane == {index}u) ? ({' | '.join(terms)}) : own;")
+    varying.append(f"    r[0] = (lane < {HEADER_WORDS}u) ? (hdr | own) : r[0];")
+    return "\n".join(constant), "\n".join(varying)
 
 
 _RUNTIME: Final = r"""
 #if defined(IKET_TUI_HOST_SIMULATION)
 __device__ __forceinline__ void publish_fence() {}
 // The same runtime on the host, one object per lane, for tests (iket_tui.ring.simulation).
-__device__ __forceinline__ unsigned timer_lo() { return (unsigned)iket_tui_sim::now; }
 __device__ __forceinline__ unsigned long long timer() { return iket_tui_sim::now; }
 __device__ __forceinline__ unsigned special_laneid() { return iket_tui_sim::lane; }
 __device__ __forceinline__ unsigned special_smid() { return iket_tui_sim::smid; }
 __device__ __forceinline__ unsigned special_warpid() { return iket_tui_sim::warpid; }
 __device__ __forceinline__ unsigned long long special_gridid() { return iket_tui_sim::gridid; }
-__device__ __forceinline__ void store_lane0(unsigned lane, unsigned long long address, unsigned value) {
-  if (lane == 0u) *(volatile unsigned*)address = value;
+__device__ __forceinline__ void store_if(bool on, unsigned long long address, unsigned value) {
+  if (on) *(volatile unsigned*)address = value;
 }
 __device__ __forceinline__ void store_counters_lane0(unsigned lane, unsigned long long address, unsigned chunks,
                                                      unsigned events) {
@@ -337,12 +373,6 @@ __device__ __forceinline__ void load_counters(unsigned long long address, unsign
   events = ((volatile unsigned*)address)[1];
 }
 #else
-__device__ __forceinline__ unsigned timer_lo() {
-  unsigned t;
-  asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t) :: "memory");
-  return t;
-}
-
 __device__ __forceinline__ unsigned long long timer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
@@ -374,10 +404,10 @@ __device__ __forceinline__ unsigned long long special_gridid() {
 }
 
 @FENCE@
-// One lane stores: a predicated store, no branch.
-__device__ __forceinline__ void store_lane0(unsigned lane, unsigned long long address, unsigned value) {
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.u32 p, %0, 0;\n\t@p st.relaxed.sys.global.u32 [%1], %2;\n\t}"
-               :: "r"(lane), "l"(address), "r"(value) : "memory");
+// The lanes for which `on` holds store, each to its own address: a predicated store, no branch.
+__device__ __forceinline__ void store_if(bool on, unsigned long long address, unsigned value) {
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.relaxed.sys.global.u32 [%1], %2;\n\t}"
+               :: "r"((unsigned)on), "l"(address), "r"(value) : "memory");
 }
 
 __device__ __forceinline__ void store_counters_lane0(unsigned lane, unsigned long long address, unsigned chunks,
@@ -410,8 +440,9 @@ struct Warp {
   unsigned events;       // events of the segment before this chunk
   unsigned pe;           // next event word
   unsigned pp;           // next payload word (payloads fill from the back)
-  unsigned pending;      // the previous chunk is stored but not yet published
+  unsigned pending;      // chunks stored but not yet published (at most kPublishEvery)
   unsigned long long base;  // %globaltimer no later than any event staged
+  unsigned hdr;          // header word `lane` (lanes below the header's size), fields fixed for the warp
   unsigned r[kWordsPerLane];
 
   __device__ __forceinline__ explicit Warp(unsigned kernel) {
@@ -423,6 +454,8 @@ struct Warp {
     pe = kFirstEvent;
     pp = kLastPayload;
     pending = 0u;
+    const unsigned long long grid = special_gridid();
+@WARP_HEADER@
     base = timer();
 #pragma unroll
     for (unsigned j = 0; j < kWordsPerLane; ++j) r[j] = 0u;
@@ -432,9 +465,17 @@ struct Warp {
     if (pe != kFirstEvent || pp != kLastPayload) flush(kFlagWarpEnd);
     if (pending) {
       store_counters_lane0(lane, kRing + kCountersOffset + 8ull * seg, seq, events);
-      publish_fence();
-      store_lane0(lane, slot(seq - 1u), seq);
+      publish();
     }
+  }
+
+  // Fence, then publish every pending chunk: lane i stores the tag of the i-th. One fence for
+  // kPublishEvery chunks, stored long before, as are the announcements it orders.
+  __device__ __forceinline__ void publish() {
+    publish_fence();
+    const unsigned first = seq - pending;
+    store_if(lane < pending, slot(first + lane), first + lane + 1u);
+    pending = 0u;
   }
 
   __device__ __forceinline__ unsigned long long slot(unsigned sequence) const {
@@ -449,9 +490,10 @@ struct Warp {
   template <unsigned ID, bool PAYLOAD>
   __device__ __forceinline__ void event(unsigned payload) {
     constexpr unsigned id = ID == kTokenlessEndId ? kEndId : ID;
-    unsigned t = timer_lo();
+    const unsigned long long now = timer();
+    unsigned t = (unsigned)now;
     const bool full = PAYLOAD ? pe >= pp : pe > pp;
-    if (full | ((t - (unsigned)base) > kFlushNs)) {  // the same for every lane: a warp-uniform branch
+    if (full | (now - base > kFlushNs)) {  // the same for every lane: a warp-uniform branch
       if (pe != kFirstEvent || pp != kLastPayload) flush(0u);
       else base = timer();
       t = (unsigned)base;
@@ -464,25 +506,24 @@ struct Warp {
     }
   }
 
-  // Store the staged chunk (and publish the one before it). Taken by the whole warp.
+  // Store the staged chunk, first publishing the pending ones if there are kPublishEvery of them.
+  // Taken by the whole warp.
   __device__ __forceinline__ void flush(unsigned flags) {
     const unsigned mask = __activemask();
     flags |= mask != 0xffffffffu ? kFlagPartialWarp : 0u;
-    flags |= __match_any_sync(mask, pe) != mask || __match_any_sync(mask, pp) != mask ? kFlagDiverged : 0u;
-    if (pending) {
-      publish_fence();
-      store_lane0(lane, slot(seq - 1u), seq);
-    }
-    const unsigned long long grid = special_gridid();
+    flags |= __match_any_sync(mask, pe | (pp << 16)) != mask ? kFlagDiverged : 0u;
+    if (pending == kPublishEvery) publish();
 @HEADER@
     r[kTail / 32u] = (lane == kTail % 32u) ? seq + 1u : r[kTail / 32u];
     const unsigned long long row = slot(seq);
 #pragma unroll
     for (unsigned j = 0; j < kWordsPerLane; ++j) store_word(row + 4ull * (lane + 32u * j), r[j]);
-    store_lane0(lane, slot(seq + 1u), 0u);  // announce the next slot before its body is ever written
+    // Announce the slot kPublishEvery ahead: a fence (a publication) comes between this store and
+    // that slot's new body, so a reader never trusts its old body while it is being replaced.
+    store_if(lane == 0u, slot(seq + kPublishEvery), 0u);
     events += pe - kFirstEvent;
     seq += 1u;
-    pending = 1u;
+    pending += 1u;
     pe = kFirstEvent;
     pp = kLastPayload;
 #pragma unroll

@@ -26,7 +26,7 @@ import numpy as np
 
 from iket_tui.ring.buffer import RingView
 from iket_tui.ring.decode import EventTables, decode
-from iket_tui.ring.layout import WARP_SLOTS, ChunkLayout
+from iket_tui.ring.layout import PUBLISH_EVERY, WARP_SLOTS, ChunkLayout
 
 DEFAULT_PERIOD_S = 0.05
 """20 Hz."""
@@ -159,7 +159,9 @@ class RingDrain:
         seq = np.repeat(readable_from, counts) + offsets
         flat = segment * cap + (seq & (cap - 1))
         published = tags.reshape(-1)[flat] == seq + 1
-        flat, seq, segment = flat[published], seq[published], segment[published]
+        stop = self._stops(counts, seq, published, newest_a)
+        keep = published & (seq < np.repeat(stop, counts))
+        flat, seq, segment = flat[keep], seq[keep], segment[keep]
         chunks = self._copy(flat)
         tags_after = self._tags[flat]
         expected = (seq + 1) & _MASK32
@@ -171,10 +173,10 @@ class RingDrain:
         segment = segment[good]
         chunks["segment"] = segment
         events_lost, events_read = self._event_counts(chunks, segment)
-        written = int((newest_a - first_a + 1).sum())
+        written = int((stop - first_a).sum())
         return chunks, _PassCounts(
             active=active,
-            next_seq=newest_a + 1,
+            next_seq=stop,
             chunks_written=written,
             chunks_read=len(chunks),
             torn=torn,
@@ -182,6 +184,29 @@ class RingDrain:
             events_lost=events_lost,
             events_end=self._new_events_end(chunks, segment),
         )
+
+    def _stops(
+        self,
+        counts: np.ndarray[Any, Any],
+        seq: np.ndarray[Any, Any],
+        published: np.ndarray[Any, Any],
+        newest: np.ndarray[Any, Any],
+    ) -> np.ndarray[Any, Any]:
+        """Per active segment, where this pass stops: past its newest published chunk, or at the
+        first chunk of the newest batch whose tag has not arrived yet. A warp publishes up to
+        :data:`PUBLISH_EVERY` chunks with one fence, so their tags may become visible in any
+        order; an older chunk without its tag, or one whose slot a warp may already have
+        announced again, is lost instead."""
+        stop = newest + 1
+        missing = np.flatnonzero(~published)
+        if len(missing) == 0:
+            return stop
+        group = np.searchsorted(np.cumsum(counts), missing, side="right")
+        seq_m, newest_m = seq[missing], newest[group]
+        cap = self.ring.geometry.chunks_per_segment
+        late = (seq_m > newest_m - PUBLISH_EVERY) & (seq_m + cap > newest_m + 2 * PUBLISH_EVERY + 1)
+        np.minimum.at(stop, group[late], seq_m[late])
+        return stop
 
     def _copy(self, flat: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.void]]:
         """The chunks at ``flat``: rows of 64-bit words copy as whole rows, the fastest way numpy has."""

@@ -30,6 +30,13 @@ ID_BITS_MIN: Final = 5
 ID_BITS_MAX: Final = 8
 RANGE_END_TOKENLESS_ID: Final = 31
 """The id TileLang's frontend gives every range end (``TL_IKET_EVENT(31)``)."""
+PUBLISH_EVERY: Final = 4
+"""A warp publishes its chunks this many at a time (one fence for all of them): a reader may
+see the tags of one such batch arrive in any order."""
+DEVICE_MIN_CHUNKS: Final = 4 * PUBLISH_EVERY
+"""The fewest chunks per segment of a ring the device runtime writes: a warp announces up to
+``2 * PUBLISH_EVERY + 1`` slots ahead of its newest published chunk, and a reader waits for a
+batch's late tags only where no announcement can have reached their slots."""
 DEFAULT_FLUSH_NS: Final = 1 << 22
 """A staged event older than this (about 4 ms) makes the warp flush at its next event."""
 
@@ -247,8 +254,9 @@ class RingGeometry:
     """How big a ring is and where its parts lie.
 
     ``segments`` is normally ``SMs * WARP_SLOTS``; ``chunks_per_segment`` is a power of two,
-    at least 4 (a warp holds three slots of its segment at once: the chunk it publishes, the
-    one it writes and the one it has announced).
+    at least 4 (the CPU producer holds three slots of its segment at once: the chunk it
+    publishes, the one it writes and the one it has announced); a ring the device runtime
+    writes needs at least :data:`DEVICE_MIN_CHUNKS`.
     """
 
     segments: int

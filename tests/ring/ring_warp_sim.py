@@ -4,8 +4,9 @@ The runtime keeps its special-register reads and its stores in small functions t
 host version under ``IKET_TUI_HOST_SIMULATION``; everything else (staging, positions, flush
 rules, header packing, payload placement, publication order, counters handed from warp to
 warp) is the very code nvcc compiles for the GPU. A driver maps the ring file at the ring's
-address, runs a script of warps and events on 32 lane objects in lockstep (lane 0 last at
-every step, as it acts last in the device's instruction order for what it alone stores), and
+address, runs a script of warps and events on 32 lane objects in lockstep (lane 0 first at
+every step: the only word two lanes store in one step is a chunk's tag, stored 0 with the body
+by lane 0 and then published by the lane that publishes that chunk, as on the device), and
 exits; the test then drains the file with the real drain.
 """
 
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
       iket_tui_sim::smid = sm; iket_tui_sim::warpid = slot; iket_tui_sim::gridid = grid; iket_tui_sim::now = t;
       blockIdx = {bx, by, bz};
       blockDim = {warps * 32u, 1u, 1u};
-      for (int lane = 31; lane >= 0; --lane) {
+      for (int lane = 0; lane < 32; ++lane) {
         iket_tui_sim::lane = (unsigned)lane;
         threadIdx = {warp * 32u + (unsigned)lane, 0u, 0u};
         lanes[lane] = new (storage[lane]) iket_tui::Warp(0u);
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
       unsigned id, payload, bits; unsigned long long t;
       std::scanf("%u %u %u %llu", &id, &payload, &bits, &t);
       iket_tui_sim::now = t;
-      for (int lane = 31; lane >= 0; --lane) {
+      for (int lane = 0; lane < 32; ++lane) {
         iket_tui_sim::lane = (unsigned)lane;
         dispatch(*lanes[lane], id, payload != 0u, bits);
       }
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
       unsigned long long t;
       std::scanf("%llu", &t);
       iket_tui_sim::now = t;
-      for (int lane = 31; lane >= 0; --lane) {
+      for (int lane = 0; lane < 32; ++lane) {
         iket_tui_sim::lane = (unsigned)lane;
         lanes[lane]->~Warp();
       }

@@ -16,10 +16,12 @@ from iket_tui.ring.drain import RingDrain
 from iket_tui.ring.events import EventInfo, ModuleEvents
 from iket_tui.ring.layout import (
     DEFAULT_FLUSH_NS,
+    DEVICE_MIN_CHUNKS,
     EVENT_WARP_END,
     KIND_END,
     KIND_MARK,
     KIND_MASK,
+    PUBLISH_EVERY,
     WARP_SLOTS,
     ChunkLayout,
     RingGeometry,
@@ -111,22 +113,24 @@ def test_old_staged_events_are_flushed_and_long_gaps_decode_exactly(tmp_path: Pa
 
 
 def test_a_ring_lapped_by_the_device_counts_every_lost_event(tmp_path: Path) -> None:
-    ring, program = _ring(tmp_path, RingGeometry.for_sms(1, 4))
+    ring, program = _ring(tmp_path, RingGeometry.for_sms(1, DEVICE_MIN_CHUNKS))
     per_chunk = ChunkLayout().body_words
     t = 1 << 41
     warp = sim.SimWarp(
-        sm=0, slot=0, block=(0, 0, 0), warp=0, events=[(1, None, t + 40 * i) for i in range(20 * per_chunk)]
+        sm=0, slot=0, block=(0, 0, 0), warp=0, events=[(1, None, t + 40 * i) for i in range(50 * per_chunk)]
     )
     sim.run(program, ring.path, ring.view.geometry.total_bytes, [warp])
     counters = RingDrain(ring.view).drain().counters
-    # 20 chunks; a finished warp has announced the slot after its last chunk, so 3 of 4 remain
-    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (20, 3, 17)
+    # 50 chunks into 16 slots; each flush announced the slot PUBLISH_EVERY ahead of its chunk, so the
+    # newest 12 remain
+    remain = DEVICE_MIN_CHUNKS - PUBLISH_EVERY
+    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (50, remain, 50 - remain)
     assert (counters.events_written, counters.events_read, counters.events_lost) == (
-        20 * per_chunk,
-        3 * per_chunk,
-        17 * per_chunk,
+        50 * per_chunk,
+        remain * per_chunk,
+        (50 - remain) * per_chunk,
     )
-    assert int(ring.view.counters[0]["next_chunk"]) == 20
+    assert int(ring.view.counters[0]["next_chunk"]) == 50
 
 
 def test_a_module_with_many_events_widens_its_ids(tmp_path: Path) -> None:

@@ -121,6 +121,44 @@ def test_a_tiny_ring_lapped_on_purpose_counts_the_loss_exactly() -> None:
     assert drain.drain().counters == counters  # nothing new: nothing counted twice
 
 
+def _ten_chunks(view: RingView) -> None:
+    with WarpWriter(view, segment=0, module=1, start_ns=0) as warp:
+        for i in range(10 * view.layout.body_words):
+            warp.event(1, t_ns=64 * (i + 1))
+
+
+def test_late_tags_of_the_newest_publication_are_waited_for(ring_file: MappedRing) -> None:
+    view = ring_file.view
+    _ten_chunks(view)
+    tags = view.chunks["tag"][0]
+    late = tags[7:9].copy()
+    tags[7:9] = 0  # one fence published chunks 6 to 9; the tags of 7 and 8 have not arrived yet
+    drain = RingDrain(view)
+    first = drain.drain()
+    assert first.chunks["stamp"].tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert (first.counters.chunks_written, first.counters.chunks_lost) == (7, 0)
+    assert first.counters.balanced
+
+    tags[7:9] = late
+    second = drain.drain()
+    assert second.chunks["stamp"].tolist() == [8, 9, 10]
+    counters = second.counters
+    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (10, 10, 0)
+    assert (counters.events_written, counters.events_lost) == (10 * view.layout.body_words, 0)
+
+
+def test_an_older_chunk_without_its_tag_is_lost_not_waited_for(ring_file: MappedRing) -> None:
+    view = ring_file.view
+    _ten_chunks(view)
+    view.chunks["tag"][0][4] = 0  # chunk 4 was published by an earlier fence than chunk 9: it is gone
+    batch = RingDrain(view).drain()
+    assert batch.chunks["stamp"].tolist() == [1, 2, 3, 4, 6, 7, 8, 9, 10]
+    counters = batch.counters
+    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (10, 9, 1)
+    assert (counters.events_lost, counters.torn) == (view.layout.body_words, 0)
+    assert counters.balanced
+
+
 def test_a_reader_lapped_during_its_copy_never_hands_on_the_overwritten_chunks() -> None:
     geometry = RingGeometry(segments=1, chunks_per_segment=4)
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)

@@ -4,6 +4,7 @@ post-processing callback, lowered and compiled by nvcc for sm_90a (no GPU needed
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -19,9 +20,10 @@ import tvm_ffi
 from tilelang import tvm
 from tilelang.tools.cuda import iket
 
+from iket_tui.ring import device
 from iket_tui.ring.device import MARKER, WARP_VARIABLE, RingTarget
 from iket_tui.ring.events import ModuleEvents
-from iket_tui.ring.layout import RingGeometry
+from iket_tui.ring.layout import ChunkLayout, RingGeometry
 from iket_tui.ring.runtime import CALLBACK_NAME, DeviceRuntime, installed
 from iket_tui.ring.wire import kernel_module, module_from_message
 
@@ -130,6 +132,19 @@ def test_the_gpu_checks_gemms_compile_with_the_runtime(variant: str) -> None:
     names = {"ksteps": ["load", "mma"], "block": ["block"]}[variant]
     assert [e.name for e in table.events] == names
     assert f"iket_tui::Warp {WARP_VARIABLE}(0u);" in source
+
+
+def test_the_runtime_variants_the_h200_measures_still_apply_and_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    variants = importlib.import_module("benchmarks.gpu_ring_variants")
+    original = device._RUNTIME
+    for name, fence, chunk_bytes, edits, _ in variants.VARIANTS:
+        geometry = RingGeometry.for_sms(132, 64, ChunkLayout(chunk_bytes // 128))
+        runtime = DeviceRuntime(RingTarget(0x7F0000000000, geometry, ring_id=77, fence=fence))
+        monkeypatch.setattr(device, "_RUNTIME", variants.edited(edits))
+        kernel = gpu.compile_kernel(runtime, gpu.gemm_kernel("ksteps"))
+        assert MARKER in str(kernel.get_kernel_source()), name
+        monkeypatch.setattr(device, "_RUNTIME", original)
 
 
 def test_the_gpu_checks_known_count_and_long_running_kernels_compile_with_the_runtime() -> None:
