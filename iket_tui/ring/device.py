@@ -9,7 +9,7 @@ kernel that has events.
 
 The event path is what DESIGN.md measured to be cheap: read ``%globaltimer`` (all 64 bits:
 ptxas then reads it with ``CS2R``; a 32-bit read became an ``S2UR`` that cost the H200's k-step
-GEMM 20 points), put ``timestamp | id`` into one lane's staging register with a select, advance
+GEMM about 16 points), put ``timestamp | id`` into one lane's staging register with a select, advance
 positions that live in registers. No lane-divergent branch: every lane does the same work, and
 the one branch (flush when the chunk is full or its first event is getting old) is taken by the
 whole warp at once. A flush stores the chunk as coalesced 128-byte rows into the warp's segment
