@@ -9,7 +9,11 @@ that stores nothing cannot be drained):
 - ``b1``, ``b8``: a fence per chunk, per 8 chunks (announcing 1 or 8 slots ahead);
 - ``b4_512``: 512-byte chunks;
 - ``b4_nostore``: no fence and every store predicated off (the event path and the flush's
-  arithmetic alone).
+  arithmetic alone);
+- ``b4_clock``: ``%clock64`` read where the runtime reads ``%globaltimer`` (what the timer read
+  costs; its timestamps mean nothing);
+- ``b4_noage``: no flush for age, only when the chunk is full (what the age check costs);
+- ``b4_nostore_clock_noage``: all three.
 
 Needs what ``gpu_ring_check.py`` needs; on the device machine:
 
@@ -57,6 +61,8 @@ EDITS: dict[str, list[tuple[str, str]]] = {
     ],
     "b1": [(_PUBLISH, "pending == 1u) publish()"), (_ANNOUNCE, "slot(seq + 1u), 0u)")],
     "b8": [(_PUBLISH, "pending == 8u) publish()"), (_ANNOUNCE, "slot(seq + 8u), 0u)")],
+    "clock": [('"mov.u64 %0, %%globaltimer;"', '"mov.u64 %0, %%clock64;"')],
+    "noage": [("if (full | (now - base > kFlushNs))", "if (full)")],
 }
 
 VARIANTS: list[tuple[str, str, int, list[str], tuple[str, ...]]] = [
@@ -66,6 +72,9 @@ VARIANTS: list[tuple[str, str, int, list[str], tuple[str, ...]]] = [
     ("b8", "acq_rel", 256, ["b8"], ("ksteps", "block")),
     ("b4_512", "acq_rel", 512, [], ("ksteps",)),
     ("b4_nostore", "none", 256, ["nostore"], ("ksteps",)),
+    ("b4_clock", "acq_rel", 256, ["clock"], ("ksteps",)),
+    ("b4_noage", "acq_rel", 256, ["noage"], ("ksteps",)),
+    ("b4_nostore_clock_noage", "none", 256, ["nostore", "clock", "noage"], ("ksteps",)),
 ]
 
 
