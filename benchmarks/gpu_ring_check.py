@@ -405,15 +405,7 @@ def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tup
         t0 = time.monotonic()
         for _ in range(rounds):
             for variant, kernel in kernels.items():
-                c = outputs[variant]
-                starts = [torch.cuda.Event(enable_timing=True) for _ in range(launches)]
-                ends = [torch.cuda.Event(enable_timing=True) for _ in range(launches)]
-                for start, end in zip(starts, ends, strict=True):
-                    start.record()
-                    kernel(a, b, c)
-                    end.record()
-                finish(f"timed GEMM {variant}")
-                times[variant] += [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
+                times[variant] += timed_launches(kernel, (a, b, outputs[variant]), launches, f"timed GEMM {variant}")
         elapsed = time.monotonic() - t0
     medians = {variant: statistics.median(values) for variant, values in times.items()}
     drained = ring.drain.counters.events_read - read_before
@@ -448,6 +440,20 @@ def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tup
     figures = {f"gemm{size}_{key}_{k}_us": v * 1000 for k, v in medians.items()}
     figures |= {f"ratio{size}_{key}_ksteps": ratio_steps, f"ratio{size}_{key}_block": ratio_block}
     return rows, figures
+
+
+def timed_launches(kernel: Any, args: tuple[Any, ...], launches: int, what: str) -> list[float]:
+    """Milliseconds of each of ``launches`` back-to-back launches, from CUDA events."""
+    import torch
+
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(launches)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(launches)]
+    for start, end in zip(starts, ends, strict=True):
+        start.record()
+        kernel(*args)
+        end.record()
+    finish(what)
+    return [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
 
 
 def check_drain_rate() -> list[Row]:

@@ -139,14 +139,7 @@ def measure(
             for round_ in range(rounds):
                 shift = round_ % len(order)
                 for key, kernel in order[shift:] + order[:shift]:
-                    starts = [torch.cuda.Event(enable_timing=True) for _ in range(launches)]
-                    ends = [torch.cuda.Event(enable_timing=True) for _ in range(launches)]
-                    for start, end in zip(starts, ends, strict=True):
-                        start.record()
-                        kernel(a, b, c)
-                        end.record()
-                    gpu.finish(key)
-                    times[key] += [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
+                    times[key] += gpu.timed_launches(kernel, (a, b, c), launches, key)
     except gpu.Hung as exc:
         print(f"  {exc}: the figures below are from the rounds before", flush=True)
         hung = True

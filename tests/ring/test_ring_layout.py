@@ -7,9 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from iket_tui.agent.kernel_options import MIN_RING_CHUNKS, KernelOptions
 from iket_tui.ring.buffer import MappedRing, RingFormatError, RingView
+from iket_tui.ring.device import RingTarget
 from iket_tui.ring.layout import (
     CHUNK_HEADER_FIELDS,
+    DEVICE_MIN_CHUNKS,
     EVENT_DTYPE,
     HEADER_BYTES,
     LAYOUTS,
@@ -80,6 +83,14 @@ def test_geometry_places_counters_then_page_aligned_chunks() -> None:
 def test_geometry_refuses_capacities_that_are_not_powers_of_two(cap: int) -> None:
     with pytest.raises(ValueError, match=f"power of two >= 4, not {cap}$"):
         RingGeometry(8, cap)
+
+
+def test_a_ring_the_device_writes_is_refused_below_the_chunks_it_announces_ahead() -> None:
+    assert MIN_RING_CHUNKS == DEVICE_MIN_CHUNKS  # the agent's options check the same bound without numpy
+    with pytest.raises(ValueError, match=f"at least {DEVICE_MIN_CHUNKS} chunks per segment, not 8$"):
+        RingTarget(0x7F0000000000, RingGeometry(8, 8), ring_id=1)
+    with pytest.raises(ValueError, match=f"at least {DEVICE_MIN_CHUNKS}, got 8$"):
+        KernelOptions(chunks_per_segment=8)
 
 
 def test_event_ids_widen_only_when_a_module_needs_it() -> None:
