@@ -5,17 +5,23 @@ TVM's passes return new modules and share what they did not change, so holding t
 before and after each pass of a compile keeps alive what that compile built, no more. Two
 bounds, both configurable, decide how much is held:
 
-- count: the last ``IKET_TUI_IR_COMPILES`` compiles (default 8; 0 keeps none);
+- count: the last ``IKET_TUI_IR_COMPILES`` compiles (default 8; 0 keeps none), and the one
+  running while it runs;
 - memory: ``IKET_TUI_IR_MEMORY`` bytes (default 256 MiB; suffixes K, M, G; 0 lifts the bound).
 
 What a compile holds is measured, not guessed: the C heap in use when its first pass starts and
 when it ends (glibc's ``mallinfo2``, tens of microseconds, twice per compile). TVM allocates its
 nodes there, and once the compile is over what it left in use is what the store keeps of it (a
 thread allocating at the same time is counted with it: the bound errs on the side of holding
-less). Finished compiles are released oldest first while the total is over the bound, the one
-that just ended included when it alone is larger. A compile still running is never released,
-and its size is not known until it ends. Where the C library cannot say (not glibc), only the
-count bounds the store, and :attr:`IRStore.measured` says so.
+less). Where the C library cannot say (not glibc), only the count bounds the store, and
+:attr:`IRStore.measured` says so.
+
+Compiles are let go of when one ends, just after it was measured: the oldest beyond the count,
+then, oldest first, finished compiles while the total is over the memory bound (the one that
+just ended included when it alone is larger). A compile still running is never released for
+memory, and its size is not known until it ends. Freed there, before the next compile starts,
+a released compile's nodes cost the compiles after it about a percent less than freed when the
+next compile's first pass starts (``benchmarks/compile_overhead.py``).
 """
 
 from __future__ import annotations
@@ -77,44 +83,60 @@ class IRStore:
 
     def passes_of(self, compile_id: int) -> dict[int, Held] | None:
         """The dictionary a compile's passes go into (the compiler thread keeps it at hand);
-        None when nothing is kept. Starting a compile lets the oldest beyond the count go."""
+        None when nothing is kept."""
         if self.limit <= 0:
             return None
+        released: list[_Compile] = []
         with self._lock:
             found = self._compiles.get(compile_id)
             if found is None:
-                while len(self._compiles) >= self.limit:
-                    oldest = next(iter(self._compiles))
-                    del self._compiles[oldest]  # no reference left: its modules are freed here
-                    self._release(oldest, f"compile {oldest} is no longer held (the agent keeps the last {self.limit})")
-                # measured after the release, so that what it gives back is not taken off this compile's size
+                released = self._over_count()  # none unless compiles started and did not end
                 found = self._compiles[compile_id] = _Compile(heap_at_start=self._heap() if self.memory > 0 else None)
-            return found.passes
+            passes = found.passes
+        del released  # their modules are freed here, outside the lock
+        return passes
 
     def compile_ended(self, compile_id: int) -> None:
-        """Measure what the compile holds, and release compiles while the total is over the bound."""
+        """Measure what the compile holds, then release the compiles beyond the count and those
+        over the memory bound."""
         with self._lock:
             held = self._compiles.get(compile_id)
             if held is None or held.size is not None:
                 return
             now = self._heap() if held.heap_at_start is not None else None
             held.size = 0 if now is None or held.heap_at_start is None else max(0, now - held.heap_at_start)
-            if self.memory <= 0:
-                return
-            total = sum(c.size or 0 for c in self._compiles.values())
-            for older_id in list(self._compiles):
-                if total <= self.memory:
-                    break
-                older = self._compiles[older_id]
-                if older.size is None:
-                    continue  # still running
-                del self._compiles[older_id]
-                total -= older.size
-                self._release(
-                    older_id,
-                    f"compile {older_id} is no longer held: the IR of recent compiles is kept within "
-                    f"{_mib(self.memory)} ({MEMORY_VARIABLE}), and it held {_mib(older.size)}",
-                )
+            released = self._over_count() + self._over_memory()
+        del released  # their modules are freed here, outside the lock
+
+    def _over_count(self) -> list[_Compile]:
+        """Take the oldest compiles beyond the count out of the store."""
+        released: list[_Compile] = []
+        while len(self._compiles) > self.limit:
+            oldest, held = self._compiles.popitem(last=False)
+            released.append(held)
+            self._release(oldest, f"compile {oldest} is no longer held (the agent keeps the last {self.limit})")
+        return released
+
+    def _over_memory(self) -> list[_Compile]:
+        """Take finished compiles, oldest first, out of the store while the total is over the bound."""
+        released: list[_Compile] = []
+        if self.memory <= 0:
+            return released
+        total = sum(c.size or 0 for c in self._compiles.values())
+        for older_id in list(self._compiles):
+            if total <= self.memory:
+                break
+            older = self._compiles[older_id]
+            if older.size is None:
+                continue  # still running
+            released.append(self._compiles.pop(older_id))
+            total -= older.size
+            self._release(
+                older_id,
+                f"compile {older_id} is no longer held: the IR of recent compiles is kept within "
+                f"{_mib(self.memory)} ({MEMORY_VARIABLE}), and it held {_mib(older.size)}",
+            )
+        return released
 
     def module_before(self, compile_id: int, seq: int) -> Any:
         """The module pass ``seq`` of ``compile_id`` was given, if held."""

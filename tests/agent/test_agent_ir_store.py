@@ -1,13 +1,16 @@
 """The IR store's bounds, in a real target lowering the demo GEMM: the last N compiles by count,
 a number of bytes by measured heap, and what a late request is told about a released compile.
-A released compile's modules are really freed: the heap stays flat while compiles go on."""
+A released compile's modules are really freed: the heap stays flat while compiles go on. The
+count is kept when a compile ends: the oldest stays answerable while the next compile runs."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +85,42 @@ def test_without_a_heap_measure_only_the_count_bounds() -> None:
     assert store.held() == {2: 0, 3: 0}
     with pytest.raises(IRUnavailable, match="compile 1 is no longer held"):
         store.script(1, 1, "before")
+
+
+class Module:
+    """Stands for a TVM module: what the store holds by reference, and prints when asked."""
+
+
+def test_the_oldest_compile_is_held_while_the_next_runs_and_freed_when_it_ends() -> None:
+    store = IRStore(limit=2, memory=0, heap_in_use=lambda: None)
+    alive: dict[int, weakref.ref[Module]] = {}
+    for compile_id in (1, 2, 3):
+        passes = store.passes_of(compile_id)
+        assert passes is not None
+        module = Module()
+        alive[compile_id] = weakref.ref(module)
+        passes[0] = ["tl.Simplify", module, module]
+        del module
+        if compile_id < 3:
+            store.compile_ended(compile_id)
+    assert store.held() == {1: 0, 2: 0, 3: None}
+    assert store.script(1, 0, "before")[0] == "tl.Simplify"
+    assert alive[1]() is not None
+    store.compile_ended(3)
+    assert store.held() == {2: 0, 3: 0}
+    assert alive[1]() is None, "released when compile 3 ended, and nothing else holds its modules"
+    assert alive[2]() is not None
+    with pytest.raises(IRUnavailable, match=re.escape("compile 1 is no longer held (the agent keeps the last 2)")):
+        store.script(1, 0, "after")
+
+
+def test_compiles_that_never_end_are_bounded_when_the_next_starts() -> None:
+    store = IRStore(limit=2, memory=0, heap_in_use=lambda: None)
+    for compile_id in (1, 2, 3, 4):
+        assert store.passes_of(compile_id) is not None
+    assert store.held() == {2: None, 3: None, 4: None}
+    with pytest.raises(IRUnavailable, match="compile 1 is no longer held"):
+        store.script(1, 0, "before")
 
 
 @pytest.mark.parametrize(
