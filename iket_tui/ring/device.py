@@ -15,8 +15,8 @@ the one branch (flush when the chunk is full or its first event is getting old) 
 whole warp at once. A flush stores the chunk as coalesced 128-byte rows into the warp's segment
 of the host-mapped ring, with the header fields fixed for the warp packed once when it started.
 Every :data:`~iket_tui.ring.layout.PUBLISH_EVERY` flushes, and when the warp ends, the stored
-chunks are published: one system-scope fence, then their tags, one lane each. The fence is what
-a flush costs most, and it waits for writes issued long before.
+chunks are published: one system-scope fence, then their tags, one lane each. The fence is the
+costly part of a publication, and it waits only for writes issued long before.
 """
 
 from __future__ import annotations
