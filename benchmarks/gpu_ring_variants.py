@@ -62,7 +62,7 @@ EDITS: dict[str, list[tuple[str, str]]] = {
     "b1": [(_PUBLISH, "pending == 1u) publish()"), (_ANNOUNCE, "slot(seq + 1u), 0u)")],
     "b8": [(_PUBLISH, "pending == 8u) publish()"), (_ANNOUNCE, "slot(seq + 8u), 0u)")],
     "clock": [('"mov.u64 %0, %%globaltimer;"', '"mov.u64 %0, %%clock64;"')],
-    "noage": [("if (full | (now - base > kFlushNs))", "if (full)")],
+    "noage": [("if (full | (now > deadline))", "if (full)")],
 }
 
 VARIANTS: list[tuple[str, str, int, list[str], tuple[str, ...]]] = [

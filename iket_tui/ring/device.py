@@ -304,7 +304,7 @@ _FIELD_VALUES: Final = {
     "n_events": "(pe - kFirstEvent)",
     "n_payloads": "(kLastPayload - pp)",
     "id_bits": "kIdBits",
-    "t_base": "base",
+    "t_base": "(deadline - kFlushNs)",
 }
 
 
@@ -441,7 +441,7 @@ struct Warp {
   unsigned pe;           // next event word
   unsigned pp;           // next payload word (payloads fill from the back)
   unsigned pending;      // chunks stored but not yet published (at most kPublishEvery)
-  unsigned long long base;  // %globaltimer no later than any event staged
+  unsigned long long deadline;  // t_base (%globaltimer no later than any event staged) + kFlushNs
   unsigned hdr;          // header word `lane` (lanes below the header's size), fields fixed for the warp
   unsigned r[kWordsPerLane];
 
@@ -456,7 +456,7 @@ struct Warp {
     pending = 0u;
     const unsigned long long grid = special_gridid();
 @WARP_HEADER@
-    base = timer();
+    deadline = timer() + kFlushNs;
 #pragma unroll
     for (unsigned j = 0; j < kWordsPerLane; ++j) r[j] = 0u;
   }
@@ -493,10 +493,12 @@ struct Warp {
     const unsigned long long now = timer();
     unsigned t = (unsigned)now;
     const bool full = PAYLOAD ? pe >= pp : pe > pp;
-    if (full | (now - base > kFlushNs)) {  // the same for every lane: a warp-uniform branch
+    // The same for every lane: a warp-uniform branch. Against a deadline rather than t_base, the
+    // branch waits for two compares after the timer read, not a subtraction and two compares.
+    if (full | (now > deadline)) {
       if (pe != kFirstEvent || pp != kLastPayload) flush(0u);
-      else base = timer();
-      t = (unsigned)base;
+      else deadline = timer() + kFlushNs;
+      t = (unsigned)(deadline - kFlushNs);
     }
     stage(pe, (t & ~kIdMask) | id);
     pe += 1u;
@@ -528,7 +530,7 @@ struct Warp {
     pp = kLastPayload;
 #pragma unroll
     for (unsigned j = 0; j < kWordsPerLane; ++j) r[j] = 0u;
-    base = timer();
+    deadline = timer() + kFlushNs;
   }
 };
 }  // namespace iket_tui
