@@ -608,7 +608,7 @@ def _parser() -> argparse.ArgumentParser:
             "--ring-chunks",
             type=_ring_chunks,
             metavar="N",
-            help="with kernel tracing: ring chunks per warp slot, a power of two (32)",
+            help="with kernel tracing: ring chunks per warp slot, a power of two, at least 16 (32)",
         )
 
     run = commands.add_parser("run", help="start a program with the agent and watch it live")
