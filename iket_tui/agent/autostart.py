@@ -9,7 +9,7 @@ Knobs, all optional:
   bounds.
 - ``IKET_TUI_KERNELS=1``: trace kernels (:mod:`iket_tui.agent.kernels`), with
   ``IKET_TUI_DRAIN_HZ=<rate>`` (default 20), ``IKET_TUI_RING_CHUNKS=<chunks per segment>``
-  (a power of two, default 32) and ``IKET_TUI_RING_FILE=<path>`` (drain a ring file written by
+  (a power of two, at least 16, default 32) and ``IKET_TUI_RING_FILE=<path>`` (drain a ring file written by
   another process instead of a GPU ring).
 - ``IKET_TUI_IR_COMPILES=<compiles>``, ``IKET_TUI_IR_MEMORY=<size>``: how much IR of recent
   compiles the agent holds for ``ir`` requests (:mod:`iket_tui.agent.ir_store`).
