@@ -136,8 +136,7 @@ class ClientSession:
         next_beat = time.monotonic_ns() + heartbeat_ns
         reported_drops = 0
         while True:
-            queue.wake.clear()
-            queue.hurry.clear()
+            queue.rearm()
             closing = self._closing.is_set()
             if closing:
                 self._registry.detach(queue)

@@ -33,6 +33,7 @@ DEFAULT_BULK_BYTES: Final = 256 * 1024 * 1024
 """Kernel record bytes one client's queue may hold before further batches are dropped."""
 
 _OpenKey = tuple[str, int, int]
+_PASS_START: Final = m.PASS_START
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,10 @@ class CatchUp:
 class ClientQueue:
     """One client's bounded queue of messages waiting for its sender thread.
 
-    :meth:`offer` runs on the emitting thread with the registry lock held; :meth:`take` and
-    :meth:`mark_delivered` run on the client's sender thread. Neither side ever waits for the
-    other: the deque's append and popleft are atomic, and the small lock here only keeps the
-    sender's bookkeeping consistent for :meth:`Registry.client_stats`.
+    :meth:`offer` runs on the emitting thread with the registry lock held; :meth:`rearm`,
+    :meth:`take` and :meth:`mark_delivered` run on the client's sender thread. Neither side ever
+    waits for the other: the deque's append and popleft are atomic, and the small lock here only
+    keeps the sender's bookkeeping consistent for :meth:`Registry.client_stats`.
     """
 
     def __init__(self, limit: int, produced_before: int) -> None:
@@ -80,6 +81,9 @@ class ClientQueue:
         self.hurry = threading.Event()
         """Set when the queue is half full: the sender must write now rather than let the burst gather."""
         self._hurry_at = max(1, limit // 2)
+        self._signalled = False
+        """:attr:`wake` was set since the sender last rearmed: the events after the first of a
+        burst only test this flag, not the event."""
         self.offered = 0
         self.dropped = 0
         self.delivered = 0
@@ -93,14 +97,23 @@ class ClientQueue:
 
     def offer(self, msg: Message) -> None:
         self.offered += 1
-        if len(self._items) >= self.limit:
+        items = self._items
+        if len(items) >= self.limit:
             self.dropped += 1
             return
-        self._items.append(msg)
-        if not self.wake.is_set():
+        items.append(msg)
+        if not self._signalled:
+            self._signalled = True
             self.wake.set()
-        if len(self._items) >= self._hurry_at and not self.hurry.is_set():
+        if len(items) >= self._hurry_at and not self.hurry.is_set():
             self.hurry.set()
+
+    def rearm(self) -> None:
+        """Clear :attr:`wake` and :attr:`hurry` before a :meth:`take`: a message offered after
+        this sets them again, and one offered before it is in that take."""
+        self.wake.clear()
+        self.hurry.clear()
+        self._signalled = False
 
     def offer_bulk(self, msg: Message, size: int) -> None:
         """:meth:`offer` for a message of ``size`` bytes (kernel records): dropped and counted
@@ -200,7 +213,7 @@ class Registry:
             index = self.produced
             self.produced = index + 1
             self._backlog.append(msg)
-            self._open[(m.PASS_START, compile_id, seq)] = (index, msg)
+            self._open[(_PASS_START, compile_id, seq)] = (index, msg)
             self._open_passes += 1
             for client in self._clients:
                 client.offer(msg)
@@ -210,7 +223,7 @@ class Registry:
         with self._lock:
             self.produced += 1
             self._backlog.append(msg)
-            if self._open.pop((m.PASS_START, compile_id, seq), None) is not None:
+            if self._open.pop((_PASS_START, compile_id, seq), None) is not None:
                 self._open_passes -= 1
             for client in self._clients:
                 client.offer(msg)

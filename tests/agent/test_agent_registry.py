@@ -108,3 +108,21 @@ def test_a_detached_client_is_offered_nothing_more() -> None:
     assert [msg["seq"] for msg in client.take(10)] == [0]
     assert registry.client_stats() == []
     assert registry.produced == 2
+
+
+def test_the_sender_is_woken_for_the_first_event_after_it_rearmed_and_hurried_at_half_full() -> None:
+    registry = Registry()
+    client, _ = registry.attach(limit=4)
+    assert not client.wake.is_set()
+    registry.emit(start(0))
+    assert client.wake.is_set() and not client.hurry.is_set()
+    client.rearm()
+    assert not client.wake.is_set()
+    registry.emit_pass_end(end(0), 1, 0)
+    assert client.wake.is_set() and client.hurry.is_set()  # two of four queued
+    client.rearm()
+    assert [msg["type"] for msg in client.take(10)] == [m.PASS_START, m.PASS_END]
+    client.mark_delivered()
+    assert not client.wake.is_set() and not client.hurry.is_set()
+    registry.emit(start(1))
+    assert client.wake.is_set() and not client.hurry.is_set()
