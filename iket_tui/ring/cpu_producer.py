@@ -1,10 +1,12 @@
-"""A CPU producer that writes a ring exactly as the CUDA runtime does, so that drain, decode,
-lapping, torn records and generation changes are tested without a GPU.
+"""A CPU producer that writes the ring's layout by the CUDA runtime's rules, so that drain,
+decode, lapping, torn records and generation changes are tested without a GPU.
 
 :class:`WarpWriter` is one warp: it stages events into a chunk, flushes when the chunk is full
 or its first event is too old, stores the body, then publishes the previous chunk (fence,
-tag), announces the next slot, and stores the segment's counters when the warp finishes. On
-purpose it can also tear a chunk (publish the tag before, or without, the body).
+tag), announces the next slot, and stores the segment's counters when the warp finishes. It
+publishes one chunk per fence, where the runtime publishes up to
+:data:`~iket_tui.ring.layout.PUBLISH_EVERY` (tests/ring runs the runtime itself on the host for
+that). On purpose it can also tear a chunk (publish the tag before, or without, the body).
 :func:`flood` writes many full chunks at once for benchmarks and lapping tests.
 ``python -m iket_tui.ring.cpu_producer RING_PATH ...`` runs :func:`synthetic_warps` in another
 process.
@@ -48,7 +50,7 @@ def payload_bits(value: int | float) -> int:
 
 
 class WarpWriter:
-    """One warp writing its events into its segment, as the device runtime does."""
+    """One warp writing its events into its segment, one chunk published per fence."""
 
     def __init__(
         self,
