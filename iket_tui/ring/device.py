@@ -470,7 +470,8 @@ struct Warp {
   }
 
   // Fence, then publish every pending chunk: lane i stores the tag of the i-th. One fence for
-  // kPublishEvery chunks, stored long before, as are the announcements it orders.
+  // kPublishEvery chunks, stored long before, as were the announcements it orders; only at the
+  // warp's end does it wait for a chunk just stored (its last).
   __device__ __forceinline__ void publish() {
     publish_fence();
     const unsigned first = seq - pending;
