@@ -4,6 +4,7 @@ that Enter starts, an empty Enter drops and Escape leaves alone."""
 from __future__ import annotations
 
 from textual.app import App
+from textual.pilot import Pilot
 from ui_driving import app_test, wait_until
 from ui_fakes import AnsweringSource
 
@@ -37,6 +38,14 @@ class IRApp(App[None]):
         self.push_screen(IRScreen(self.source, self.node))
 
 
+async def _the_diff(app: IRApp, pilot: Pilot[int]) -> IRScreen:
+    """The IR screen, once it shows the diff it opens with."""
+    await wait_until(pilot, lambda: isinstance(app.screen, IRScreen) and app.screen.shown == "diff", "the diff")
+    screen = app.screen
+    assert isinstance(screen, IRScreen)
+    return screen
+
+
 def _rows(screen: IRScreen) -> list[str]:
     body = screen.body
     return [body.line_text(y).rstrip() for y in range(body.scrollable_content_region.height)]
@@ -46,9 +55,7 @@ def _rows(screen: IRScreen) -> list[str]:
 async def test_the_ir_before_has_line_numbers_and_the_diff_its_changes() -> None:
     app = IRApp()
     async with app.run_test(size=(60, 12)) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, IRScreen) and app.screen.shown == "diff", "the diff")
-        screen = app.screen
-        assert isinstance(screen, IRScreen)
+        screen = await _the_diff(app, pilot)
         assert app.source.requests == [
             {"what": m.WHAT_IR, "compile": app.node.compile.id, "seq": app.node.seq, "which": "both"}
         ]
@@ -64,9 +71,7 @@ async def test_the_ir_before_has_line_numbers_and_the_diff_its_changes() -> None
 async def test_enter_searches_an_empty_enter_drops_it_escape_leaves_it() -> None:
     app = IRApp()
     async with app.run_test(size=(60, 12)) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, IRScreen) and app.screen.shown == "diff", "the diff")
-        screen = app.screen
-        assert isinstance(screen, IRScreen)
+        screen = await _the_diff(app, pilot)
         await pilot.press("b", "slash", *"alloc(3", "enter")  # alloc(3 and alloc(30 to alloc(39
         assert screen.search_status() == "match 1 of 11"
         assert _rows(screen)[2] == " 3  x_3 = T.alloc(3)"  # on screen already: the view stays
