@@ -7,6 +7,10 @@ registry also keeps every compile, pass context, codegen and pass that is still 
 client that attaches late always sees the passes running right now, even when the backlog
 no longer holds their start.
 
+Pass events, nearly every event of a compile, are emitted as pass rows (the protocol's
+positional form, :data:`~iket_tui.protocol.messages.PASS_ROW_FIELDS`) and stay rows all the
+way to the socket; every other event is a message map.
+
 Accounting is exact: for every client, the events produced while it was attached equal the
 events delivered to its socket, plus those dropped, plus those still queued.
 """
@@ -22,7 +26,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.messages import Message
+from iket_tui.protocol.messages import Item, Message, PassRow
 
 if TYPE_CHECKING:
     from iket_tui.agent.lifecycle import Agent
@@ -54,7 +58,7 @@ class CatchUp:
     backlog in order. ``backlog_lost`` events were produced before the backlog's oldest one.
     """
 
-    messages: list[Message]
+    messages: list[Item]
     backlog: int
     backlog_lost: int
 
@@ -87,7 +91,7 @@ class ClientQueue:
         self.offered = 0
         self.dropped = 0
         self.delivered = 0
-        self._items: deque[Message] = deque()
+        self._items: deque[Item] = deque()
         self.bulk_limit = DEFAULT_BULK_BYTES
         """Bytes of bulk messages (kernel records) this queue holds at most."""
         self.bulk_queued = 0
@@ -95,7 +99,7 @@ class ClientQueue:
         self._in_flight = 0
         self._lock = threading.Lock()
 
-    def offer(self, msg: Message) -> None:
+    def offer(self, msg: Item) -> None:
         self.offered += 1
         items = self._items
         if len(items) >= self.limit:
@@ -128,7 +132,7 @@ class ClientQueue:
         self.offer(msg)  # not dropped: only the emitting thread, holding the registry lock, appends
         self.hurry.set()  # bulk is written at once rather than gathered
 
-    def take(self, limit: int) -> list[Message]:
+    def take(self, limit: int) -> list[Item]:
         """Up to ``limit`` queued messages, oldest first; they count as in flight until delivered."""
         with self._lock:
             items = self._items
@@ -167,8 +171,8 @@ class Registry:
 
     def __init__(self, backlog: int = DEFAULT_BACKLOG) -> None:
         self._lock = threading.Lock()
-        self._backlog: deque[Message] = deque(maxlen=backlog)
-        self._open: dict[_OpenKey, tuple[int, Message]] = {}
+        self._backlog: deque[Item] = deque(maxlen=backlog)
+        self._open: dict[_OpenKey, tuple[int, Item]] = {}
         self._open_passes = 0
         self._kept: dict[tuple[object, ...], tuple[int, Message]] = {}
         self._clients: tuple[ClientQueue, ...] = ()
@@ -203,8 +207,8 @@ class Registry:
             for client in self._clients:
                 client.offer(msg)
 
-    def emit_pass_start(self, msg: Message, compile_id: int, seq: int) -> None:
-        """:meth:`emit` for a ``pass_start`` of ``compile_id`` numbered ``seq``, without looking at its type.
+    def emit_pass_start(self, row: PassRow, compile_id: int, seq: int) -> None:
+        """:meth:`emit` for the ``pass_start`` row of the pass ``seq`` of ``compile_id``.
 
         Passes are nearly every event of a compile, and each runs between two TVM passes whose
         work has pushed this code out of the CPU caches: the fewer steps here, the cheaper.
@@ -212,21 +216,21 @@ class Registry:
         with self._lock:
             index = self.produced
             self.produced = index + 1
-            self._backlog.append(msg)
-            self._open[(_PASS_START, compile_id, seq)] = (index, msg)
+            self._backlog.append(row)
+            self._open[(_PASS_START, compile_id, seq)] = (index, row)
             self._open_passes += 1
             for client in self._clients:
-                client.offer(msg)
+                client.offer(row)
 
-    def emit_pass_end(self, msg: Message, compile_id: int, seq: int) -> None:
-        """:meth:`emit` for a ``pass_end`` of ``compile_id`` numbered ``seq`` (see :meth:`emit_pass_start`)."""
+    def emit_pass_end(self, row: PassRow, compile_id: int, seq: int) -> None:
+        """:meth:`emit` for the ``pass_end`` row of the pass ``seq`` of ``compile_id`` (see :meth:`emit_pass_start`)."""
         with self._lock:
             self.produced += 1
-            self._backlog.append(msg)
+            self._backlog.append(row)
             if self._open.pop((_PASS_START, compile_id, seq), None) is not None:
                 self._open_passes -= 1
             for client in self._clients:
-                client.offer(msg)
+                client.offer(row)
 
     def emit_kept(self, msg: Message, key: tuple[object, ...]) -> None:
         """:meth:`emit` for state every client must have however late it attaches (a kernel
@@ -262,7 +266,7 @@ class Registry:
     def open_passes(self) -> int:
         return self._open_passes
 
-    def open_messages(self) -> list[Message]:
+    def open_messages(self) -> list[Item]:
         """The start of every compile, context, codegen and pass still open, oldest first."""
         with self._lock:
             return [msg for _index, msg in self._open.values()]

@@ -1,9 +1,9 @@
 """Every TileLang compile, observed through ``tilelang.instrumentation`` and told to the registry.
 
 TileLang creates one :class:`CompileWatcher` per compile session. It hands each TVM
-``PassContext`` of that compile a ``StackedPassInstrument`` whose sequence numbers are shared
-across the compile's contexts, wraps codegen, and learns the compile's real exception in
-``finish``. Nothing here may raise into the compiler: a failure of the watcher is counted in
+``PassContext`` of that compile a pass instrument of its own (:class:`_PassRecorder`) whose
+sequence numbers are shared across the compile's contexts, wraps codegen, and learns the
+compile's real exception in ``finish``. Nothing here may raise into the compiler: a failure of the watcher is counted in
 the registry and the compile goes on unobserved.
 
 Two TileLang facts shape the order of events. The label of a ``PassContext`` is readable only
@@ -29,20 +29,20 @@ from contextlib import contextmanager, suppress
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from tilelang.instrumentation import (
-    PassEventObserver,
     PassInstrumentationTool,
-    StackedPassInstrument,
     current_compile_pass_instrumentation,
     current_pass_instrument_context,
+    current_pass_phase,
     register_pass_instrumentation_tool,
     unregister_pass_instrumentation_tool,
 )
+from tvm.ir.instrument import pass_instrument
 
 from iket_tui.agent import capture, compiling, failures
 from iket_tui.agent.ir_store import ir_store
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.messages import Message
+from iket_tui.protocol.messages import Message, PassRow
 
 TOOL_NAME: Final = "iket-tui"
 
@@ -51,6 +51,8 @@ _R = TypeVar("_R")
 _W = TypeVar("_W", bound="CompileWatcher")
 
 _KERNEL_IN_LABEL: Final = re.compile(r"(?:^|,)\s*kernel=([^,]+)")
+_PASS_START: Final = m.PASS_START
+_PASS_END: Final = m.PASS_END
 
 
 def register(registry: Registry) -> None:
@@ -94,8 +96,8 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         self._early_contexts: list[tuple[int, int]] = []
         self._next_seq = 0
         self._next_context = 0
-        self._instruments: list[Any] = []
-        self._unnamed_failures: list[tuple[int, Any, int]] = []
+        self._instruments: list[_PassRecorder] = []
+        self._unnamed_failures: list[tuple[int, PassRow, int]] = []  # context, start row, time
         self._held_exits: list[Message] = []
         self._stage: str | None = None
         self._finished = False
@@ -109,7 +111,7 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         if self._label is None:
             self._label = current_pass_instrument_context() or _session_name()
         self._seen()
-        instrument = StackedPassInstrument(_ContextObserver(self), sequence_allocator=self._allocate_seq)
+        instrument = _PassRecorder(self)
         self._instruments.append(instrument)
         return instrument
 
@@ -145,8 +147,8 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         compile_id = self._begin()
         emit = self.registry.emit
         described = failures.describe(error) if error is not None else None
-        for context, event, t_ns in self._unnamed_failures:
-            emit(_incomplete(compile_id, context, event, t_ns, described))
+        for context, row, t_ns in self._unnamed_failures:
+            emit(_incomplete(context, row, t_ns, described))
         self._unnamed_failures.clear()
         for msg in self._held_exits:
             emit(msg)
@@ -194,7 +196,7 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
             }
         return None
 
-    # Pass contexts and passes, from each context's observer
+    # Pass contexts, and passes left incomplete, from each context's recorder
 
     @_never_raises
     def context_entered(self) -> int:
@@ -218,23 +220,20 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
             self.registry.emit(msg)
 
     @_never_raises
-    def passes_incomplete(self, context: int, passes: Sequence[Any], error: BaseException | None) -> None:
-        compile_id = self._begin()
+    def passes_incomplete(self, context: int, passes: Sequence[PassRow], error: BaseException | None) -> None:
+        """``passes`` (their start rows, outermost first) never finished; the innermost is the one that failed."""
         now = time.monotonic_ns()
         if self._stage is None:
             self._stage = "pass"
         described = failures.describe(error) if error is not None else None
-        innermost = next((frame.event for frame in reversed(passes) if frame.event is not None), None)
-        if innermost is not None and self._failing is None:
-            self._failing = (int(innermost.sequence), str(innermost.name), capture.scope())
-        for frame in passes:
-            event = frame.event
-            if event is None:
-                continue
+        if passes and self._failing is None:
+            innermost = passes[-1]
+            self._failing = (innermost[4], innermost[3], capture.scope())
+        for row in passes:
             if described is None:
-                self._unnamed_failures.append((context, event, now))
+                self._unnamed_failures.append((context, row, now))
             else:
-                self.registry.emit(_incomplete(compile_id, context, event, now, described))
+                self.registry.emit(_incomplete(context, row, now, described))
 
     @_never_raises
     def callback_mismatch(self, context: int, actual: str, expected: str | None) -> None:
@@ -249,11 +248,6 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         )
 
     # Internals
-
-    def _allocate_seq(self) -> int:
-        seq = self._next_seq
-        self._next_seq += 1
-        return seq
 
     def _seen(self, now: int | None = None) -> None:
         if self._first_seen_ns is None:
@@ -286,7 +280,7 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
     def _abort_open_passes(self, error: BaseException) -> None:
         """Report the passes open in this compile as incomplete, with the exception that stopped them."""
         for instrument in self._instruments:
-            if instrument.pending_events:
+            if instrument.open:
                 instrument.abort(error)
 
     @_never_raises
@@ -316,109 +310,112 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         self.registry.emit(msg)
 
 
-class _ContextObserver(PassEventObserver):  # type: ignore[misc]
-    """The events of one TVM ``PassContext``, forwarded to its compile's watcher.
+@pass_instrument
+class _PassRecorder:
+    """The passes of one TVM ``PassContext``, paired and told to the registry as pass rows.
 
-    Passes, nearly every event of a compile, are told to the registry right here: TileLang's
-    ``PassEvent`` already holds plain ``str``/``int``/``None`` fields, so each callback is one
-    message literal and one registry call, the least Python between two TVM passes.
+    TVM calls ``run_before_pass`` and ``run_after_pass`` around every pass, nested passes
+    included; the recorder pairs them on its own stack of the start rows of the passes still
+    running, outermost first. Passes are nearly every event of a compile, and each callback
+    runs between two TVM passes whose work has pushed this code out of the CPU caches: so each
+    builds its pass row directly (the protocol's positional form, which the sender writes as
+    it is) and makes one registry call, and nothing else happens between two passes.
     """
 
     def __init__(self, watcher: CompileWatcher) -> None:
         self.watcher = watcher
         self.registry = watcher.registry
         self.context = -1
+        self.open: list[PassRow] = []
+        """The start row of every pass of this context still running, outermost first."""
         self._ir: dict[int, Any] | None = None  # this compile's passes in the IR store
         self._ir_compile: int | None = None
 
-    def enter_pass_context(self) -> None:
+    def enter_pass_ctx(self) -> None:
+        self.open.clear()
         context = self.watcher.context_entered()
         self.context = -1 if context is None else context
 
-    def exit_pass_context(self) -> None:
+    def exit_pass_ctx(self) -> None:
+        if self.open:
+            self.abort(None)
         self._ir = None  # TVM may keep this instrument alive; the IR store alone decides what is held
         self._ir_compile = None
         self.watcher.context_exited(self.context)
 
-    def pass_started(self, mod: Any, event: Any) -> int | None:
+    def run_before_pass(self, mod: Any, info: Any) -> None:
         try:
             watcher = self.watcher
             compile_id = watcher._compile
             if compile_id is None:
                 compile_id = watcher._begin(mod)
-            now = time.monotonic_ns()
-            seq = event.sequence
+            seq = watcher._next_seq
+            watcher._next_seq = seq + 1
+            open_ = self.open
+            row = [
+                _PASS_START,
+                compile_id,
+                self.context,
+                info.name,
+                seq,
+                len(open_),
+                open_[-1][4] if open_ else None,
+                current_pass_phase(),
+                time.monotonic_ns(),
+                None,
+            ]
+            open_.append(row)
             if compile_id != self._ir_compile:
                 self._ir_compile = compile_id
                 self._ir = ir_store.passes_of(compile_id)
             if self._ir is not None:
-                self._ir[seq] = [event.name, mod, None]
-            self.registry.emit_pass_start(
-                {
-                    "type": m.PASS_START,
-                    "compile": compile_id,
-                    "context": self.context,
-                    "name": event.name,
-                    "seq": seq,
-                    "depth": event.depth,
-                    "parent": event.parent_sequence,
-                    "phase": event.phase,
-                    "t_ns": now,
-                },
-                compile_id,
-                seq,
-            )
+                self._ir[seq] = [row[3], mod, None]
+            self.registry.emit_pass_start(row, compile_id, seq)
         except Exception:
             self.registry.observer_errors += 1
-            return None
-        return now
 
-    def pass_finished(self, mod: Any, event: Any, state: Any) -> None:
+    def run_after_pass(self, mod: Any, info: Any) -> None:
         try:
-            watcher = self.watcher
-            compile_id = watcher._compile
-            if compile_id is None:
-                compile_id = watcher._begin()
+            open_ = self.open
+            name = info.name
+            if not open_ or open_[-1][3] != name:
+                expected = open_[-1][3] if open_ else None
+                self.watcher.callback_mismatch(self.context, name, expected)
+                self.abort(RuntimeError(f"unmatched after-pass callback for {name!r}; expected {expected!r}"))
+                return
+            start = open_.pop()
             now = time.monotonic_ns()
-            seq = event.sequence
+            compile_id = start[1]
+            seq = start[4]
             held = self._ir.get(seq) if self._ir is not None else None
             if held is not None:
                 held[2] = mod
             self.registry.emit_pass_end(
-                {
-                    "type": m.PASS_END,
-                    "compile": compile_id,
-                    "context": self.context,
-                    "name": event.name,
-                    "seq": seq,
-                    "depth": event.depth,
-                    "parent": event.parent_sequence,
-                    "phase": event.phase,
-                    "t_ns": now,
-                    "duration_ns": now - state if type(state) is int else 0,
-                },
+                [_PASS_END, compile_id, start[2], name, seq, start[5], start[6], start[7], now, now - start[8]],
                 compile_id,
                 seq,
             )
         except Exception:
             self.registry.observer_errors += 1
 
-    def passes_incomplete(self, passes: Sequence[Any], error: BaseException | None) -> None:
-        self.watcher.passes_incomplete(self.context, passes, error)
+    def abort(self, error: BaseException | None) -> None:
+        """Report every pass of this context still running as incomplete, stopped by ``error``
+        (``None``: not known here)."""
+        passes, self.open = self.open, []
+        if passes:
+            self.watcher.passes_incomplete(self.context, passes, error)
 
-    def callback_mismatch(self, actual: str, expected: str | None) -> None:
-        self.watcher.callback_mismatch(self.context, actual, expected)
 
-
-def _incomplete(compile_id: int, context: int, event: Any, t_ns: int, error: str | None) -> Message:
+def _incomplete(context: int, start: PassRow, t_ns: int, error: str | None) -> Message:
+    """The ``pass_incomplete`` of the pass whose start row is ``start``."""
     return m.pass_incomplete(
-        compile=compile_id,
+        compile=start[1],
         context=context,
-        name=str(event.name),
-        seq=int(event.sequence),
-        depth=int(event.depth),
-        parent=_optional_int(event.parent_sequence),
-        phase=_optional_str(event.phase),
+        name=start[3],
+        seq=start[4],
+        depth=start[5],
+        parent=start[6],
+        phase=start[7],
         t_ns=t_ns,
         error=error,
     )
@@ -475,10 +472,6 @@ def _current_target() -> str | None:
         return f"{target.kind.name} {arch}" if arch else str(target.kind.name)
     except Exception:
         return None
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 def _optional_str(value: Any) -> str | None:

@@ -145,6 +145,11 @@ def message_of(row: PassRow) -> Message:
     return msg
 
 
+def as_message(item: Item) -> Message:
+    """``item`` as a map: a pass row as the map it stands for (see :func:`message_of`), a map as it is."""
+    return message_of(item) if isinstance(item, list) else item
+
+
 def t_ns_of(item: object) -> int | None:
     """The ``t_ns`` of a message or a pass row, when it has an integer one."""
     if isinstance(item, list):

@@ -32,7 +32,7 @@ def test_an_after_pass_callback_for_the_wrong_pass_is_reported_and_shown() -> No
     instrument.run_after_pass(None, SimpleNamespace(name="tl.LowerTileOp"))
     instrument.exit_pass_ctx()
     watcher.finish(None)
-    sent = client.take(1000)
+    sent = [m.as_message(item) for item in client.take(1000)]
 
     assert [msg["type"] for msg in sent] == [
         m.COMPILE_BEGIN,

@@ -40,7 +40,7 @@ def test_every_event_is_delivered_dropped_or_still_queued() -> None:
     for seq in range(25, 30):
         registry.emit(start(seq))
     assert registry.client_stats() == [ClientStats(produced=30, delivered=4, dropped=16, queued=10)]
-    assert [msg["seq"] for msg in client.take(100)] == [*range(4, 10), *range(25, 29)]
+    assert [m.as_message(item)["seq"] for item in client.take(100)] == [*range(4, 10), *range(25, 29)]
 
 
 def test_accounting_stays_exact_with_concurrent_compilers_and_a_slow_reader() -> None:
@@ -88,6 +88,27 @@ def test_late_client_gets_passes_still_running_even_beyond_the_backlog() -> None
     assert client.take(10) == [end(2, 0, depth=1)]
 
 
+def test_pass_rows_are_open_until_their_end_row_or_incomplete_map_and_stay_rows() -> None:
+    """The agent emits pass events as rows; a late client's catch-up holds the running ones as
+    the same rows, and a ``pass_incomplete`` (a map) closes a row's pass like a ``pass_end``."""
+    registry = Registry(backlog=1)
+    rows = [m.row_of(start(seq)) for seq in range(3)]
+    for seq, row in enumerate(rows):
+        assert row is not None
+        registry.emit_pass_start(row, 1, seq)
+    ended = m.row_of(end(0))
+    assert ended is not None
+    registry.emit_pass_end(ended, 1, 0)
+    registry.emit(
+        m.pass_incomplete(compile=1, context=0, name="p1", seq=1, depth=0, parent=None, phase=None, t_ns=9, error=None)
+    )
+    assert registry.open_passes == 1
+    _, catch_up = registry.attach(limit=10)
+    assert catch_up.messages[0] is rows[2]
+    assert m.as_message(catch_up.messages[1])["type"] == m.PASS_INCOMPLETE  # the backlog of one
+    assert registry.open_messages() == [rows[2]]
+
+
 def test_an_ended_compile_leaves_nothing_running() -> None:
     registry = Registry()
     registry.emit(m.compile_begin(compile=7, label="lower", kernel="k", target=None, t_ns=0))
@@ -105,7 +126,7 @@ def test_a_detached_client_is_offered_nothing_more() -> None:
     registry.emit(start(0))
     registry.detach(client)
     registry.emit(start(1))
-    assert [msg["seq"] for msg in client.take(10)] == [0]
+    assert [m.as_message(item)["seq"] for item in client.take(10)] == [0]
     assert registry.client_stats() == []
     assert registry.produced == 2
 
@@ -118,10 +139,12 @@ def test_the_sender_is_woken_for_the_first_event_after_it_rearmed_and_hurried_at
     assert client.wake.is_set() and not client.hurry.is_set()
     client.rearm()
     assert not client.wake.is_set()
-    registry.emit_pass_end(end(0), 1, 0)
+    ended = m.row_of(end(0))
+    assert ended is not None
+    registry.emit_pass_end(ended, 1, 0)
     assert client.wake.is_set() and client.hurry.is_set()  # two of four queued
     client.rearm()
-    assert [msg["type"] for msg in client.take(10)] == [m.PASS_START, m.PASS_END]
+    assert [m.as_message(item)["type"] for item in client.take(10)] == [m.PASS_START, m.PASS_END]
     client.mark_delivered()
     assert not client.wake.is_set() and not client.hurry.is_set()
     registry.emit(start(1))

@@ -110,6 +110,20 @@ def test_maps_a_row_cannot_say_exactly_stay_maps() -> None:
 def test_a_lone_pass_event_goes_as_a_map_in_its_own_frame() -> None:
     event = _pass_events()[0]
     assert encode_batch([event]) == encode_message(event)
+    assert encode_batch([m.row_of(event)]) == encode_message(event)  # type: ignore[list-item]
+
+
+def test_pass_events_given_as_rows_are_written_as_the_maps_would_be() -> None:
+    """The agent builds pass events as rows: the bytes are those of the maps they stand for,
+    as rows for a reader of protocol 1.1 and as maps for an older one."""
+    stream = _stream()
+    given = [m.row_of(msg) or msg for msg in stream]
+    assert any(isinstance(item, list) for item in given)
+    assert encode_batch(given) == encode_batch(stream)
+    assert encode_batch(given, rows=False) == encode_batch(stream, rows=False)
+    decoder = MessageDecoder()
+    decoder.feed(encode_batch(given, rows=False))
+    assert decoder.drain() == stream
 
 
 @pytest.mark.parametrize(
