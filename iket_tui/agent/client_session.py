@@ -22,7 +22,7 @@ from iket_tui.agent.requests import answer
 from iket_tui.endpoints import check_peer
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, encode_batch, encode_message
-from iket_tui.protocol.messages import PASS_ROWS_SINCE, Item, Message, as_message
+from iket_tui.protocol.messages import PASS_ROWS_SINCE, Message, Outgoing, as_message
 
 BATCH: Final = 512
 COALESCE_S: Final = 0.2
@@ -208,7 +208,7 @@ class ClientSession:
         bye = m.bye(t_ns=time.monotonic_ns(), produced=queue.produced, dropped=queue.dropped, reason=self._bye_reason)
         self._send_messages([bye])
 
-    def _send_messages(self, batch: list[Item]) -> int:
+    def _send_messages(self, batch: list[Outgoing]) -> int:
         """Write ``batch``; returns how many of its messages could not be encoded and were left out."""
         data, left_out = _encode(batch, self._registry, rows=self._rows)
         self._send(data)
@@ -228,7 +228,7 @@ class ClientSession:
             self._sock.close()
 
 
-def _encode(batch: list[Item], registry: Registry, *, rows: bool) -> tuple[bytes, int]:
+def _encode(batch: list[Outgoing], registry: Registry, *, rows: bool) -> tuple[bytes, int]:
     """Messages as ``batch`` frames (as many as a frame's limit needs, see :func:`encode_batch`).
 
     A message that cannot be encoded at all (too large for a frame, or holding something msgpack

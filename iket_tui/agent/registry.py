@@ -8,8 +8,9 @@ client that attaches late always sees the passes running right now, even when th
 no longer holds their start.
 
 Pass events, nearly every event of a compile, are emitted as pass rows (the protocol's
-positional form, :data:`~iket_tui.protocol.messages.PASS_ROW_FIELDS`) and stay rows all the
-way to the socket; every other event is a message map.
+positional form, :data:`~iket_tui.protocol.messages.PASS_ROW_FIELDS`, as tuples:
+:data:`~iket_tui.protocol.messages.PassTuple`) and stay rows all the way to the socket; every
+other event is a message map.
 
 Accounting is exact: for every client, the events produced while it was attached equal the
 events delivered to its socket, plus those dropped, plus those still queued.
@@ -26,7 +27,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.messages import Item, Message, PassRow
+from iket_tui.protocol.messages import Message, Outgoing, PassTuple
 
 if TYPE_CHECKING:
     from iket_tui.agent.lifecycle import Agent
@@ -58,7 +59,7 @@ class CatchUp:
     backlog in order. ``backlog_lost`` events were produced before the backlog's oldest one.
     """
 
-    messages: list[Item]
+    messages: list[Outgoing]
     backlog: int
     backlog_lost: int
 
@@ -91,7 +92,7 @@ class ClientQueue:
         self.offered = 0
         self.dropped = 0
         self.delivered = 0
-        self._items: deque[Item] = deque()
+        self._items: deque[Outgoing] = deque()
         self.bulk_limit = DEFAULT_BULK_BYTES
         """Bytes of bulk messages (kernel records) this queue holds at most."""
         self.bulk_queued = 0
@@ -99,7 +100,7 @@ class ClientQueue:
         self._in_flight = 0
         self._lock = threading.Lock()
 
-    def offer(self, msg: Item) -> None:
+    def offer(self, msg: Outgoing) -> None:
         self.offered += 1
         items = self._items
         if len(items) >= self.limit:
@@ -132,7 +133,7 @@ class ClientQueue:
         self.offer(msg)  # not dropped: only the emitting thread, holding the registry lock, appends
         self.hurry.set()  # bulk is written at once rather than gathered
 
-    def take(self, limit: int) -> list[Item]:
+    def take(self, limit: int) -> list[Outgoing]:
         """Up to ``limit`` queued messages, oldest first; they count as in flight until delivered."""
         with self._lock:
             items = self._items
@@ -171,8 +172,8 @@ class Registry:
 
     def __init__(self, backlog: int = DEFAULT_BACKLOG) -> None:
         self._lock = threading.Lock()
-        self._backlog: deque[Item] = deque(maxlen=backlog)
-        self._open: dict[_OpenKey, tuple[int, Item]] = {}
+        self._backlog: deque[Outgoing] = deque(maxlen=backlog)
+        self._open: dict[_OpenKey, tuple[int, Outgoing]] = {}
         self._open_passes = 0
         self._kept: dict[tuple[object, ...], tuple[int, Message]] = {}
         self._clients: tuple[ClientQueue, ...] = ()
@@ -207,7 +208,7 @@ class Registry:
             for client in self._clients:
                 client.offer(msg)
 
-    def emit_pass_start(self, row: PassRow, compile_id: int, seq: int) -> None:
+    def emit_pass_start(self, row: PassTuple, compile_id: int, seq: int) -> None:
         """:meth:`emit` for the ``pass_start`` row of the pass ``seq`` of ``compile_id``.
 
         Passes are nearly every event of a compile, and each runs between two TVM passes whose
@@ -222,7 +223,7 @@ class Registry:
             for client in self._clients:
                 client.offer(row)
 
-    def emit_pass_end(self, row: PassRow, compile_id: int, seq: int) -> None:
+    def emit_pass_end(self, row: PassTuple, compile_id: int, seq: int) -> None:
         """:meth:`emit` for the ``pass_end`` row of the pass ``seq`` of ``compile_id`` (see :meth:`emit_pass_start`)."""
         with self._lock:
             self.produced += 1
@@ -266,7 +267,7 @@ class Registry:
     def open_passes(self) -> int:
         return self._open_passes
 
-    def open_messages(self) -> list[Item]:
+    def open_messages(self) -> list[Outgoing]:
         """The start of every compile, context, codegen and pass still open, oldest first."""
         with self._lock:
             return [msg for _index, msg in self._open.values()]

@@ -42,7 +42,7 @@ from iket_tui.agent import capture, compiling, failures
 from iket_tui.agent.ir_store import ir_store
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.messages import Message, PassRow
+from iket_tui.protocol.messages import Message, PassTuple
 
 TOOL_NAME: Final = "iket-tui"
 
@@ -97,7 +97,7 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         self._next_seq = 0
         self._next_context = 0
         self._instruments: list[_PassRecorder] = []
-        self._unnamed_failures: list[tuple[int, PassRow, int]] = []  # context, start row, time
+        self._unnamed_failures: list[tuple[int, PassTuple, int]] = []  # context, start row, time
         self._held_exits: list[Message] = []
         self._stage: str | None = None
         self._finished = False
@@ -220,7 +220,7 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
             self.registry.emit(msg)
 
     @_never_raises
-    def passes_incomplete(self, context: int, passes: Sequence[PassRow], error: BaseException | None) -> None:
+    def passes_incomplete(self, context: int, passes: Sequence[PassTuple], error: BaseException | None) -> None:
         """``passes`` (their start rows, outermost first) never finished; the innermost is the one that failed."""
         now = time.monotonic_ns()
         if self._stage is None:
@@ -319,14 +319,15 @@ class _PassRecorder:
     running, outermost first. Passes are nearly every event of a compile, and each callback
     runs between two TVM passes whose work has pushed this code out of the CPU caches: so each
     builds its pass row directly (the protocol's positional form, which the sender writes as
-    it is) and makes one registry call, and nothing else happens between two passes.
+    it is, as a tuple the garbage collector soon stops tracking) and makes one registry call,
+    and nothing else happens between two passes.
     """
 
     def __init__(self, watcher: CompileWatcher) -> None:
         self.watcher = watcher
         self.registry = watcher.registry
         self.context = -1
-        self.open: list[PassRow] = []
+        self.open: list[PassTuple] = []
         """The start row of every pass of this context still running, outermost first."""
         self._ir: dict[int, Any] | None = None  # this compile's passes in the IR store
         self._ir_compile: int | None = None
@@ -352,18 +353,18 @@ class _PassRecorder:
             seq = watcher._next_seq
             watcher._next_seq = seq + 1
             open_ = self.open
-            row = [
+            row = (
                 _PASS_START,
                 compile_id,
                 self.context,
-                info.name,
+                str(info.name),  # a plain str: TVM's own String is one more object the GC tracks
                 seq,
                 len(open_),
                 open_[-1][4] if open_ else None,
                 current_pass_phase(),
                 time.monotonic_ns(),
                 None,
-            ]
+            )
             open_.append(row)
             if compile_id != self._ir_compile:
                 self._ir_compile = compile_id
@@ -377,7 +378,7 @@ class _PassRecorder:
     def run_after_pass(self, mod: Any, info: Any) -> None:
         try:
             open_ = self.open
-            name = info.name
+            name = str(info.name)
             if not open_ or open_[-1][3] != name:
                 expected = open_[-1][3] if open_ else None
                 self.watcher.callback_mismatch(self.context, name, expected)
@@ -391,7 +392,7 @@ class _PassRecorder:
             if held is not None:
                 held[2] = mod
             self.registry.emit_pass_end(
-                [_PASS_END, compile_id, start[2], name, seq, start[5], start[6], start[7], now, now - start[8]],
+                (_PASS_END, compile_id, start[2], name, seq, start[5], start[6], start[7], now, now - start[8]),
                 compile_id,
                 seq,
             )
@@ -406,7 +407,7 @@ class _PassRecorder:
             self.watcher.passes_incomplete(self.context, passes, error)
 
 
-def _incomplete(context: int, start: PassRow, t_ns: int, error: str | None) -> Message:
+def _incomplete(context: int, start: PassTuple, t_ns: int, error: str | None) -> Message:
     """The ``pass_incomplete`` of the pass whose start row is ``start``."""
     return m.pass_incomplete(
         compile=start[1],

@@ -17,6 +17,7 @@ from iket_tui.protocol.messages import (
     PROTOCOL_VERSION,
     Item,
     Message,
+    PassTuple,
     as_message,
     message_of,
     row_of,
@@ -47,11 +48,11 @@ def encode_message(msg: Message) -> bytes:
     return encode_frame(msgpack.packb(msg, use_bin_type=True))
 
 
-def encode_batch(msgs: Sequence[Item], *, rows: bool = True) -> bytes:
+def encode_batch(msgs: Sequence[Item | PassTuple], *, rows: bool = True) -> bytes:
     """Several messages as ``batch`` frames, pass events as pass rows (as maps with
     ``rows=False``, for a reader older than protocol 1.1); one message alone goes in a frame of
-    its own, as a map. A pass event may be given as a pass row already (the agent builds them
-    so), which is written as it is.
+    its own, as a map. A pass event may be given as a pass row already (a list, or a tuple as the
+    agent builds them), which is written as it is.
 
     Messages that together exceed a frame's limit are spread over as many frames as needed, in
     order; a single message beyond the limit raises :class:`FrameError`.
@@ -60,7 +61,7 @@ def encode_batch(msgs: Sequence[Item], *, rows: bool = True) -> bytes:
         return encode_message(as_message(msgs[0]))
     items: list[Any]
     if rows:
-        items = [msg if isinstance(msg, list) else row_of(msg) or msg for msg in msgs]
+        items = [row_of(msg) or msg if isinstance(msg, dict) else msg for msg in msgs]
     else:
         items = [as_message(msg) for msg in msgs]
     if len(items) <= MAX_BATCH_ITEMS:
@@ -70,7 +71,7 @@ def encode_batch(msgs: Sequence[Item], *, rows: bool = True) -> bytes:
     return b"".join(_split_batch(msgs, items))
 
 
-def _split_batch(msgs: Sequence[Item], items: list[Any]) -> Iterator[bytes]:
+def _split_batch(msgs: Sequence[Item | PassTuple], items: list[Any]) -> Iterator[bytes]:
     """The frames of a batch too large for one: consecutive runs of messages that each fit."""
     packer = msgpack.Packer(use_bin_type=True)
     room = MAX_FRAME_BODY - len(_BATCH_HEAD) - _ARRAY_HEAD_MAX
@@ -88,7 +89,7 @@ def _split_batch(msgs: Sequence[Item], items: list[Any]) -> Iterator[bytes]:
         yield _batch_frame(msgs, first, run, packer)
 
 
-def _batch_frame(msgs: Sequence[Item], first: int, run: list[bytes], packer: Any) -> bytes:
+def _batch_frame(msgs: Sequence[Item | PassTuple], first: int, run: list[bytes], packer: Any) -> bytes:
     if len(run) == 1:
         return encode_message(as_message(msgs[first]))
     return encode_frame(b"".join((_BATCH_HEAD, packer.pack_array_header(len(run)), *run)))

@@ -29,6 +29,13 @@ def end(seq: int, parent: int | None = None, *, depth: int = 0, compile: int = 1
     )
 
 
+def _row(msg: Message) -> m.PassTuple:
+    """A pass event as the agent emits it."""
+    row = m.row_of(msg)
+    assert row is not None
+    return tuple(row)
+
+
 def test_every_event_is_delivered_dropped_or_still_queued() -> None:
     registry = Registry()
     client, _ = registry.attach(limit=10)
@@ -89,16 +96,13 @@ def test_late_client_gets_passes_still_running_even_beyond_the_backlog() -> None
 
 
 def test_pass_rows_are_open_until_their_end_row_or_incomplete_map_and_stay_rows() -> None:
-    """The agent emits pass events as rows; a late client's catch-up holds the running ones as
-    the same rows, and a ``pass_incomplete`` (a map) closes a row's pass like a ``pass_end``."""
+    """The agent emits pass events as rows (tuples); a late client's catch-up holds the running
+    ones as the same rows, and a ``pass_incomplete`` (a map) closes a row's pass like a ``pass_end``."""
     registry = Registry(backlog=1)
-    rows = [m.row_of(start(seq)) for seq in range(3)]
+    rows = [_row(start(seq)) for seq in range(3)]
     for seq, row in enumerate(rows):
-        assert row is not None
         registry.emit_pass_start(row, 1, seq)
-    ended = m.row_of(end(0))
-    assert ended is not None
-    registry.emit_pass_end(ended, 1, 0)
+    registry.emit_pass_end(_row(end(0)), 1, 0)
     registry.emit(
         m.pass_incomplete(compile=1, context=0, name="p1", seq=1, depth=0, parent=None, phase=None, t_ns=9, error=None)
     )
@@ -139,9 +143,7 @@ def test_the_sender_is_woken_for_the_first_event_after_it_rearmed_and_hurried_at
     assert client.wake.is_set() and not client.hurry.is_set()
     client.rearm()
     assert not client.wake.is_set()
-    ended = m.row_of(end(0))
-    assert ended is not None
-    registry.emit_pass_end(ended, 1, 0)
+    registry.emit_pass_end(_row(end(0)), 1, 0)
     assert client.wake.is_set() and client.hurry.is_set()  # two of four queued
     client.rearm()
     assert [m.as_message(item)["type"] for item in client.take(10)] == [m.PASS_START, m.PASS_END]

@@ -114,16 +114,18 @@ def test_a_lone_pass_event_goes_as_a_map_in_its_own_frame() -> None:
 
 
 def test_pass_events_given_as_rows_are_written_as_the_maps_would_be() -> None:
-    """The agent builds pass events as rows: the bytes are those of the maps they stand for,
-    as rows for a reader of protocol 1.1 and as maps for an older one."""
+    """The agent builds pass events as rows (tuples): the bytes are those of the maps they stand
+    for, as rows for a reader of protocol 1.1 and as maps for an older one."""
     stream = _stream()
-    given = [m.row_of(msg) or msg for msg in stream]
-    assert any(isinstance(item, list) for item in given)
-    assert encode_batch(given) == encode_batch(stream)
-    assert encode_batch(given, rows=False) == encode_batch(stream, rows=False)
-    decoder = MessageDecoder()
-    decoder.feed(encode_batch(given, rows=False))
-    assert decoder.drain() == stream
+    as_lists: list[m.Item] = [m.row_of(msg) or msg for msg in stream]
+    as_tuples = [tuple(item) if isinstance(item, list) else item for item in as_lists]
+    assert any(isinstance(item, tuple) for item in as_tuples)
+    for given in (as_lists, as_tuples):
+        assert encode_batch(given) == encode_batch(stream)
+        assert encode_batch(given, rows=False) == encode_batch(stream, rows=False)
+        decoder = MessageDecoder()
+        decoder.feed(encode_batch(given, rows=False))
+        assert decoder.drain() == stream
 
 
 @pytest.mark.parametrize(
