@@ -3,8 +3,8 @@
 TileLang creates one :class:`CompileWatcher` per compile session. It hands each TVM
 ``PassContext`` of that compile a pass instrument of its own (:class:`_PassRecorder`) whose
 sequence numbers are shared across the compile's contexts, wraps codegen, and learns the
-compile's real exception in ``finish``. Nothing here may raise into the compiler: a failure of the watcher is counted in
-the registry and the compile goes on unobserved.
+compile's real exception in ``finish``. Nothing here may raise into the compiler: a failure of
+the watcher is counted in the registry and the compile goes on unobserved.
 
 Two TileLang facts shape the order of events. The label of a ``PassContext`` is readable only
 while its instrument is created, and the kernel name of a plain ``tilelang.lower`` is known
