@@ -61,7 +61,7 @@ def encode_batch(msgs: Sequence[Item | PassTuple], *, rows: bool = True) -> byte
         return encode_message(as_message(msgs[0]))
     items: list[Any]
     if rows:
-        items = [row_of(msg) or msg if isinstance(msg, dict) else msg for msg in msgs]
+        items = [(row_of(msg) or msg) if isinstance(msg, dict) else msg for msg in msgs]
     else:
         items = [as_message(msg) for msg in msgs]
     if len(items) <= MAX_BATCH_ITEMS:
