@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_target import SLEEPING, WAIT_S, Stuck, main_code, socket_of, stacks_of
+from live_target import SLEEPING, WAIT_S, Stuck, main_code, socket_of, stacks_of, start_stuck_program
 
 
 @pytest.fixture(scope="session")
@@ -20,14 +17,7 @@ def stuck() -> Iterator[Stuck]:
     runtime = Path(tempfile.mkdtemp(prefix="ik"))  # short: socket paths are limited to 107 bytes
     patch = pytest.MonkeyPatch()
     patch.setenv("XDG_RUNTIME_DIR", str(runtime))  # where this process looks for agents too
-    env = {**os.environ, "IKET_TUI": "1"}
-    args = ["--kernels", "slow_gemm", "--slow-seconds", "600", "--lower-only"]
-    program = subprocess.Popen(
-        [sys.executable, "-m", "iket_tui.demo.program", *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    program, env = start_stuck_program()
     try:
         path = socket_of(program)
         deadline = time.monotonic() + WAIT_S

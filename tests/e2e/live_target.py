@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,3 +52,18 @@ def socket_of(program: subprocess.Popen[bytes]) -> Path:
         assert program.poll() is None, "the demo program ended before serving"
         time.sleep(0.05)
     raise AssertionError("no agent socket")
+
+
+def start_stuck_program() -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    """The demo program under the agent, lowering the GEMM whose slowed pass takes ten minutes,
+    and its environment. The caller sets ``XDG_RUNTIME_DIR`` (a short path: socket paths are
+    limited to 107 bytes) before, and kills the program after."""
+    env = {**os.environ, "IKET_TUI": "1"}
+    args = ["--kernels", "slow_gemm", "--slow-seconds", "600", "--lower-only"]
+    program = subprocess.Popen(
+        [sys.executable, "-m", "iket_tui.demo.program", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return program, env

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -56,21 +55,14 @@ def normalised(response: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     sys.path.insert(0, str(REPO / "tests" / "e2e"))
-    from live_target import main_code, socket_of
+    from live_target import main_code, socket_of, start_stuck_program
 
     from iket_tui.protocol import messages as m
     from iket_tui.sources.socket import SocketSource
 
     runtime = Path(tempfile.mkdtemp(prefix="ik"))
-    env = {**os.environ, "IKET_TUI": "1", "XDG_RUNTIME_DIR": str(runtime)}
     os.environ["XDG_RUNTIME_DIR"] = str(runtime)
-    args = ["--kernels", "slow_gemm", "--slow-seconds", "600", "--lower-only"]
-    program = subprocess.Popen(
-        [sys.executable, "-m", "iket_tui.demo.program", *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    program, _ = start_stuck_program()
     try:
         source = SocketSource(socket_of(program))  # one client, as the app is
         source.connect()
