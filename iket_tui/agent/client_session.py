@@ -25,7 +25,7 @@ from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, 
 from iket_tui.protocol.messages import PASS_ROWS_SINCE, Message, Outgoing, as_message
 
 BATCH: Final = 512
-COALESCE_S: Final = 0.2
+COALESCE_S: Final = 0.5
 MAX_HELLO_BYTES: Final = 64 * 1024
 
 

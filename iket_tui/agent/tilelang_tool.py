@@ -329,11 +329,16 @@ class _PassRecorder:
         self.context = -1
         self.open: list[PassTuple] = []
         """The start row of every pass of this context still running, outermost first."""
+        self._infos: list[Any] = []
+        """The ``PassInfo`` of each open pass. TVM hands the same one to both callbacks of a
+        pass, so the after-pass callback knows its pass by address without reading the name;
+        holding it keeps that address from being reused meanwhile."""
         self._ir: dict[int, Any] | None = None  # this compile's passes in the IR store
         self._ir_compile: int | None = None
 
     def enter_pass_ctx(self) -> None:
         self.open.clear()
+        self._infos.clear()
         context = self.watcher.context_entered()
         self.context = -1 if context is None else context
 
@@ -366,6 +371,7 @@ class _PassRecorder:
                 None,
             )
             open_.append(row)
+            self._infos.append(info)
             if compile_id != self._ir_compile:
                 self._ir_compile = compile_id
                 self._ir = ir_store.passes_of(compile_id)
@@ -378,13 +384,17 @@ class _PassRecorder:
     def run_after_pass(self, mod: Any, info: Any) -> None:
         try:
             open_ = self.open
-            name = str(info.name)
-            if not open_ or open_[-1][3] != name:
-                expected = open_[-1][3] if open_ else None
-                self.watcher.callback_mismatch(self.context, name, expected)
-                self.abort(RuntimeError(f"unmatched after-pass callback for {name!r}; expected {expected!r}"))
-                return
+            infos = self._infos
+            if not open_ or infos[-1].__chandle__() != info.__chandle__():
+                name = str(info.name)
+                if not open_ or open_[-1][3] != name:
+                    expected = open_[-1][3] if open_ else None
+                    self.watcher.callback_mismatch(self.context, name, expected)
+                    self.abort(RuntimeError(f"unmatched after-pass callback for {name!r}; expected {expected!r}"))
+                    return
+            infos.pop()
             start = open_.pop()
+            name = start[3]
             now = time.monotonic_ns()
             compile_id = start[1]
             seq = start[4]
@@ -403,6 +413,7 @@ class _PassRecorder:
         """Report every pass of this context still running as incomplete, stopped by ``error``
         (``None``: not known here)."""
         passes, self.open = self.open, []
+        self._infos = []
         if passes:
             self.watcher.passes_incomplete(self.context, passes, error)
 

@@ -8,8 +8,6 @@ make, in the wrong order.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from iket_tui.agent.registry import Registry
@@ -18,6 +16,8 @@ from iket_tui.model.pass_tree import PassTree
 from iket_tui.protocol import messages as m
 
 pytest.importorskip("tilelang")
+
+import tvm
 
 from iket_tui.agent.tilelang_tool import CompileWatcher
 
@@ -28,8 +28,8 @@ def test_an_after_pass_callback_for_the_wrong_pass_is_reported_and_shown() -> No
     watcher = CompileWatcher(registry)
     instrument = watcher.create_pass_instrument()
     instrument.enter_pass_ctx()
-    instrument.run_before_pass(None, SimpleNamespace(name="tl.LayoutInference"))
-    instrument.run_after_pass(None, SimpleNamespace(name="tl.LowerTileOp"))
+    instrument.run_before_pass(None, tvm.transform.PassInfo(0, "tl.LayoutInference", []))
+    instrument.run_after_pass(None, tvm.transform.PassInfo(0, "tl.LowerTileOp", []))
     instrument.exit_pass_ctx()
     watcher.finish(None)
     sent = [m.as_message(item) for item in client.take(1000)]
