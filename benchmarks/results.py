@@ -23,7 +23,7 @@ class Figure:
 
     def row(self) -> str:
         verdict = "met" if self.met else "MISSED"
-        measured = f"{self.value:.4g} {self.unit}"
+        measured = f"{self.value:.4f} {self.unit}" if self.unit == "x" else f"{self.value:.4g} {self.unit}"
         return f"| {self.name} | {measured} | <= {self.target:g} {self.unit} | {verdict} | {self.detail} |"
 
 
