@@ -17,15 +17,25 @@ until ``finish`` names it.
 
 What a failure needs to be made again elsewhere (``compile_failure``, see :mod:`capture`) is
 taken as it unwinds, from the failing pass or codegen step, and sent just before ``compile_end``.
+
+Between two TVM passes the compiler's thread only notes the time, the pass and (when the IR is
+kept) the module; those notes become pass events in batches, in order, at the compile's next
+event of another kind (a context, codegen, the end). A client's sender collects them sooner
+when the compiler has been inside one pass for a while (:meth:`Registry.collect`), so a pass that
+runs long is seen while it runs. One lock per compile keeps the two threads from making events
+of the same compile at once.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager, suppress
+from time import monotonic_ns
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from tilelang.instrumentation import (
@@ -53,6 +63,19 @@ _W = TypeVar("_W", bound="CompileWatcher")
 _KERNEL_IN_LABEL: Final = re.compile(r"(?:^|,)\s*kernel=([^,]+)")
 _PASS_START: Final = m.PASS_START
 _PASS_END: Final = m.PASS_END
+DRAIN_AT: Final = 1024
+"""Notes of passes a context holds before its compiler's thread turns them into events itself."""
+
+try:  # the phase, read in one C call between two passes; TileLang's public reader otherwise
+    from tilelang.instrumentation.events import _current_pass_phase
+
+    _phase_now: Callable[[], str | None] = _current_pass_phase.get
+except ImportError:  # pragma: no cover - another TileLang
+    _phase_now = current_pass_phase
+
+_Note = tuple[bool, int, Any, Any, "str | None"]
+"""A pass's callback as its compiler's thread noted it: started (or finished), time, ``PassInfo``,
+module (when the IR is kept), phase."""
 
 
 def register(registry: Registry) -> None:
@@ -90,6 +113,8 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
+        self.lock = threading.RLock()
+        """Held while this compile's events are made, on its compiler's thread or a sender's."""
         self._compile: int | None = None
         self._label: str | None = None
         self._first_seen_ns: int | None = None
@@ -108,11 +133,14 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
 
     @_never_raises
     def create_pass_instrument(self) -> Any:
-        if self._label is None:
-            self._label = current_pass_instrument_context() or _session_name()
-        self._seen()
-        instrument = _PassRecorder(self)
-        self._instruments.append(instrument)
+        with self.lock:
+            if self._label is None:
+                self._label = current_pass_instrument_context() or _session_name()
+            self._seen()
+            instrument = _PassRecorder(self, keep_ir=ir_store.limit > 0)
+            if not self._instruments:
+                self.registry.hold_pending(self)
+            self._instruments.append(instrument)
         return instrument
 
     @contextmanager
@@ -135,11 +163,46 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
         self._codegen_ended(event, started, None)
         return result
 
-    @_never_raises
     def finish(self, error: BaseException | None) -> None:
+        try:
+            with self.lock:
+                self._finish(error)
+        except Exception:
+            self.registry.observer_errors += 1
+        finally:
+            self.registry.release_pending(self)
+
+    def drain(self, quiet_ns: int = 0) -> None:
+        """Turn the passes noted on the compiler's thread into events (:meth:`Registry.collect`):
+        all of them, or with ``quiet_ns`` only once no pass began or ended for that long (the
+        compiler is inside a long pass) or the oldest note is four times that old. Otherwise
+        they wait for the compile's next event of another kind, which makes them events in one
+        batch on the compiler's thread, where that costs least."""
+        if quiet_ns and not self._waited(quiet_ns):
+            return
+        with self.lock:
+            for instrument in self._instruments:
+                instrument.drain()
+
+    def _waited(self, quiet_ns: int) -> bool:
+        """Whether some context's notes waited long enough for :meth:`drain` (read without the
+        lock: the compiler's thread may be appending or draining meanwhile)."""
+        now = monotonic_ns()
+        for instrument in list(self._instruments):
+            notes = instrument.notes
+            try:
+                newest, oldest = notes[-1][1], notes[0][1]
+            except IndexError:
+                continue
+            if now - newest >= quiet_ns or now - oldest >= 4 * quiet_ns:
+                return True
+        return False
+
+    def _finish(self, error: BaseException | None) -> None:
         if self._finished:
             return
         self._finished = True
+        self.drain()
         if self._compile is None and self._first_seen_ns is None and error is None:
             return
         if self._label is None:
@@ -200,14 +263,18 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
 
     @_never_raises
     def context_entered(self) -> int:
-        context = self._next_context
-        self._next_context += 1
         now = time.monotonic_ns()
-        if self._compile is None:
-            self._seen(now)
-            self._early_contexts.append((context, now))
-        else:
-            self.registry.emit(m.pass_context(m.PASS_CONTEXT_ENTER, compile=self._compile, context=context, t_ns=now))
+        with self.lock:
+            self.drain()  # what the contexts around this one noted came first
+            context = self._next_context
+            self._next_context += 1
+            if self._compile is None:
+                self._seen(now)
+                self._early_contexts.append((context, now))
+            else:
+                self.registry.emit(
+                    m.pass_context(m.PASS_CONTEXT_ENTER, compile=self._compile, context=context, t_ns=now)
+                )
         return context
 
     @_never_raises
@@ -254,7 +321,8 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
             self._first_seen_ns = time.monotonic_ns() if now is None else now
 
     def _begin(self, mod: Any = None) -> int:
-        """The compile id, announcing the compile (and the contexts it entered so far) the first time."""
+        """The compile id, announcing the compile (and the contexts it entered so far) the first
+        time: on the compiler's thread, where the compile's target is in scope."""
         if self._compile is not None:
             return self._compile
         self._seen()
@@ -279,20 +347,29 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
     @_never_raises
     def _abort_open_passes(self, error: BaseException) -> None:
         """Report the passes open in this compile as incomplete, with the exception that stopped them."""
-        for instrument in self._instruments:
-            if instrument.open:
-                instrument.abort(error)
+        with self.lock:
+            self.drain()
+            for instrument in self._instruments:
+                if instrument.open:
+                    instrument.abort(error)
 
     @_never_raises
     def _codegen_began(self, event: Any) -> int:
         now = time.monotonic_ns()
-        self.registry.emit(
-            m.codegen_begin(compile=self._begin(getattr(event, "mod", None)), t_ns=now, name=str(event.name))
-        )
+        with self.lock:
+            self.drain()
+            self.registry.emit(
+                m.codegen_begin(compile=self._begin(getattr(event, "mod", None)), t_ns=now, name=str(event.name))
+            )
         return now
 
     @_never_raises
     def _codegen_ended(self, event: Any, started_ns: int | None, error: BaseException | None) -> None:
+        with self.lock:
+            self.drain()
+            self._codegen_end(event, started_ns, error)
+
+    def _codegen_end(self, event: Any, started_ns: int | None, error: BaseException | None) -> None:
         if error is not None:
             self._stage = "codegen"
             if self._failed_codegen is None:
@@ -312,106 +389,149 @@ class CompileWatcher(PassInstrumentationTool):  # type: ignore[misc]
 
 @pass_instrument
 class _PassRecorder:
-    """The passes of one TVM ``PassContext``, paired and told to the registry as pass rows.
+    """The passes of one TVM ``PassContext``: noted between passes, paired and told to the
+    registry as pass rows in batches.
 
     TVM calls ``run_before_pass`` and ``run_after_pass`` around every pass, nested passes
-    included; the recorder pairs them on its own stack of the start rows of the passes still
-    running, outermost first. Passes are nearly every event of a compile, and each callback
-    runs between two TVM passes whose work has pushed this code out of the CPU caches: so each
-    builds its pass row directly (the protocol's positional form, which the sender writes as
-    it is, as a tuple the garbage collector soon stops tracking) and makes one registry call,
-    and nothing else happens between two passes.
+    included. Each runs between two TVM passes whose work has pushed this code out of the CPU's
+    caches, so all it does is append a note (:data:`_Note`); the first one of a compile also
+    announces the compile, while its target is in scope. :meth:`drain`, under the compile's
+    lock, pairs the notes on a stack of the start rows of the passes still running, outermost
+    first, and builds each pass row (the protocol's positional form, which the sender writes as
+    it is, as a tuple the garbage collector soon stops tracking).
     """
 
-    def __init__(self, watcher: CompileWatcher) -> None:
+    def __init__(self, watcher: CompileWatcher, *, keep_ir: bool) -> None:
         self.watcher = watcher
         self.registry = watcher.registry
         self.context = -1
+        self.keep_ir = keep_ir
+        """Whether the notes hold the modules (the IR store keeps them)."""
+        self.begun = watcher._compile is not None
+        self.notes: deque[_Note] = deque()
+        """Appended on the compiler's thread; taken by :meth:`drain`, on either thread."""
         self.open: list[PassTuple] = []
         """The start row of every pass of this context still running, outermost first."""
         self._infos: list[Any] = []
         """The ``PassInfo`` of each open pass. TVM hands the same one to both callbacks of a
-        pass, so the after-pass callback knows its pass by address without reading the name;
-        holding it keeps that address from being reused meanwhile."""
+        pass, so the finish of a pass is paired with its start by address, without reading the
+        name; holding it keeps that address from being reused meanwhile."""
         self._ir: dict[int, Any] | None = None  # this compile's passes in the IR store
         self._ir_compile: int | None = None
 
     def enter_pass_ctx(self) -> None:
-        self.open.clear()
-        self._infos.clear()
+        with self.watcher.lock:
+            self.notes.clear()
+            self.open.clear()
+            self._infos.clear()
         context = self.watcher.context_entered()
         self.context = -1 if context is None else context
 
     def exit_pass_ctx(self) -> None:
-        if self.open:
-            self.abort(None)
-        self._ir = None  # TVM may keep this instrument alive; the IR store alone decides what is held
-        self._ir_compile = None
-        self.watcher.context_exited(self.context)
+        watcher = self.watcher
+        with watcher.lock:
+            self.drain()
+            if self.open:
+                self.abort(None)
+            self._ir = None  # TVM may keep this instrument alive; the IR store alone decides what is held
+            self._ir_compile = None
+            watcher.context_exited(self.context)
 
     def run_before_pass(self, mod: Any, info: Any) -> None:
         try:
-            watcher = self.watcher
-            compile_id = watcher._compile
-            if compile_id is None:
-                compile_id = watcher._begin(mod)
-            seq = watcher._next_seq
-            watcher._next_seq = seq + 1
-            open_ = self.open
-            row = (
-                _PASS_START,
-                compile_id,
-                self.context,
-                str(info.name),  # a plain str: TVM's own String is one more object the GC tracks
-                seq,
-                len(open_),
-                open_[-1][4] if open_ else None,
-                current_pass_phase(),
-                time.monotonic_ns(),
-                None,
-            )
-            open_.append(row)
-            self._infos.append(info)
-            if compile_id != self._ir_compile:
-                self._ir_compile = compile_id
-                self._ir = ir_store.passes_of(compile_id)
-            if self._ir is not None:
-                self._ir[seq] = [row[3], mod, None]
-            self.registry.emit_pass_start(row, compile_id, seq)
+            if not self.begun:
+                self._begin(mod)
+            self.notes.append((True, monotonic_ns(), info, mod if self.keep_ir else None, _phase_now()))
         except Exception:
             self.registry.observer_errors += 1
 
     def run_after_pass(self, mod: Any, info: Any) -> None:
         try:
-            open_ = self.open
-            infos = self._infos
-            if not open_ or infos[-1].__chandle__() != info.__chandle__():
-                name = str(info.name)
-                if not open_ or open_[-1][3] != name:
-                    expected = open_[-1][3] if open_ else None
-                    self.watcher.callback_mismatch(self.context, name, expected)
-                    self.abort(RuntimeError(f"unmatched after-pass callback for {name!r}; expected {expected!r}"))
-                    return
-            infos.pop()
-            start = open_.pop()
-            name = start[3]
-            now = time.monotonic_ns()
-            compile_id = start[1]
-            seq = start[4]
-            held = self._ir.get(seq) if self._ir is not None else None
-            if held is not None:
-                held[2] = mod
-            self.registry.emit_pass_end(
-                (_PASS_END, compile_id, start[2], name, seq, start[5], start[6], start[7], now, now - start[8]),
-                compile_id,
-                seq,
-            )
+            notes = self.notes
+            notes.append((False, monotonic_ns(), info, mod if self.keep_ir else None, None))
+            if len(notes) >= DRAIN_AT:
+                self.watcher.drain()
         except Exception:
             self.registry.observer_errors += 1
 
+    def _begin(self, mod: Any) -> None:
+        """This context's first pass: announce the compile (naming the kernel its module holds)
+        if no other context did, and open its place in the IR store, which measures what a
+        compile holds from its first pass on."""
+        with self.watcher.lock:
+            compile_id = self.watcher._begin(mod)
+            if self.keep_ir:
+                ir_store.passes_of(compile_id)
+        self.begun = True
+
+    def drain(self) -> None:
+        """Turn the notes taken so far into pass events, in order (the caller holds the compile's lock)."""
+        notes = self.notes
+        while notes:
+            started, t_ns, info, mod, phase = notes.popleft()
+            try:
+                if started:
+                    self._started(t_ns, info, mod, phase)
+                else:
+                    self._finished(t_ns, info, mod)
+            except Exception:
+                self.registry.observer_errors += 1
+
+    def _started(self, t_ns: int, info: Any, mod: Any, phase: str | None) -> None:
+        watcher = self.watcher
+        compile_id = watcher._compile
+        if compile_id is None:
+            compile_id = watcher._begin(mod)
+        seq = watcher._next_seq
+        watcher._next_seq = seq + 1
+        open_ = self.open
+        row = (
+            _PASS_START,
+            compile_id,
+            self.context,
+            str(info.name),  # a plain str: TVM's own String is one more object the GC tracks
+            seq,
+            len(open_),
+            open_[-1][4] if open_ else None,
+            phase,
+            t_ns,
+            None,
+        )
+        open_.append(row)
+        self._infos.append(info)
+        if compile_id != self._ir_compile:
+            self._ir_compile = compile_id
+            self._ir = ir_store.passes_of(compile_id)
+        if self._ir is not None and mod is not None:
+            self._ir[seq] = [row[3], mod, None]
+        self.registry.emit_pass_start(row, compile_id, seq)
+
+    def _finished(self, t_ns: int, info: Any, mod: Any) -> None:
+        open_ = self.open
+        infos = self._infos
+        if not open_ or infos[-1].__chandle__() != info.__chandle__():
+            name = str(info.name)
+            if not open_ or open_[-1][3] != name:
+                expected = open_[-1][3] if open_ else None
+                self.watcher.callback_mismatch(self.context, name, expected)
+                self.abort(RuntimeError(f"unmatched after-pass callback for {name!r}; expected {expected!r}"))
+                return
+        infos.pop()
+        start = open_.pop()
+        compile_id = start[1]
+        seq = start[4]
+        held = self._ir.get(seq) if self._ir is not None else None
+        if held is not None:
+            held[2] = mod
+        self.registry.emit_pass_end(
+            (_PASS_END, compile_id, start[2], start[3], seq, start[5], start[6], start[7], t_ns, t_ns - start[8]),
+            compile_id,
+            seq,
+        )
+
     def abort(self, error: BaseException | None) -> None:
         """Report every pass of this context still running as incomplete, stopped by ``error``
-        (``None``: not known here)."""
+        (``None``: not known here). The caller holds the compile's lock."""
         passes, self.open = self.open, []
         self._infos = []
         if passes:
