@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from benchmarks.results import Figure, median
 
-ROUNDS = 40
+ROUNDS = 60
 PER_SETUP = 2
 KERNEL = "gemm"
 SETUPS = ("off", "empty", "agent-no-ir", "agent")
@@ -118,6 +119,13 @@ def _measure(rounds: int) -> dict[str, object]:
     return {**times, "produced": registry.produced, "clients": [s.__dict__ for s in stats]}
 
 
+def _median_interval(ratios: list[float], draws: int = 2000) -> tuple[float, float]:
+    """A 95% bootstrap interval of the median of ``ratios`` (seeded: the same data, the same interval)."""
+    pick = random.Random(0)
+    medians = sorted(median(pick.choices(ratios, k=len(ratios))) for _ in range(draws))
+    return medians[int(draws * 0.025)], medians[int(draws * 0.975) - 1]
+
+
 def run() -> list[Figure]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "timings.json"
@@ -130,8 +138,11 @@ def run() -> list[Figure]:
     off = data["off"]
     off_ms = median(off) * 1000  # CPU ms
 
+    def ratios(name: str) -> list[float]:
+        return [a / b for a, b in zip(data[name], off, strict=True)]
+
     def ratio(name: str) -> float:
-        return median([a / b for a, b in zip(data[name], off, strict=True)])
+        return median(ratios(name))
 
     floor = ratio("empty")
     agent_alone = median([a / b for a, b in zip(data["agent-no-ir"], data["empty"], strict=True)])
@@ -139,9 +150,11 @@ def run() -> list[Figure]:
     # Medians leave out what happens once in many compiles (a full garbage collection); the
     # ratio of the totals does not.
     totals = sum(data["agent"]) / sum(off)
+    low, high = _median_interval(ratios("agent"))
     how = (
         f"{ROUNDS} rounds of {PER_SETUP} counted `{KERNEL}` lowerings per setup ({off_ms:.0f} ms CPU uninstrumented), "
-        f"{data['produced']} events sent; ratio of the totals {totals:.3f}"
+        f"{data['produced']} events sent; 95% interval of the median {low:.4f} to {high:.4f}; "
+        f"ratio of the totals {totals:.3f}"
     )
     return [
         Figure("compile time with agent and a reading client / without", ratio("agent"), "x", 1.01, how),
