@@ -85,3 +85,28 @@ def test_a_sender_leaves_a_busy_compile_its_notes_and_takes_those_of_a_quiet_one
     watcher.finish(None)
     assert sent_types() == [m.PASS_INCOMPLETE, m.PASS_CONTEXT_EXIT, m.COMPILE_END]
     assert not registry.pending
+
+
+def test_a_context_with_many_notes_turns_them_into_events_without_a_collect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tilelang_tool, "DRAIN_AT", 8)
+    registry = Registry()
+    client, _ = registry.attach(limit=100_000)
+    tilelang_tool.register(registry)
+    compiling = threading.Thread(target=kernels.lower, args=("slow_gemm",), kwargs={"slow_seconds": SLOW_S})
+    try:
+        compiling.start()
+        seen: list[m.Message] = []
+        ended: list[m.Message] = []
+        deadline = time.monotonic() + 120
+        while len(ended) < 8 and compiling.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            seen += [m.as_message(item) for item in client.take(100_000)]
+            ended = [msg for msg in seen if msg["type"] == m.PASS_END]
+        assert len(ended) >= 8, "the compiler's thread made events of every 8 notes"
+        assert kernels.SLOWED_PASS not in {msg["name"] for msg in ended}, "while the slowed pass still ran"
+        compiling.join(timeout=120)
+    finally:
+        tilelang_tool.unregister()
+    assert registry.observer_errors == 0
