@@ -2,6 +2,7 @@
 
 venv := ".venv"
 py := venv / "bin/python"
+core_venv := ".venv-core"
 
 default: check
 
@@ -11,8 +12,9 @@ setup:
     {{py}} -c "import torch" 2>/dev/null || {{venv}}/bin/pip install torch==2.13.0
     {{venv}}/bin/pip install -e '.[tilelang,dev]'
 
-# Format check, lint, types, layering, tests.
-check: lint test
+# Format check, lint, types, layering, tests; then the tests without the optional extras.
+# .ci/run runs the same steps on a clean checkout.
+check: lint test core
 
 lint:
     {{venv}}/bin/ruff format --check iket_tui tests benchmarks scripts
@@ -26,6 +28,14 @@ fmt:
 
 test *ARGS:
     {{venv}}/bin/pytest {{ARGS}}
+
+# The tests in a venv with the test extra only (no TileLang): every test file must import, and
+# the tests that need TileLang skip with the reason.
+core *ARGS:
+    test -x {{core_venv}}/bin/python || python3 -m venv {{core_venv}}
+    {{core_venv}}/bin/pip install -q -e '.[test]'
+    {{core_venv}}/bin/python -c "import importlib.util as u; assert not u.find_spec('tilelang'), 'TileLang is installed in {{core_venv}}'"
+    {{core_venv}}/bin/pytest -p no:cacheprovider {{ARGS}}
 
 # Benchmarks; figures go to BENCHMARKS.md.
 bench:
