@@ -182,9 +182,12 @@ class HostRing:
 
     With ``memory="device"`` the same ring lives in device memory instead (``cudaMalloc``): the
     host cannot drain it while kernels run, so it only measures what the kernels pay when their
-    chunks need not cross PCIe (the cost of staging in device memory before a DMA copy)."""
+    chunks need not cross PCIe (the cost of staging in device memory before a DMA copy).
+    ``cuda_runtime`` replaces the runtime's CUDA text (``gpu_ring_variants.py`` measures edited copies)."""
 
-    def __init__(self, geometry: RingGeometry, fence: str = "acq_rel", memory: str = "host") -> None:
+    def __init__(
+        self, geometry: RingGeometry, fence: str = "acq_rel", memory: str = "host", cuda_runtime: str | None = None
+    ) -> None:
         import cupy
 
         self._cupy = cupy
@@ -200,7 +203,7 @@ class HostRing:
             self.view = RingView.format(memory_at(self.address, geometry.total_bytes), geometry)
         self.target = RingTarget(self.address, geometry, self.view.ring_id, fence=fence)
         self.tables = EventTables()
-        self.runtime = DeviceRuntime(self.target, on_module=self.tables.add)
+        self.runtime = DeviceRuntime(self.target, on_module=self.tables.add, cuda_runtime=cuda_runtime)
         self.drain = RingDrain(self.view)
 
     def free(self) -> None:

@@ -2,8 +2,9 @@
 """Where the kernel ring's overhead goes: the H200 GEMM of ``gpu_ring_check.py`` under variants of
 the device runtime, all compiled into one process and timed interleaved against the plain GEMM.
 
-Each variant edits the runtime's CUDA text before it is compiled (for measuring only: a variant
-that stores nothing cannot be drained):
+Each variant edits the runtime's CUDA text (``iket_tui/ring/device_runtime.cuh``) and compiles
+the GEMM with the edited copy (for measuring only: a variant that stores nothing cannot be
+drained):
 
 - ``b4``: the runtime as it is (a fence per ``PUBLISH_EVERY`` = 4 chunks);
 - ``b1``, ``b8``: a fence per chunk, per 8 chunks (announcing 1 or 8 slots ahead);
@@ -37,8 +38,8 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-import iket_tui.ring.device as device
 from benchmarks import gpu_ring_check as gpu
+from iket_tui.ring.device import runtime_cuh
 from iket_tui.ring.layout import ChunkLayout, RingGeometry
 
 _STORE_WORD = 'asm volatile("st.global.u32 [%0], %1;" :: "l"(address), "r"(value) : "memory");'
@@ -90,7 +91,7 @@ VARIANTS: list[tuple[str, str, int, list[str], tuple[str, ...]]] = [
 
 def edited(names: list[str]) -> str:
     """The runtime's CUDA text with the named edits; each must apply."""
-    source = device._RUNTIME
+    source = runtime_cuh()
     for name in names:
         for old, new in EDITS[name]:
             if old not in source:
@@ -102,21 +103,17 @@ def edited(names: list[str]) -> str:
 def compile_variants(sms: int, only: set[str] | None) -> tuple[dict[str, Any], dict[str, gpu.HostRing]]:
     kernels: dict[str, Any] = {}
     rings: dict[str, gpu.HostRing] = {}
-    original = device._RUNTIME
     plain = gpu.HostRing(RingGeometry.for_sms(sms, 64))
     rings["plain"] = plain
     kernels["plain"] = gpu.compile_kernel(plain.runtime, gpu.gemm_kernel("plain"))
     for name, fence, chunk_bytes, edits, shapes in VARIANTS:
         if only is not None and name not in only:
             continue
-        ring = gpu.HostRing(RingGeometry.for_sms(sms, 64, ChunkLayout(chunk_bytes // 128)), fence=fence)
+        geometry = RingGeometry.for_sms(sms, 64, ChunkLayout(chunk_bytes // 128))
+        ring = gpu.HostRing(geometry, fence=fence, cuda_runtime=edited(edits))
         rings[name] = ring
-        device._RUNTIME = edited(edits)  # type: ignore[misc]  # what runtime_source() puts into modules
-        try:
-            for shape in shapes:
-                kernels[f"{name}/{shape}"] = gpu.compile_kernel(ring.runtime, gpu.gemm_kernel(shape))
-        finally:
-            device._RUNTIME = original  # type: ignore[misc]
+        for shape in shapes:
+            kernels[f"{name}/{shape}"] = gpu.compile_kernel(ring.runtime, gpu.gemm_kernel(shape))
         print(f"  compiled {name}", flush=True)
     return kernels, rings
 

@@ -1,34 +1,29 @@
-"""The CUDA side of the ring: the runtime that TileLang's IKET macros are defined to, and the
-post-processing that puts it into a module's generated CUDA.
+"""Putting the device runtime into a module's generated CUDA.
 
 TileLang's frontend leaves ``TL_IKET_EVENT(id, token)``, ``TL_IKET_EVENT(31)`` (a range end)
 and ``TL_IKET_EVENT_PAYLOAD_U32/F32(id, value, token)`` in the generated code; every thread
 runs them. :func:`inject` reads the event table from the tokens, gives the events module-wide
-ids, defines those macros to the runtime below and opens a per-warp log at the top of each
+ids, puts the runtime in front of the kernels and opens a per-warp log at the top of each
 kernel that has events.
 
-The event path is what DESIGN.md measured to be cheap: read ``%globaltimer`` (all 64 bits:
-ptxas then reads it with ``CS2R``; a 32-bit read became an ``S2UR`` that cost the H200's k-step
-GEMM about 16 points), put ``timestamp | id`` into one lane's staging register with a select, advance
-positions that live in registers. No lane-divergent branch: every lane does the same work, and
-the one branch (flush when the chunk is full or its first event is getting old) is taken by the
-whole warp at once. A flush stores the chunk as coalesced 128-byte rows into the warp's segment
-of the host-mapped ring, with the header fields fixed for the warp packed once when it started.
-Every :data:`~iket_tui.ring.layout.PUBLISH_EVERY` flushes, and when the warp ends, the stored
-chunks are published: one system-scope fence, then their tags, one lane each. The fence is the
-costly part of a publication, and it waits only for writes issued long before.
+The runtime is CUDA, :data:`RUNTIME_RESOURCE` in this package; ``docs/ring.md`` describes what
+it writes and in which order. What depends on the ring and the module (the ring's address and
+geometry, the event ids, the fence, and the chunk header packing that :mod:`iket_tui.ring.layout`
+describes) goes in as ``#define``s ahead of the runtime's text. The text is pasted in, not
+included: nvcc inside TileLang's pipeline knows no include path to it.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+from importlib import resources
 from typing import Final
 
 from iket_tui.ring.events import TOKEN_PREFIX, EventInfo, EventTableError, ModuleEvents, decode_token
 from iket_tui.ring.layout import (
     DEFAULT_FLUSH_NS,
-    DEFAULT_LAYOUT,
     DEVICE_MIN_CHUNKS,
     FLAG_DIVERGED,
     FLAG_PARTIAL_WARP,
@@ -38,6 +33,7 @@ from iket_tui.ring.layout import (
     PUBLISH_EVERY,
     RANGE_END_TOKENLESS_ID,
     WARP_SLOTS,
+    ChunkLayout,
     RingGeometry,
     WordPart,
     id_bits_for,
@@ -47,14 +43,12 @@ from iket_tui.ring.layout import (
 MARKER: Final = "iket-tui kernel event runtime"
 """Appears in every module the runtime was put into."""
 WARP_VARIABLE: Final = "__iket_tui_warp"
+"""The per-warp log each kernel with events opens; the runtime's IKET macros name it."""
+RUNTIME_RESOURCE: Final = "device_runtime.cuh"
+"""The runtime's CUDA, a file of this package."""
 
-_FENCES: Final = {
-    "sc": "__threadfence_system();",
-    "acq_rel": 'asm volatile("fence.acq_rel.sys;" ::: "memory");',
-    "release": 'asm volatile("fence.release.sys;" ::: "memory");',
-    "acq_rel_gpu": 'asm volatile("fence.acq_rel.gpu;" ::: "memory");',
-    "none": 'asm volatile("" ::: "memory");',
-}
+FENCES: Final = ("sc", "acq_rel", "release", "acq_rel_gpu", "none")
+"""What :attr:`RingTarget.fence` may be; the runtime names each ``IKET_TUI_FENCE_<NAME>``."""
 _EVENT_MACROS: Final = ("TL_IKET_EVENT", "TL_IKET_EVENT_PAYLOAD_U32", "TL_IKET_EVENT_PAYLOAD_F32")
 _CALL: Final = re.compile(r"\b(?P<macro>TL_IKET_EVENT(?:_PAYLOAD_(?:U32|F32))?)\(\s*(?P<id>[0-9]+)")
 _TOKEN: Final = re.compile(r"\"(?P<token>" + re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+)\"")
@@ -83,12 +77,12 @@ class RingTarget:
     flush_ns: int = DEFAULT_FLUSH_NS
     fence: str = "acq_rel"
     """The fence between chunks' bodies and their tags: ``acq_rel`` (``fence.acq_rel.sys``, which
-    orders the bodies before the tags and cost least on an H200), ``sc``
-    (``__threadfence_system()``, ``fence.sc.sys``), ``release`` (``fence.release.sys``: enough in
-    the memory model, and without ``acq_rel``'s L1 invalidation, but TileLang's warp-specialized
-    GEMM hung with it on an H200, as with no fence: for measuring only), ``acq_rel_gpu``
-    (``fence.acq_rel.gpu``, enough only for a ring in device memory, which the host cannot read
-    while kernels run: for measuring only), or ``none`` (no order: for measuring only)."""
+    orders the bodies before the tags), ``sc`` (``__threadfence_system()``, ``fence.sc.sys``),
+    ``release`` (``fence.release.sys``: enough in the memory model, yet TileLang's
+    warp-specialized GEMM has hung with it, see docs/ring.md: for measuring only),
+    ``acq_rel_gpu`` (``fence.acq_rel.gpu``, enough only for a ring in device memory, which the
+    host cannot read while kernels run: for measuring only), or ``none`` (no order: for
+    measuring only)."""
 
     def __post_init__(self) -> None:
         if self.address <= 0 or self.address % 4096:
@@ -100,8 +94,8 @@ class RingTarget:
                 f"a ring the device writes needs at least {DEVICE_MIN_CHUNKS} chunks per segment,"
                 f" not {self.geometry.chunks_per_segment}"
             )
-        if self.fence not in _FENCES:
-            raise ValueError(f"fence must be one of {', '.join(_FENCES)}, not {self.fence!r}")
+        if self.fence not in FENCES:
+            raise ValueError(f"fence must be one of {', '.join(FENCES)}, not {self.fence!r}")
 
 
 @dataclass(frozen=True)
@@ -197,11 +191,12 @@ def _matching_paren(code: str, start: int) -> int:
     raise InjectionError("unbalanced parentheses in a kernel signature")
 
 
-def inject(code: str, ring: RingTarget | None, module: int) -> InjectedModule:
+def inject(code: str, ring: RingTarget | None, module: int, cuda_runtime: str | None = None) -> InjectedModule:
     """Put the runtime into ``code`` for the ring ``ring`` as module ``module``.
 
     Code without IKET events comes back unchanged. Without a ring (no GPU) the macros compile
     to nothing but the event table is still recovered, so compiles and tables work everywhere.
+    ``cuda_runtime`` replaces the runtime's text (:func:`runtime_cuh`), for measuring variants.
     """
     if MARKER in code:
         raise InjectionError("this CUDA already holds the iket-tui runtime")
@@ -210,7 +205,7 @@ def inject(code: str, ring: RingTarget | None, module: int) -> InjectedModule:
     if not any(macro + "(" in code for macro in _EVENT_MACROS):
         return InjectedModule(code, ModuleEvents(module, id_bits_for(0), tuple(kernel_names(code)), ()))
     code, events = recover_events(code, module)
-    runtime = runtime_source(ring, module, events.id_bits)
+    runtime = runtime_source(ring, module, events.id_bits, cuda_runtime)
     bodies = _kernel_bodies(code)
     using = [i for i, (_, start) in enumerate(bodies) if _has_events(code, start, bodies, i)]
     pieces: list[str] = []
@@ -240,8 +235,17 @@ def _insertion_point(code: str) -> int:
     return match.start()
 
 
-def runtime_source(ring: RingTarget | None, module: int, id_bits: int) -> str:
-    """The CUDA runtime for one module: constants, the per-warp log, and the IKET macros."""
+@functools.cache
+def runtime_cuh() -> str:
+    """The runtime's fixed CUDA, the package resource :data:`RUNTIME_RESOURCE`: everything but
+    what :func:`runtime_source` defines for a ring and a module."""
+    return resources.files("iket_tui.ring").joinpath(RUNTIME_RESOURCE).read_text(encoding="utf-8")
+
+
+def runtime_source(ring: RingTarget | None, module: int, id_bits: int, cuda_runtime: str | None = None) -> str:
+    """The CUDA runtime for one module, self-contained: :func:`runtime_defines`, then the text
+    of ``cuda_runtime`` (default: :func:`runtime_cuh`), which defines the per-warp log and the
+    IKET macros. Without a ring the macros do nothing."""
     if ring is None:
         return (
             f"// ---- {MARKER}: no ring (no GPU); events compile to nothing, module {module} ----\n"
@@ -249,44 +253,50 @@ def runtime_source(ring: RingTarget | None, module: int, id_bits: int) -> str:
             "#define TL_IKET_EVENT_PAYLOAD_U32(ID, VALUE, ...) ((void)0)\n"
             "#define TL_IKET_EVENT_PAYLOAD_F32(ID, VALUE, ...) ((void)0)\n\n"
         )
+    text = runtime_cuh() if cuda_runtime is None else cuda_runtime
+    return runtime_defines(ring, module, id_bits) + text + "\n"
+
+
+def runtime_defines(ring: RingTarget, module: int, id_bits: int) -> str:
+    """The ``#define``s the runtime's text needs for ``ring`` and module ``module`` (its first
+    lines list them), after a comment line naming the ring and the module."""
     geometry = ring.geometry
     layout = geometry.layout
-    constants = {
-        "kRing": f"0x{ring.address:x}ull",
-        "kCountersOffset": f"{geometry.counters_offset}ull",
-        "kChunksOffset": f"{geometry.chunks_offset}ull",
-        "kSegments": f"{geometry.segments}u",
-        "kCapMask": f"{geometry.chunks_per_segment - 1}u",
-        "kChunkBytes": f"{layout.chunk_bytes}u",
-        "kWordsPerLane": f"{layout.words_per_lane}u",
-        "kWarpSlots": f"{WARP_SLOTS}u",
-        "kFirstEvent": f"{layout.first_event}u",
-        "kLastPayload": f"{layout.last_payload}u",
-        "kTail": f"{layout.tail}u",
-        "kFlushNs": f"{ring.flush_ns}u",
-        "kPublishEvery": f"{PUBLISH_EVERY}u",
-        "kModule": f"{module}u",
-        "kIdBits": f"{id_bits}u",
-        "kIdMask": f"{(1 << id_bits) - 1}u",
-        "kEndId": f"{range_end_id(id_bits)}u",
-        "kTokenlessEndId": f"{RANGE_END_TOKENLESS_ID}u",
-        "kFlagWarpEnd": f"{FLAG_WARP_END}u",
-        "kFlagPartialWarp": f"{FLAG_PARTIAL_WARP}u",
-        "kFlagDiverged": f"{FLAG_DIVERGED}u",
+    defines = {
+        "IKET_TUI_RING_ADDRESS": f"0x{ring.address:x}ull",
+        "IKET_TUI_COUNTERS_OFFSET": f"{geometry.counters_offset}ull",
+        "IKET_TUI_CHUNKS_OFFSET": f"{geometry.chunks_offset}ull",
+        "IKET_TUI_SEGMENTS": f"{geometry.segments}u",
+        "IKET_TUI_CHUNKS_PER_SEGMENT": f"{geometry.chunks_per_segment}u",
+        "IKET_TUI_CHUNK_BYTES": f"{layout.chunk_bytes}u",
+        "IKET_TUI_WORDS_PER_LANE": f"{layout.words_per_lane}u",
+        "IKET_TUI_HEADER_WORDS": f"{HEADER_WORDS}u",
+        "IKET_TUI_FIRST_EVENT": f"{layout.first_event}u",
+        "IKET_TUI_LAST_PAYLOAD": f"{layout.last_payload}u",
+        "IKET_TUI_TAIL": f"{layout.tail}u",
+        "IKET_TUI_WARP_SLOTS": f"{WARP_SLOTS}u",
+        "IKET_TUI_PUBLISH_EVERY": f"{PUBLISH_EVERY}u",
+        "IKET_TUI_FLUSH_NS": f"{ring.flush_ns}u",
+        "IKET_TUI_FLAG_WARP_END": f"{FLAG_WARP_END}u",
+        "IKET_TUI_FLAG_PARTIAL_WARP": f"{FLAG_PARTIAL_WARP}u",
+        "IKET_TUI_FLAG_DIVERGED": f"{FLAG_DIVERGED}u",
+        "IKET_TUI_MODULE": f"{module}u",
+        "IKET_TUI_ID_BITS": f"{id_bits}u",
+        "IKET_TUI_RANGE_END_ID": f"{range_end_id(id_bits)}u",
+        "IKET_TUI_TOKENLESS_END_ID": f"{RANGE_END_TOKENLESS_ID}u",
+        "IKET_TUI_FENCE": f"IKET_TUI_FENCE_{ring.fence.upper()}",
     }
+    warp_header, chunk_header = _header_packing(layout)
     lines = [f"// ---- {MARKER}: ring layout 0x{layout.layout_id:x}, ring 0x{ring.ring_id:x}, module {module} ----"]
-    lines.append("namespace iket_tui {")
-    lines += [f"constexpr {_ctype(value)} {name} = {value};" for name, value in constants.items()]
-    fence = f"__device__ __forceinline__ void publish_fence() {{ {_FENCES[ring.fence]} }}\n"
-    warp_header, chunk_header = _header_assembly()
-    runtime = _RUNTIME.replace("@WARP_HEADER@", warp_header).replace("@HEADER@", chunk_header)
-    runtime = runtime.replace("@FENCE@", fence)
-    source = "\n".join(lines) + "\n" + runtime
-    return source + _MACROS
+    lines += [f"#define {name} {value}" for name, value in defines.items()]
+    lines.append(_statement_macro("IKET_TUI_PACK_WARP_HEADER", warp_header))
+    lines.append(_statement_macro("IKET_TUI_PACK_CHUNK_HEADER", chunk_header))
+    return "\n".join(lines) + "\n"
 
 
-def _ctype(value: str) -> str:
-    return "unsigned long long" if value.endswith("ull") else "unsigned"
+def _statement_macro(name: str, statements: list[str]) -> str:
+    """``#define name`` as ``statements``, one a line; a use of it ends with a semicolon."""
+    return f"#define {name} \\\n  " + "; \\\n  ".join(statements or ["(void)0"])
 
 
 _FIELD_VALUES: Final = {
@@ -306,6 +316,7 @@ _FIELD_VALUES: Final = {
     "id_bits": "kIdBits",
     "t_base": "(deadline - kFlushNs)",
 }
+"""Each header field as the runtime's C names it, inside the warp's log."""
 
 
 _WARP_FIELDS: Final = frozenset(
@@ -328,220 +339,17 @@ def _header_terms(parts: list[WordPart], fixed: bool) -> list[str]:
     return terms
 
 
-def _header_assembly() -> tuple[str, str]:
-    """C statements derived from :data:`~iket_tui.ring.layout.CHUNK_HEADER_FIELDS`: the
-    warp's constant header bits into ``hdr`` (lane ``i`` holds word ``i``), run once when the
-    warp starts, and the flush's: lane ``i``'s first staging register gets ``hdr`` with the
-    chunk's own fields of word ``i``."""
+def _header_packing(layout: ChunkLayout) -> tuple[list[str], list[str]]:
+    """C statements derived from :data:`~iket_tui.ring.layout.CHUNK_HEADER_FIELDS`, lane ``i``
+    handling header word ``i``: the warp's fixed fields into ``hdr`` (run once when the warp
+    starts), and the chunk's own fields into ``own`` (run at each flush)."""
     if HEADER_WORDS > LANES:
         raise AssertionError("the chunk header must fit in one word per lane")
-    constant = ["    hdr = 0u;"]
-    varying = ["    unsigned own = 0u;"]
-    for index, parts in enumerate(DEFAULT_LAYOUT.header_words()):
+    fixed: list[str] = []
+    own: list[str] = []
+    for index, parts in enumerate(layout.header_words()):
         if terms := _header_terms(parts, fixed=True):
-            constant.append(f"    hdr = (lane == {index}u) ? ({' | '.join(terms)}) : hdr;")
+            fixed.append(f"hdr = (lane == {index}u) ? ({' | '.join(terms)}) : hdr")
         if terms := _header_terms(parts, fixed=False):
-            varying.append(f"    own = (lane == {index}u) ? ({' | '.join(terms)}) : own;")
-    varying.append(f"    r[0] = (lane < {HEADER_WORDS}u) ? (hdr | own) : r[0];")
-    return "\n".join(constant), "\n".join(varying)
-
-
-_RUNTIME: Final = r"""
-#if defined(IKET_TUI_HOST_SIMULATION)
-__device__ __forceinline__ void publish_fence() {}
-// The same runtime on the host, one object per lane, for tests (iket_tui.ring.simulation).
-__device__ __forceinline__ unsigned long long timer() { return iket_tui_sim::now; }
-__device__ __forceinline__ unsigned special_laneid() { return iket_tui_sim::lane; }
-__device__ __forceinline__ unsigned special_smid() { return iket_tui_sim::smid; }
-__device__ __forceinline__ unsigned special_warpid() { return iket_tui_sim::warpid; }
-__device__ __forceinline__ unsigned long long special_gridid() { return iket_tui_sim::gridid; }
-__device__ __forceinline__ void store_if(bool on, unsigned long long address, unsigned value) {
-  if (on) *(volatile unsigned*)address = value;
-}
-__device__ __forceinline__ void store_counters_lane0(unsigned lane, unsigned long long address, unsigned chunks,
-                                                     unsigned events) {
-  if (lane == 0u) {
-    ((volatile unsigned*)address)[0] = chunks;
-    ((volatile unsigned*)address)[1] = events;
-  }
-}
-__device__ __forceinline__ void store_word(unsigned long long address, unsigned value) {
-  *(volatile unsigned*)address = value;
-}
-__device__ __forceinline__ void load_counters(unsigned long long address, unsigned& chunks, unsigned& events) {
-  chunks = ((volatile unsigned*)address)[0];
-  events = ((volatile unsigned*)address)[1];
-}
-#else
-__device__ __forceinline__ unsigned long long timer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
-  return t;
-}
-
-__device__ __forceinline__ unsigned special_laneid() {
-  unsigned v;
-  asm volatile("mov.u32 %0, %%laneid;" : "=r"(v));
-  return v;
-}
-
-__device__ __forceinline__ unsigned special_smid() {
-  unsigned v;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(v));
-  return v;
-}
-
-__device__ __forceinline__ unsigned special_warpid() {
-  unsigned v;
-  asm volatile("mov.u32 %0, %%warpid;" : "=r"(v));
-  return v;
-}
-
-__device__ __forceinline__ unsigned long long special_gridid() {
-  unsigned long long v;
-  asm volatile("mov.u64 %0, %%gridid;" : "=l"(v));
-  return v;
-}
-
-@FENCE@
-// The lanes for which `on` holds store, each to its own address: a predicated store, no branch.
-__device__ __forceinline__ void store_if(bool on, unsigned long long address, unsigned value) {
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.relaxed.sys.global.u32 [%1], %2;\n\t}"
-               :: "r"((unsigned)on), "l"(address), "r"(value) : "memory");
-}
-
-__device__ __forceinline__ void store_counters_lane0(unsigned lane, unsigned long long address, unsigned chunks,
-                                                     unsigned events) {
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.u32 p, %0, 0;\n\t@p st.relaxed.sys.global.v2.u32 [%1], {%2, %3};\n\t}"
-               :: "r"(lane), "l"(address), "r"(chunks), "r"(events) : "memory");
-}
-
-__device__ __forceinline__ void store_word(unsigned long long address, unsigned value) {
-  asm volatile("st.global.u32 [%0], %1;" :: "l"(address), "r"(value) : "memory");
-}
-
-// Where the last warp in this slot stopped: a load from host memory, needed only at the first
-// flush, so its latency hides behind the kernel's own work. A weak load: only warps of this SM
-// ever store these counters, so its caches see their last value; a strong (.relaxed.sys or
-// volatile) load here hung TileLang's warp-specialized kernels on an H200.
-__device__ __forceinline__ void load_counters(unsigned long long address, unsigned& chunks, unsigned& events) {
-  asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(chunks), "=r"(events) : "l"(address) : "memory");
-}
-#endif
-
-// The log of one warp: its segment, its place in it, and the chunk it stages in registers
-// (word w of the chunk lives in lane w % 32, register w / 32). Every lane holds the same
-// positions; only the staged words differ.
-struct Warp {
-  unsigned lane;
-  unsigned seg;
-  unsigned kernel_warp;  // kernel index | warp index << 8
-  unsigned seq;          // this chunk's sequence number in the segment
-  unsigned events;       // events of the segment before this chunk
-  unsigned pe;           // next event word
-  unsigned pp;           // next payload word (payloads fill from the back)
-  unsigned pending;      // chunks stored but not yet published (at most kPublishEvery)
-  unsigned long long deadline;  // t_base (%globaltimer no later than any event staged) + kFlushNs
-  unsigned hdr;          // header word `lane` (lanes below the header's size), fields fixed for the warp
-  unsigned r[kWordsPerLane];
-
-  __device__ __forceinline__ explicit Warp(unsigned kernel) {
-    lane = special_laneid();
-    seg = (special_smid() * kWarpSlots + (special_warpid() & (kWarpSlots - 1u))) % kSegments;
-    const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    kernel_warp = kernel | ((tid >> 5) << 8);
-    load_counters(kRing + kCountersOffset + 8ull * seg, seq, events);
-    pe = kFirstEvent;
-    pp = kLastPayload;
-    pending = 0u;
-    const unsigned long long grid = special_gridid();
-@WARP_HEADER@
-    deadline = timer() + kFlushNs;
-#pragma unroll
-    for (unsigned j = 0; j < kWordsPerLane; ++j) r[j] = 0u;
-  }
-
-  __device__ __forceinline__ ~Warp() {
-    if (pe != kFirstEvent || pp != kLastPayload) flush(kFlagWarpEnd);
-    if (pending) {
-      store_counters_lane0(lane, kRing + kCountersOffset + 8ull * seg, seq, events);
-      publish();
-    }
-  }
-
-  // Fence, then publish every pending chunk: lane i stores the tag of the i-th. One fence for
-  // kPublishEvery chunks, stored long before, as were the announcements it orders; only at the
-  // warp's end does it wait for a chunk just stored (its last).
-  __device__ __forceinline__ void publish() {
-    publish_fence();
-    const unsigned first = seq - pending;
-    store_if(lane < pending, slot(first + lane), first + lane + 1u);
-    pending = 0u;
-  }
-
-  __device__ __forceinline__ unsigned long long slot(unsigned sequence) const {
-    return kRing + kChunksOffset + ((unsigned long long)seg * (kCapMask + 1u) + (sequence & kCapMask)) * kChunkBytes;
-  }
-
-  __device__ __forceinline__ void stage(unsigned position, unsigned value) {
-#pragma unroll
-    for (unsigned j = 0; j < kWordsPerLane; ++j) r[j] = (position == lane + 32u * j) ? value : r[j];
-  }
-
-  template <unsigned ID, bool PAYLOAD>
-  __device__ __forceinline__ void event(unsigned payload) {
-    constexpr unsigned id = ID == kTokenlessEndId ? kEndId : ID;
-    const unsigned long long now = timer();
-    unsigned t = (unsigned)now;
-    const bool full = PAYLOAD ? pe >= pp : pe > pp;
-    // The same for every lane: a warp-uniform branch. Against a deadline rather than t_base, the
-    // branch waits for two compares after the timer read, not a subtraction and two compares.
-    if (full | (now > deadline)) {
-      if (pe != kFirstEvent || pp != kLastPayload) flush(0u);
-      else deadline = timer() + kFlushNs;
-      t = (unsigned)(deadline - kFlushNs);
-    }
-    stage(pe, (t & ~kIdMask) | id);
-    pe += 1u;
-    if (PAYLOAD) {
-      stage(pp, payload);
-      pp -= 1u;
-    }
-  }
-
-  // Store the staged chunk, first publishing the pending ones if there are kPublishEvery of them.
-  // Taken by the whole warp.
-  __device__ __forceinline__ void flush(unsigned flags) {
-    const unsigned mask = __activemask();
-    flags |= mask != 0xffffffffu ? kFlagPartialWarp : 0u;
-    flags |= __match_any_sync(mask, pe | (pp << 16)) != mask ? kFlagDiverged : 0u;
-    if (pending == kPublishEvery) publish();
-@HEADER@
-    r[kTail / 32u] = (lane == kTail % 32u) ? seq + 1u : r[kTail / 32u];
-    const unsigned long long row = slot(seq);
-#pragma unroll
-    for (unsigned j = 0; j < kWordsPerLane; ++j) store_word(row + 4ull * (lane + 32u * j), r[j]);
-    // Announce the slot kPublishEvery ahead: a fence (a publication) comes between this store and
-    // that slot's new body, so a reader never trusts its old body while it is being replaced.
-    store_if(lane == 0u, slot(seq + kPublishEvery), 0u);
-    events += pe - kFirstEvent;
-    seq += 1u;
-    pending += 1u;
-    pe = kFirstEvent;
-    pp = kLastPayload;
-#pragma unroll
-    for (unsigned j = 0; j < kWordsPerLane; ++j) r[j] = 0u;
-    deadline = timer() + kFlushNs;
-  }
-};
-}  // namespace iket_tui
-
-"""
-
-_MACROS: Final = (
-    "#define TL_IKET_EVENT(ID, ...) " + WARP_VARIABLE + ".event<(ID), false>(0u)\n"
-    "#define TL_IKET_EVENT_PAYLOAD_U32(ID, VALUE, ...) " + WARP_VARIABLE + ".event<(ID), true>((unsigned)(VALUE))\n"
-    "#define TL_IKET_EVENT_PAYLOAD_F32(ID, VALUE, ...) "
-    + WARP_VARIABLE
-    + ".event<(ID), true>(__float_as_uint((float)(VALUE)))\n\n"
-)
+            own.append(f"own = (lane == {index}u) ? ({' | '.join(terms)}) : own")
+    return fixed, own

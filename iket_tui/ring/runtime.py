@@ -26,9 +26,17 @@ ModuleListener = Callable[[ModuleEvents], None]
 class DeviceRuntime:
     """Instruments generated CUDA for one ring (or for none, where there is no GPU)."""
 
-    def __init__(self, ring: RingTarget | None, on_module: ModuleListener | None = None, first_module: int = 1) -> None:
+    def __init__(
+        self,
+        ring: RingTarget | None,
+        on_module: ModuleListener | None = None,
+        first_module: int = 1,
+        cuda_runtime: str | None = None,
+    ) -> None:
         self.ring = ring
         self.on_module = on_module
+        self.cuda_runtime = cuda_runtime
+        """The runtime's CUDA text to put in (None: the package's own; another only to measure variants)."""
         self._lock = threading.Lock()
         self._next_module = first_module
         self.modules: dict[int, ModuleEvents] = {}
@@ -42,7 +50,7 @@ class DeviceRuntime:
         with self._lock:
             module = self._next_module
             self._next_module += 1
-        injected = inject(code, self.ring, module)
+        injected = inject(code, self.ring, module, self.cuda_runtime)
         with self._lock:
             self.modules[module] = injected.events
         if self.on_module is not None:

@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from iket_tui.ring.device import MARKER, WARP_VARIABLE, InjectionError, RingTarget, inject, recover_events
+from iket_tui.ring.device import (
+    MARKER,
+    RUNTIME_RESOURCE,
+    WARP_VARIABLE,
+    InjectionError,
+    RingTarget,
+    inject,
+    recover_events,
+    runtime_cuh,
+    runtime_defines,
+)
 from iket_tui.ring.events import EventInfo, decode_token
 from iket_tui.ring.layout import ChunkLayout, RingGeometry
 
@@ -81,8 +92,10 @@ def test_the_runtime_goes_in_before_the_kernels_and_each_traced_kernel_opens_a_w
     assert f"iket_tui::Warp {WARP_VARIABLE}(0u);" in code
     assert f"iket_tui::Warp {WARP_VARIABLE}(2u);" in code
     assert f"{WARP_VARIABLE}(1u)" not in code  # the kernel without events is left alone
-    assert "constexpr unsigned long long kRing = 0x7f0000000000ull;" in code
+    assert "#define IKET_TUI_RING_ADDRESS 0x7f0000000000ull" in code
     assert "ring 0xabc" in code
+    runtime = runtime_cuh()
+    assert runtime in code and not re.search(r"^\s*#\s*include", runtime, re.MULTILINE)  # nvcc needs no include path
     assert injected.events.kernels == ("first", "untraced", "second")
 
 
@@ -145,7 +158,38 @@ def test_tokens_read_back_as_tilelang_writes_them() -> None:
     )
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit) on PATH")
+
+
+def _nvcc(directory: Path, *args: str) -> None:
+    result = subprocess.run(
+        ["nvcc", "-arch=sm_90a", "-std=c++17", "-O3", *args],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr
+
+
+def _ptx_kernels(ptx: str) -> dict[str, str]:
+    """Each kernel's PTX, by name."""
+    parts = re.split(r"^\.visible \.entry (\w+)\(", ptx, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+_TIMER_READ = re.compile(r"\bmov\.u64\s+%rd\d+, %globaltimer;")
+_ROW_STORE = re.compile(
+    r"\tst\.global\.u32 \[%rd\d+\], %r\d+;"
+)  # the runtime's chunk rows (the kernels' own stores differ)
+_TAG_STORE = "@p st.relaxed.sys.global.u32"
+_COUNTERS_STORE = "@p st.relaxed.sys.global.v2.u32"
+_COUNTERS_LOAD = "ld.global.v2.u32"
+_PTX_FENCES = {"acq_rel": "fence.acq_rel.sys;", "sc": "membar.sys;", "release": "fence.release.sys;"}
+
+
+@needs_nvcc
 def test_nvcc_accepts_the_runtime_for_sm_90a_in_every_layout(tmp_path: Path) -> None:
     sources = []
     for words in (1, 2, 4):
@@ -155,13 +199,52 @@ def test_nvcc_accepts_the_runtime_for_sm_90a_in_every_layout(tmp_path: Path) -> 
         sources.append(path.name)
     (tmp_path / "no_ring.cu").write_text(inject(KERNELS, None, module=3).code)
     sources.append("no_ring.cu")
-    result = subprocess.run(
-        ["nvcc", "-arch=sm_90a", "-std=c++17", "-O3", "-c", *sources],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "warning" not in result.stderr
+    _nvcc(tmp_path, "-c", *sources)
     assert sorted(p.name for p in tmp_path.glob("*.o")) == ["layout1.o", "layout2.o", "layout4.o", "no_ring.o"]
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("fence", "words"), [("acq_rel", 2), ("sc", 1), ("release", 4)])
+def test_the_ptx_of_traced_kernels_reads_the_timer_and_stores_chunks_into_the_ring(
+    tmp_path: Path, fence: str, words: int
+) -> None:
+    geometry = RingGeometry.for_sms(132, 16, ChunkLayout(words))
+    ring = RingTarget(0x7F0000000000, geometry, ring_id=1, fence=fence)
+    (tmp_path / "traced.cu").write_text(inject(KERNELS, ring, module=3).code)
+    (tmp_path / "no_ring.cu").write_text(inject(KERNELS, None, module=3).code)
+    _nvcc(tmp_path, "--ptx", "traced.cu", "no_ring.cu")
+    kernels = _ptx_kernels((tmp_path / "traced.ptx").read_text())
+    assert sorted(kernels) == ["first", "second", "untraced"]
+
+    counters = str(ring.address + geometry.counters_offset)
+    chunks = str(ring.address + geometry.chunks_offset)
+    for name, events in (("first", 3), ("second", 2)):
+        ptx = kernels[name]
+        assert len(_TIMER_READ.findall(ptx)) > events  # every event, and the warp's start
+        assert "%globaltimer_lo" not in ptx and "%globaltimer_hi" not in ptx  # all 64 bits at once
+        assert counters in ptx and chunks in ptx  # the ring's address is compiled in
+        assert _COUNTERS_LOAD in ptx and _COUNTERS_STORE in ptx  # carried on from the slot's last warp, and on
+        rows = len(_ROW_STORE.findall(ptx))
+        assert rows and rows % words == 0  # a chunk is stored as `words` coalesced rows
+        assert _TAG_STORE in ptx and _PTX_FENCES[fence] in ptx  # published: a fence, then tags
+        assert all(other not in ptx for f, other in _PTX_FENCES.items() if f != fence)
+    untraced = kernels["untraced"]
+    assert "%globaltimer" not in untraced and ".sys" not in untraced and counters not in untraced
+    no_ring = (tmp_path / "no_ring.ptx").read_text()
+    assert "%globaltimer" not in no_ring and ".sys" not in no_ring
+
+
+@needs_nvcc
+def test_the_runtime_resource_compiles_as_a_header_only_with_its_defines(tmp_path: Path) -> None:
+    ring = RingTarget(0x7F0000000000, RingGeometry.for_sms(132, 16), ring_id=1)
+    header = tmp_path / RUNTIME_RESOURCE
+    header.write_text(runtime_cuh())
+    kernel = f'extern "C" __global__ void k() {{\n  iket_tui::Warp {WARP_VARIABLE}(0u);\n  TL_IKET_EVENT(1);\n}}\n'
+    included = runtime_defines(ring, module=3, id_bits=5) + f'#include "{RUNTIME_RESOURCE}"\n' + kernel
+    (tmp_path / "included.cu").write_text(included)
+    _nvcc(tmp_path, "--ptx", "included.cu")
+    assert _TIMER_READ.search((tmp_path / "included.ptx").read_text())
+
+    (tmp_path / "bare.cu").write_text(f'#include "{RUNTIME_RESOURCE}"\n')
+    result = subprocess.run(["nvcc", "-arch=sm_90a", "--ptx", "bare.cu"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode != 0 and "needs the ring's, the layout's and the module's #defines" in result.stderr

@@ -20,8 +20,7 @@ import tvm_ffi
 from tilelang import tvm
 from tilelang.tools.cuda import iket
 
-from iket_tui.ring import device
-from iket_tui.ring.device import MARKER, WARP_VARIABLE, RingTarget
+from iket_tui.ring.device import MARKER, WARP_VARIABLE, RingTarget, runtime_cuh
 from iket_tui.ring.events import ModuleEvents
 from iket_tui.ring.layout import ChunkLayout, RingGeometry
 from iket_tui.ring.runtime import CALLBACK_NAME, DeviceRuntime, installed
@@ -137,14 +136,16 @@ def test_the_gpu_checks_gemms_compile_with_the_runtime(variant: str) -> None:
 def test_the_runtime_variants_the_h200_measures_still_apply_and_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     variants = importlib.import_module("benchmarks.gpu_ring_variants")
-    original = device._RUNTIME
     for name, fence, chunk_bytes, edits, _ in variants.VARIANTS:
         geometry = RingGeometry.for_sms(132, 64, ChunkLayout(chunk_bytes // 128))
-        runtime = DeviceRuntime(RingTarget(0x7F0000000000, geometry, ring_id=77, fence=fence))
-        monkeypatch.setattr(device, "_RUNTIME", variants.edited(edits))
+        cuda_runtime = variants.edited(edits)
+        assert (cuda_runtime == runtime_cuh()) == (not edits), name
+        runtime = DeviceRuntime(
+            RingTarget(0x7F0000000000, geometry, ring_id=77, fence=fence), cuda_runtime=cuda_runtime
+        )
         kernel = gpu.compile_kernel(runtime, gpu.gemm_kernel("ksteps"))
-        assert MARKER in str(kernel.get_kernel_source()), name
-        monkeypatch.setattr(device, "_RUNTIME", original)
+        source = str(kernel.get_kernel_source())
+        assert MARKER in source and cuda_runtime in source, name
 
 
 def test_the_gpu_checks_known_count_and_long_running_kernels_compile_with_the_runtime() -> None:
