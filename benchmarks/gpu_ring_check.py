@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from iket_tui.ring.buffer import RingView, memory_at
+from iket_tui.ring.counters import DrainBatch
 from iket_tui.ring.decode import EventTables
 from iket_tui.ring.device import RingTarget
-from iket_tui.ring.drain import DrainBatch, RingDrain
+from iket_tui.ring.drain import RingDrain
 from iket_tui.ring.layout import (
     DEFAULT_LAYOUT,
     DEVICE_MIN_CHUNKS,

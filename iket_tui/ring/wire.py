@@ -15,7 +15,7 @@ from typing import Any, Final
 import numpy as np
 
 from iket_tui.protocol.messages import KERNEL_MODULE, KERNEL_RECORDS
-from iket_tui.ring.drain import DrainBatch, RingCounters
+from iket_tui.ring.counters import DrainBatch, RingCounters
 from iket_tui.ring.events import EventTableError, ModuleEvents
 from iket_tui.ring.layout import WARP_SLOTS, ChunkLayout, layout_by_id
 

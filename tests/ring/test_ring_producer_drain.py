@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from iket_tui.ring.buffer import MappedRing, RingView
+from iket_tui.ring.counters import DrainBatch
 from iket_tui.ring.cpu_producer import WarpWriter, flood, payload_bits, synthetic_warps, write_synthetic
 from iket_tui.ring.decode import EventTables, payload_values
-from iket_tui.ring.drain import DrainBatch, RingDrain
+from iket_tui.ring.drain import RingDrain
 from iket_tui.ring.layout import EVENT_DTYPE, KIND_END, KIND_MASK, RingGeometry
 
 PRODUCER_ARGS = ("--warps", "80", "--events", "300", "--seed", "9", "--module", "1")

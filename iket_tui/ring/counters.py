@@ -1,0 +1,82 @@
+"""What a drain accounts for and hands on: the ring's counters and a batch of drained chunks.
+
+Plain values (numpy only, no ring access), so that whatever receives batches or counters (the
+wire, the model) needs neither the drain nor the ring's memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from iket_tui.ring.decode import EventTables, decode
+from iket_tui.ring.layout import ChunkLayout
+
+
+@dataclass(frozen=True)
+class RingCounters:
+    """What a drain has accounted for, in chunks and in events, since it started."""
+
+    generation: int = 0
+    chunks_written: int = 0
+    chunks_read: int = 0
+    chunks_lost: int = 0
+    events_written: int = 0
+    events_read: int = 0
+    events_lost: int = 0
+    torn: int = 0
+    """Chunks whose tag was published but whose body was not the one it names (counted lost)."""
+    resets: int = 0
+    """Generation changes seen."""
+
+    @property
+    def balanced(self) -> bool:
+        return (
+            self.chunks_written == self.chunks_read + self.chunks_lost
+            and self.events_written == self.events_read + self.events_lost
+        )
+
+    def to_fields(self) -> dict[str, int]:
+        return {
+            "generation": self.generation,
+            "chunks_written": self.chunks_written,
+            "chunks_read": self.chunks_read,
+            "chunks_lost": self.chunks_lost,
+            "events_written": self.events_written,
+            "events_read": self.events_read,
+            "events_lost": self.events_lost,
+            "torn": self.torn,
+            "resets": self.resets,
+        }
+
+
+@dataclass(frozen=True)
+class DrainBatch:
+    """The chunks one pass copied out (drained layout, in segment then sequence order) and the
+    counters after it."""
+
+    chunks: np.ndarray[Any, np.dtype[np.void]]
+    counters: RingCounters
+    layout: ChunkLayout
+    ring_id: int
+    generation_changed: bool = False
+
+    @property
+    def events(self) -> int:
+        return int(self.chunks["n_events"].sum(dtype=np.int64))
+
+    def decode(self, tables: EventTables) -> np.ndarray[Any, np.dtype[np.void]]:
+        """The batch's events (see :data:`~iket_tui.ring.layout.EVENT_DTYPE`)."""
+        return decode(self.chunks, tables, self.layout)
+
+    def split(self, max_chunks: int) -> list[DrainBatch]:
+        """The batch cut into batches of at most ``max_chunks`` chunks (to fit in a frame);
+        each carries the same counters."""
+        if len(self.chunks) <= max_chunks:
+            return [self]
+        return [
+            replace(self, chunks=self.chunks[start : start + max_chunks])
+            for start in range(0, len(self.chunks), max_chunks)
+        ]
