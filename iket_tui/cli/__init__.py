@@ -1,0 +1,54 @@
+"""The ``iket-tui`` command line: run, attach, record, replay, dump, export, repro, stacks, ir, ls, demo."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from iket_tui.cli.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UsageError, say
+from iket_tui.cli.parser import build_parser
+from iket_tui.endpoints import EndpointError
+from iket_tui.sources.base import SourceError
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the process exit code.
+
+    Every bad input ends in one line on stderr (``iket-tui: ...``) and exit code 2, never a
+    traceback; Ctrl-C ends with 130 and leaves any recording valid. Textual is imported only by
+    the commands that show the UI.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        say("choose a command: run, attach, record, replay, dump, export, stacks, ir, ls or demo (see --help)")
+        return EXIT_BAD_INPUT
+    try:
+        return handler(args)
+    except (SourceError, EndpointError, UsageError) as exc:
+        say(str(exc))
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
+    except Exception as exc:
+        if os.environ.get("IKET_TUI_DEBUG"):
+            raise
+        say(f"internal error: {type(exc).__name__}: {exc} (IKET_TUI_DEBUG=1 shows the traceback)")
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that a reader that went away (``| head``) causes no error at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

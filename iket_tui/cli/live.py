@@ -1,0 +1,240 @@
+"""The commands on a live program: run (start it under the agent), attach, record, and demo."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from iket_tui.cli.errors import UsageError, check_writable, say
+from iket_tui.cli.show import show
+from iket_tui.cli.signals import watch_signals
+from iket_tui.cli.targets import target_socket
+from iket_tui.sources.base import SourceError
+from iket_tui.sources.launch import LaunchedProgram
+from iket_tui.sources.socket import SocketSource
+
+STOP_GRACE_S = 5.0
+DEMO_MODULE = "iket_tui.demo.program"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Start a program with the agent and watch it, in the UI or (``--no-ui``) only recording;
+    ends with the program's exit code, or 128 + the signal that stopped it."""
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise UsageError("run needs a command: iket-tui run [OPTIONS] -- CMD [ARGS...]")
+    if args.record is not None:
+        check_writable(args.record)
+    program = LaunchedProgram(command, log_output=not args.no_ui, agent_env=_kernel_env(args))
+    stopped: list[int] = []
+    stop = threading.Event()
+
+    def on_signal(signum: int) -> None:
+        stopped.append(signum)
+        stop.set()
+
+    def on_slow() -> None:
+        say(f"waiting for the iket-tui agent in {command[0]} (pid {program.pid}) or a process it starts ...")
+
+    with watch_signals(on_signal, STOP_SIGNALS):
+        path = program.find_agent(stop, on_slow=on_slow)
+    if stopped:
+        say(f"interrupted; the program (pid {program.pid}): {program.stop(grace_s=STOP_GRACE_S)}")
+        _report_output(program, program.wait(), show_tail=False)
+        return 128 + stopped[0]
+    if path is None:
+        code = _exit_code(program)
+        say(f"{command[0]} exited with code {code} before an iket-tui agent started in it")
+        _report_output(program, code)
+        return code
+    source = SocketSource(path, record_to=args.record, connect_retry_s=5.0)
+    if args.no_ui:
+        return _run_headless(program, source)
+    return _run_with_ui(program, source, args.stuck_after, getattr(args, "sample_kernels", None))
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    """Watch a program that already runs the agent (or gets one started in it), until the UI closes."""
+    if args.record is not None:
+        check_writable(args.record)
+    source = SocketSource(target_socket(args.target, start_agent=True), record_to=args.record)
+    try:
+        source.connect()
+        code, signum = show(source, args.stuck_after)
+    finally:
+        source.close_and_wait("the UI was closed")
+    _report_recording(source)
+    if source.error:
+        raise SourceError(source.error)
+    return 128 + signum if signum is not None else code
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    """Record a running agent's stream to a file without the UI, until the target exits, the
+    duration passes or a signal stops it; says how many messages it wrote and why it stopped."""
+    check_writable(args.output)
+    source = SocketSource(target_socket(args.target, start_agent=args.start_agent), record_to=args.output)
+    stopped: list[int] = []
+    timed_out = threading.Event()
+
+    def on_signal(signum: int) -> None:
+        stopped.append(signum)
+        source.close("interrupted" if signum == signal.SIGINT else "terminated")
+
+    def on_duration() -> None:
+        timed_out.set()
+        source.close("duration reached")
+
+    started = time.monotonic()
+    with watch_signals(on_signal, STOP_SIGNALS):
+        try:
+            source.connect()
+        except SourceError:
+            if stopped:
+                return 128 + stopped[0]
+            raise
+        timer = threading.Timer(args.duration, on_duration) if args.duration is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        try:
+            _follow(source)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            source.close_and_wait()
+    if stopped:
+        why = "interrupted" if stopped[0] == signal.SIGINT else "terminated"
+    elif timed_out.is_set():
+        why = f"{args.duration:g} s elapsed"
+    elif source.error:
+        why = "failed"
+    else:
+        why = "the target exited"
+    recorder = source.recorder
+    count = recorder.messages if recorder is not None else 0
+    dropped = f"; the agent dropped {recorder.dropped} events" if recorder is not None and recorder.dropped else ""
+    print(
+        f"recorded {count} messages from {source.who} to {args.output} in {time.monotonic() - started:.1f} s"
+        f" ({why}){dropped}",
+        flush=True,
+    )
+    if source.error:
+        raise SourceError(source.error)
+    return 128 + stopped[0] if stopped else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the bundled TileLang program as ``run`` would, with sample kernels to show where
+    this machine has no GPU."""
+    if importlib.util.find_spec("tilelang") is None:
+        raise UsageError("the demo needs TileLang: install the tilelang extra (pip install 'iket-tui[tilelang]')")
+    from iket_tui.demo.sample import sample_recording
+
+    args.command = [sys.executable, "-m", DEMO_MODULE]
+    args.sample_kernels = sample_recording()  # kernels to show where this machine has no GPU
+    return cmd_run(args)
+
+
+def _kernel_env(args: argparse.Namespace) -> dict[str, str]:
+    """The agent's kernel tracing settings for the program's environment (see the agent's autostart)."""
+    if not args.kernels:
+        return {}
+    env = {"IKET_TUI_KERNELS": "1"}
+    if args.drain_hz is not None:
+        env["IKET_TUI_DRAIN_HZ"] = f"{args.drain_hz:g}"
+    if args.ring_chunks is not None:
+        env["IKET_TUI_RING_CHUNKS"] = str(args.ring_chunks)
+    return env
+
+
+def _run_headless(program: LaunchedProgram, source: SocketSource) -> int:
+    stopped: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        stopped.append(signum)
+        if signum != signal.SIGINT:
+            program.send(signum)
+        source.close("interrupted" if signum == signal.SIGINT else "terminated")
+
+    with watch_signals(on_signal, STOP_SIGNALS):
+        try:
+            source.connect()
+        except SourceError as exc:
+            if not stopped:
+                say(str(exc))
+        else:
+            _follow(source)
+    source.close_and_wait()
+    if source.error:
+        say(source.error)
+    _report_recording(source)
+    if stopped:
+        if program.wait(STOP_GRACE_S) is None:
+            say(f"the program (pid {program.pid}) still runs: {program.stop(grace_s=STOP_GRACE_S)}")
+        program.wait()
+        return 128 + stopped[0]
+    with watch_signals(program.send, STOP_SIGNALS):
+        return _exit_code(program)
+
+
+def _run_with_ui(
+    program: LaunchedProgram, source: SocketSource, stuck_after_s: float, sample_kernels: Path | None = None
+) -> int:
+    try:
+        _code, signum = show(source, stuck_after_s, sample_kernels=sample_kernels)
+    finally:
+        source.close_and_wait("the UI was closed")
+    stopped = program.returncode is None
+    if stopped:
+        say(f"the program (pid {program.pid}) was still running: {program.stop(grace_s=STOP_GRACE_S)}")
+    code = _exit_code(program)
+    if source.error:
+        say(source.error)
+    _report_recording(source)
+    _report_output(program, code, show_tail=not stopped)
+    return 128 + signum if signum is not None else code
+
+
+def _follow(source: SocketSource) -> None:
+    """Read a source headless until it ends, saying its notes (its error is left to the caller)."""
+    for batch in source.batches():
+        for note in batch.notes:
+            say(note)
+
+
+def _exit_code(program: LaunchedProgram) -> int:
+    code = program.wait()
+    assert code is not None
+    return code
+
+
+def _report_recording(source: SocketSource) -> None:
+    if source.recorder is not None:
+        say(f"recorded {source.recorder.messages} messages to {source.recorder.path}")
+
+
+def _report_output(program: LaunchedProgram, code: int | None, *, show_tail: bool = True) -> None:
+    """Where the program's output went, and its last lines if it failed on its own."""
+    log = program.log_path
+    if log is None:
+        return
+    if program.log_is_empty():
+        with contextlib.suppress(OSError):
+            log.unlink()
+        return
+    if code and show_tail:
+        say(f"the program exited with code {code}; the end of its output ({log}):")
+        for line in program.log_tail():
+            print(f"  {line}", file=sys.stderr)
+    else:
+        say(f"the program's output is in {log}")

@@ -1,0 +1,55 @@
+"""The live UI over a source, from the command line: it runs until the user quits or a signal closes it."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iket_tui.cli.errors import UsageError
+from iket_tui.cli.signals import watch_signals
+from iket_tui.sources.base import EventSource
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+UI_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def show(source: EventSource, stuck_after_s: float, *, sample_kernels: Path | None = None) -> tuple[int, int | None]:
+    """The live UI over ``source`` until the user quits, or a signal (SIGINT, SIGTERM, SIGHUP)
+    asks it to close; its exit code and that signal.
+
+    Textual is imported here, so that only the commands that show the UI pay for it.
+    """
+    try:
+        from iket_tui.ui.app import IketApp
+    except ImportError as exc:
+        raise UsageError(f"the UI cannot start: {exc}") from None
+    app = IketApp(source, stuck_after_s=stuck_after_s, follow=True, sample_kernels=sample_kernels)
+    caught: list[int] = []
+    ended = threading.Event()
+
+    def on_signal(signum: int) -> None:
+        if not caught:
+            caught.append(signum)
+            _close_app(app, source, ended)
+
+    with watch_signals(on_signal, UI_STOP_SIGNALS):
+        try:
+            code = app.run()
+        finally:
+            ended.set()
+    return (code if code is not None else 0), (caught[0] if caught else None)
+
+
+def _close_app(app: App[int], source: EventSource, ended: threading.Event) -> None:
+    """Close the source (so the app's reader thread ends), then the app; ask again every
+    second until it has ended, since a request that comes while it is still starting is lost."""
+    source.close()
+    while not ended.is_set():
+        with contextlib.suppress(Exception):  # the app may not run yet, or not any more
+            app.call_from_thread(app.exit)
+        ended.wait(1.0)
