@@ -7,7 +7,6 @@ cursor repaints two rows and new records repaint only what they changed.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -23,7 +22,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
-from iket_tui.model.flame_layout import BLOCK, SM, FlameLayout, FlameRow, SmLayout, Window, color_index
+from iket_tui.model.flame_layout import BLOCK, FlameLayout, FlameRow, SmLayout, Window, color_index
+from iket_tui.model.flame_text import describe_cursor, format_ns, ruler
+from iket_tui.model.flame_text import describe_row as describe_flame_row
 from iket_tui.model.launches import Launch
 
 LABEL = 6
@@ -43,6 +44,9 @@ PALETTE = (
     "#b85c00",
 )
 ZOOM = 2.0
+
+_ns = format_ns
+"""For callers that import it from here; new code imports :func:`format_ns` from the model."""
 
 
 class FlameView(ScrollView, can_focus=True):
@@ -185,41 +189,7 @@ class FlameView(ScrollView, can_focus=True):
 
     def describe_row(self) -> list[str]:
         """Lines about the block, warp or SM of the cursor's row, for the detail pane."""
-        launch, layout = self.launch, self.flame
-        if launch is None or layout is None or not layout.rows or launch.evicted:
-            return []
-        row = layout.rows[self.cursor_row]
-        spans = layout.spans
-        if row.kind == SM:
-            blocks = np.flatnonzero(spans.block_sm == row.block)
-            lines = [f"SM {row.block}", f"{len(blocks)} blocks of this launch ran here:"]
-            for block in blocks[np.argsort(spans.block_start_ns[blocks])].tolist():
-                begin, end = int(spans.block_start_ns[block]), int(spans.block_end_ns[block])
-                lines.append(f"  {layout.block_title(block)}  t+{_ns(begin)} .. t+{_ns(end)}")
-            return lines
-        block = row.block
-        begin, end = int(spans.block_start_ns[block]), int(spans.block_end_ns[block])
-        lines = [
-            layout.block_title(block),
-            f"warps      {int(spans.warps[block])}",
-            f"ran        t+{_ns(begin)} .. t+{_ns(end)} ({_ns(end - begin)})",
-        ]
-        in_block = spans.spans["block"] == block
-        marks_in_block = spans.marks["block"] == block
-        if row.kind != BLOCK:
-            in_block &= spans.spans["warp"] == row.warp
-            marks_in_block &= spans.marks["warp"] == row.warp
-            lines.append(f"warp       {row.warp}")
-        ranges, marks = spans.spans[in_block], spans.marks[marks_in_block]
-        open_ranges = int(np.count_nonzero(ranges["flags"]))
-        lines.append(f"ranges     {len(ranges):,}" + (f" ({open_ranges:,} unbalanced)" if open_ranges else ""))
-        lines.append(f"marks      {len(marks):,}")
-        counts: dict[str, int] = {}
-        for event in np.concatenate([ranges["event"], marks["event"]]).tolist():
-            name = launch.event_name(int(event)) if event else "(end without a start)"
-            counts[name] = counts.get(name, 0) + 1
-        lines += [f"  {name:<16} {count:,}" for name, count in sorted(counts.items())]
-        return lines
+        return describe_flame_row(self.launch, self.flame, self.cursor_row)
 
     def under_cursor(self) -> tuple[str, int] | None:
         """The span or mark under the cursor: ``("span", index)`` or ``("mark", index)``."""
@@ -233,45 +203,7 @@ class FlameView(ScrollView, can_focus=True):
 
     def describe_under_cursor(self) -> str:
         """One line about the cursor: where it is, and the bar or mark under it with its payload."""
-        launch, layout = self.launch, self.flame
-        if launch is not None and launch.evicted:
-            return "this launch was summarised to keep memory bounded: its events are no longer held"
-        if launch is None or layout is None or not layout.rows:
-            return "no kernel launch selected"
-        row = layout.rows[self.cursor_row]
-        if row.kind == SM:
-            where = f"SM {row.block}"
-        else:
-            where = layout.block_title(row.block)
-            if row.kind != BLOCK:
-                where += f" · warp {row.warp}"
-        text = f"{where} · t+{_ns(self.cursor_time_ns())} · {_ns(self.window.ns_per_column)}/col"
-        found = self.under_cursor()
-        if found is None:
-            return text
-        kind, index = found
-        if kind == "block":
-            spans = layout.spans
-            begin, end = int(spans.block_start_ns[index]), int(spans.block_end_ns[index])
-            lasted = f"t+{_ns(begin)} to t+{_ns(end)} ({_ns(end - begin)})"
-            return f"{text} · {layout.block_title(index)}: {int(spans.warps[index])} warps, {lasted}"
-        if kind == "mark":
-            mark = layout.spans.marks[index]
-            name = launch.event_name(int(mark["event"]))
-            payload = _payload(int(mark["payload_type"]), int(mark["payload"]))
-            return f"{text} · mark {name} at t+{_ns(int(mark['t_ns']))}{payload}"
-        span = layout.spans.spans[index]
-        name = launch.event_name(int(span["event"])) if span["event"] else "(end without a start)"
-        flags = int(span["flags"])
-        start = "before tracing saw it" if flags & 2 else f"t+{_ns(int(span['start_ns']))}"
-        if flags & 1:
-            length = "no end recorded"
-        elif flags & 2:
-            length = f"ended t+{_ns(int(span['end_ns']))}"
-        else:
-            length = _ns(int(span["end_ns"]) - int(span["start_ns"]))
-        payload = _payload(int(span["payload_type"]), int(span["payload"]))
-        return f"{text} · range {name} from {start}, {length}{payload}"
+        return describe_cursor(self.launch, self.flame, self.cursor_row, self.window, self.cursor_column)
 
     # Actions
 
@@ -457,51 +389,9 @@ class TimeRuler(Widget):
         return " " * LABEL + ruler(window.start_ns, window.ns_per_column, window.columns)
 
 
-def ruler(start_ns: float, ns_per_column: float, columns: int, spacing: int = 14) -> str:
-    """Tick marks with their times, one every round step of at least ``spacing`` columns (10 at least,
-    so that labels never overlap)."""
-    raw = ns_per_column * max(10, spacing)
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-    line = [" "] * columns
-    tick = math.ceil(start_ns / step) * step
-    while True:
-        column = math.floor((tick - start_ns) / ns_per_column)
-        if column >= columns:
-            break
-        text = "┊" + _ns(tick)
-        for offset, char in enumerate(text[: columns - column]):
-            line[column + offset] = char
-        tick += step
-    return "".join(line)
-
-
 def _event_of(layout: FlameLayout | SmLayout, kind: str, index: int) -> int | None:
     if kind == "span":
         return int(layout.spans.spans["event"][index])
     if kind == "mark":
         return int(layout.spans.marks["event"][index])
     return None
-
-
-def _ns(value: float) -> str:
-    value = float(value)
-    if abs(value) >= 1e9:
-        return f"{value / 1e9:.3f} s"
-    if abs(value) >= 1e6:
-        return f"{value / 1e6:.3f} ms"
-    if abs(value) >= 1e3:
-        return f"{value / 1e3:.2f} µs"
-    return f"{value:.0f} ns"
-
-
-def _payload(payload_type: int, bits: int) -> str:
-    if payload_type == 1:
-        return f" · payload {bits - (1 << 32) if bits >= 1 << 31 else bits} (int32)"
-    if payload_type == 2:
-        return f" · payload {bits} (uint32)"
-    if payload_type == 3:
-        import struct
-
-        return f" · payload {struct.unpack('<f', bits.to_bytes(4, 'little'))[0]:g} (float32)"
-    return ""
