@@ -3,7 +3,9 @@ shows for a time window. Rows: a band per block (a title row, then the rows of e
 per nesting depth); columns: a shared time axis relative to the launch's first event.
 
 Painting a row is vectorised: spans of one (block, warp, depth) never overlap, so the span
-covering each column is found with one binary search over their start columns.
+covering each column is found with one binary search over their start columns. Each bar
+carries a colour as a palette index (chosen per event, or per block grouped by SM); which
+colour an index is, is the view's stylesheet's business.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Spans
 BLOCK: Final = "block"
 LANE: Final = "lane"
 SM: Final = "sm"
+PALETTE_SIZE: Final = 12
+"""Bar colours told apart: the events of one module never share one, up to this many."""
 
 
 @dataclass(frozen=True)
@@ -72,12 +76,16 @@ class Window:
 @dataclass(frozen=True)
 class Run:
     """Columns ``start`` to ``end`` (exclusive) of a painted row: ``text`` over ``what``, which
-    is ``None`` (empty), ``("span", index)`` or ``("mark", index)``."""
+    is ``None`` (empty), ``("span", index)``, ``("mark", index)`` or ``("block", index)``."""
 
     start: int
     end: int
     text: str
     what: tuple[str, int] | None
+    tone: int = -1
+    """The bar's colour, an index below :data:`PALETTE_SIZE`; -1 for a mark or empty columns."""
+    unbalanced: bool = False
+    """The bar is a range that lacks its end or its start."""
 
 
 class FlameLayout:
@@ -87,6 +95,9 @@ class FlameLayout:
         self.spans = spans
         self.duration_ns = duration_ns
         table = spans.spans
+        self._event = table["event"]
+        self._flags = table["flags"]
+        self._tone = event_tones(table["event"])
         max_warps = spans.max_warps
         lane_of = table["block"].astype(np.int64) * max_warps + table["warp"]
         key = lane_of * 256 + table["depth"]
@@ -188,12 +199,15 @@ class FlameLayout:
                 runs.append(Run(column, end, " " * (end - column), None))
             else:
                 index = int(self._order[current])
-                label = _label(name_of(int(self.spans.spans["event"][index])), self.spans.spans["flags"][index])
+                flags = int(self._flags[index])
+                label = _label(name_of(int(self._event[index])), flags)
                 begins = max(0, int(first_col[current - lo]))
                 if int(self._end[current]) - int(self._start[current]) > 2 * window.ns_per_column:
                     label = "▏" + label  # where a bar begins, so that bars side by side stay apart
                 text = label[column - begins : end - begins]  # a bar cut by a mark goes on with its label
-                runs.append(Run(column, end, text.ljust(end - column), ("span", index)))
+                runs.append(
+                    Run(column, end, text.ljust(end - column), ("span", index), int(self._tone[index]), flags != 0)
+                )
             column = end
         return runs
 
@@ -226,9 +240,20 @@ def _label(name: str, flags: int) -> str:
     return name
 
 
-def color_index(event: int, palette: int) -> int:
-    """A colour per event of a module: events of one module never share one (up to ``palette``)."""
-    return (event - 1) % palette
+def event_tones(events: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """The bar colour of each event id (a palette index): consecutive ids, as a module numbers
+    its events, get different colours."""
+    return (events.astype(np.int64) - 1) % PALETTE_SIZE
+
+
+def event_of(spans: Spans, what: tuple[str, int]) -> int | None:
+    """The event id of a span or mark (``what`` as in :class:`Run`); ``None`` for a block."""
+    kind, index = what
+    if kind == "span":
+        return int(spans.spans["event"][index])
+    if kind == "mark":
+        return int(spans.marks["event"][index])
+    return None
 
 
 class SmLayout:
@@ -261,6 +286,7 @@ class SmLayout:
                 self._bars.append(np.asarray(members, dtype=np.int64))
         self.rows = rows
         self._index = {row: index for index, row in enumerate(rows)}
+        self._tone = np.arange(len(spans.blocks), dtype=np.int64) % PALETTE_SIZE
 
     def label(self, row: FlameRow) -> str:
         return f"SM{row.block}" if row.level == 0 else ""
@@ -296,9 +322,8 @@ class SmLayout:
                 x, y, z = (int(v) for v in self.spans.blocks[block])
                 label = f"▏{x},{y}" + (f",{z}" if z else "")
                 begins = max(0, int(first[current]))
-                runs.append(
-                    Run(column, end, label[column - begins : end - begins].ljust(end - column), ("block", block))
-                )
+                text = label[column - begins : end - begins].ljust(end - column)
+                runs.append(Run(column, end, text, ("block", block), int(self._tone[block])))
             column = end
         return runs
 

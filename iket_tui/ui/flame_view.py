@@ -2,7 +2,9 @@
 
 Each screen row is painted from the layout's runs and cached under what it shows (the launch's
 version, the row, the time window, the cursor column when the cursor is on it), so moving the
-cursor repaints two rows and new records repaint only what they changed.
+cursor repaints two rows and new records repaint only what they changed. Colours come from the
+widget's component classes: the layout gives each bar a palette index, the stylesheet says
+what each index looks like.
 """
 
 from __future__ import annotations
@@ -22,31 +24,49 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
-from iket_tui.model.flame_layout import BLOCK, FlameLayout, FlameRow, SmLayout, Window, color_index
+from iket_tui.model.flame_layout import (
+    BLOCK,
+    PALETTE_SIZE,
+    FlameLayout,
+    FlameRow,
+    Run,
+    SmLayout,
+    Window,
+    event_of,
+)
 from iket_tui.model.flame_text import describe_cursor, format_ns, ruler
 from iket_tui.model.flame_text import describe_row as describe_flame_row
 from iket_tui.model.launches import Launch
 
 LABEL = 6
 """Columns for the warp label at the left of each lane row."""
-PALETTE = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-    "#3b5b92",
-    "#b85c00",
-)
 ZOOM = 2.0
 
 _ns = format_ns
 """For callers that import it from here; new code imports :func:`format_ns` from the model."""
+
+
+@dataclass(frozen=True)
+class FlameStyles:
+    """Rich styles of each part of a row, resolved from the view's component classes over its
+    own style; ``cursor`` is added over whatever the cursor is on."""
+
+    base: Style
+    title: Style
+    label: Style
+    unmatched: Style
+    mark: Style
+    cursor: Style
+    bars: tuple[Style, ...]
+    """Per palette index, a bar of that colour."""
+    unbalanced_bars: tuple[Style, ...]
+    """Per palette index, a range of that colour that lacks its end or its start."""
+
+    def of(self, run: Run) -> Style:
+        """The style of a run that shows a span, mark or block."""
+        if run.tone < 0:
+            return self.mark
+        return (self.unbalanced_bars if run.unbalanced else self.bars)[run.tone]
 
 
 class FlameView(ScrollView, can_focus=True):
@@ -69,10 +89,42 @@ class FlameView(ScrollView, can_focus=True):
         Binding("B", "next_block(-1)", "Previous block", show=False),
     ]
 
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "flame-view--title",
+        "flame-view--label",
+        "flame-view--unmatched",
+        "flame-view--mark",
+        "flame-view--unbalanced",
+        "flame-view--cursor",
+        *(f"flame-view--bar-{tone}" for tone in range(PALETTE_SIZE)),
+    }
+    """``title``: a block's title row; ``label``: the warp or SM at the left of a row;
+    ``unmatched``: events that do not match the search; ``mark``: a mark; ``unbalanced``: added
+    over a range that lacks its end or its start; ``cursor``: the cell under the cursor;
+    ``bar-N``: bars of palette index N."""
+
     DEFAULT_CSS = """
     FlameView {
         overflow-x: hidden;
         overflow-y: scroll;
+        & > .flame-view--title { text-style: bold dim; }
+        & > .flame-view--label { text-style: dim; }
+        & > .flame-view--unmatched { text-style: dim; }
+        & > .flame-view--mark { color: ansi_white; text-style: bold; }
+        & > .flame-view--unbalanced { text-style: italic underline; }
+        & > .flame-view--cursor { text-style: reverse bold; }
+        & > .flame-view--bar-0 { background: #1f77b4; color: ansi_white; }
+        & > .flame-view--bar-1 { background: #ff7f0e; color: ansi_white; }
+        & > .flame-view--bar-2 { background: #2ca02c; color: ansi_white; }
+        & > .flame-view--bar-3 { background: #d62728; color: ansi_white; }
+        & > .flame-view--bar-4 { background: #9467bd; color: ansi_white; }
+        & > .flame-view--bar-5 { background: #8c564b; color: ansi_white; }
+        & > .flame-view--bar-6 { background: #e377c2; color: ansi_white; }
+        & > .flame-view--bar-7 { background: #7f7f7f; color: ansi_white; }
+        & > .flame-view--bar-8 { background: #bcbd22; color: ansi_white; }
+        & > .flame-view--bar-9 { background: #17becf; color: ansi_white; }
+        & > .flame-view--bar-10 { background: #3b5b92; color: ansi_white; }
+        & > .flame-view--bar-11 { background: #b85c00; color: ansi_white; }
     }
     """
 
@@ -101,6 +153,7 @@ class FlameView(ScrollView, can_focus=True):
         """The whole launch is in view; it stays so as the view is resized or records arrive."""
         self._version = -1
         self._cache: LRUCache[tuple[Any, ...], Strip] = LRUCache(2048)
+        self._styles: FlameStyles | None = None
 
     # What is shown
 
@@ -284,6 +337,32 @@ class FlameView(ScrollView, can_focus=True):
     def _columns(self) -> int:
         return max(1, self.scrollable_content_region.width - LABEL)
 
+    def _flame_styles(self) -> FlameStyles:
+        if self._styles is None:
+            base = self.rich_style
+
+            def part(name: str) -> Style:
+                return self.get_component_rich_style(f"flame-view--{name}", partial=True)
+
+            bars = tuple(base + part(f"bar-{tone}") for tone in range(PALETTE_SIZE))
+            unbalanced = part("unbalanced")
+            self._styles = FlameStyles(
+                base=base,
+                title=base + part("title"),
+                label=base + part("label"),
+                unmatched=base + part("unmatched"),
+                mark=base + part("mark"),
+                cursor=part("cursor"),
+                bars=bars,
+                unbalanced_bars=tuple(bar + unbalanced for bar in bars),
+            )
+        return self._styles
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles = None
+        self._cache.clear()
+
     def _on_resize(self, event: events.Resize) -> None:
         if self.launch is not None and self.window.columns != self._columns:
             fitted = Window.fit(self.launch.duration_ns, self._columns)
@@ -318,45 +397,41 @@ class FlameView(ScrollView, can_focus=True):
         index = self.scroll_offset.y + y
         width = self.scrollable_content_region.width
         layout, launch = self.flame, self.launch
-        base = self.rich_style
+        styles = self._flame_styles()
         if layout is None or launch is None or not 0 <= index < len(layout.rows):
-            return Strip.blank(width, base)
+            return Strip.blank(width, styles.base)
         cursor = self.cursor_column if index == self.cursor_row else -1
         key = (index, self._version, self.window, width, cursor, self.has_focus)
         cached = self._cache.get(key)
         if cached is None:
-            cached = self._paint(layout.rows[index], launch, layout, cursor, width, base)
+            cached = self._paint(layout.rows[index], launch, layout, cursor, width, styles)
             self._cache[key] = cached
         return cached
 
     def _paint(
-        self, row: FlameRow, launch: Launch, layout: FlameLayout | SmLayout, cursor: int, width: int, base: Style
+        self,
+        row: FlameRow,
+        launch: Launch,
+        layout: FlameLayout | SmLayout,
+        cursor: int,
+        width: int,
+        styles: FlameStyles,
     ) -> Strip:
         if row.kind == BLOCK:
             title = f" {layout.block_title(row.block)} "
-            style = base + Style(bold=True, dim=True)
-            return Strip([Segment(title[:width].ljust(width), style)], width)
+            return Strip([Segment(title[:width].ljust(width), styles.title)], width)
         label = layout.label(row)
-        segments = [Segment(label.rjust(LABEL - 1)[: LABEL - 1] + " ", base + Style(dim=True))]
+        segments = [Segment(label.rjust(LABEL - 1)[: LABEL - 1] + " ", styles.label)]
         for run in layout.paint(row, self.window, launch.event_name):
-            style = base
+            style = styles.base
             if run.what is not None:
-                kind, index = run.what
-                event_id = _event_of(layout, kind, index)
-                if self.match and (event_id is None or self.match not in launch.event_name(event_id).lower()):
-                    segments.append(
-                        Segment(" " * len(run.text) if kind != "block" else run.text, base + Style(dim=True))
-                    )
-                    continue
-                if kind == "mark":
-                    style = base + Style(color="white", bold=True)
-                elif kind == "block":
-                    style = base + Style(bgcolor=PALETTE[index % len(PALETTE)], color="white")
-                else:
-                    color = PALETTE[color_index(int(layout.spans.spans["event"][index]), len(PALETTE))]
-                    style = base + Style(bgcolor=color, color="white")
-                    if layout.spans.spans["flags"][index]:
-                        style += Style(italic=True, underline=True)
+                if self.match:
+                    event_id = event_of(layout.spans, run.what)
+                    if event_id is None or self.match not in launch.event_name(event_id).lower():
+                        text = " " * len(run.text) if run.what[0] != "block" else run.text
+                        segments.append(Segment(text, styles.unmatched))
+                        continue
+                style = styles.of(run)
             if run.start <= cursor < run.end:
                 before, at, after = (
                     run.text[: cursor - run.start],
@@ -365,7 +440,7 @@ class FlameView(ScrollView, can_focus=True):
                 )
                 if before:
                     segments.append(Segment(before, style))
-                segments.append(Segment(at if at != " " else "▏", style + Style(reverse=True, bold=True)))
+                segments.append(Segment(at if at != " " else "▏", style + styles.cursor))
                 if after:
                     segments.append(Segment(after, style))
             else:
@@ -387,11 +462,3 @@ class TimeRuler(Widget):
     def render(self) -> str:
         window = self.view.window
         return " " * LABEL + ruler(window.start_ns, window.ns_per_column, window.columns)
-
-
-def _event_of(layout: FlameLayout | SmLayout, kind: str, index: int) -> int | None:
-    if kind == "span":
-        return int(layout.spans.spans["event"][index])
-    if kind == "mark":
-        return int(layout.spans.marks["event"][index])
-    return None
