@@ -27,7 +27,8 @@ from iket_tui.protocol.messages import PASS_ROWS_SINCE, Message, Outgoing, as_me
 BATCH: Final = 512
 COALESCE_S: Final = 0.5
 QUIET_NS: Final = 250_000_000
-"""A compile inside one pass for this long has what it noted collected (:meth:`Registry.collect`)."""
+"""A compile inside one pass for this long has what it noted collected
+(:meth:`~iket_tui.agent.pass_notes.HeldNotes.collect`)."""
 MAX_HELLO_BYTES: Final = 64 * 1024
 
 
@@ -143,7 +144,7 @@ class ClientSession:
             if closing:
                 self._registry.detach(queue)
             self._send_replies()
-            self._registry.collect(QUIET_NS)
+            self._registry.held_notes.collect(QUIET_NS)
             batch = queue.take(BATCH)
             if batch:
                 queue.mark_delivered(lost=self._send_messages(batch))
@@ -160,7 +161,7 @@ class ClientSession:
             # What arrived while this batch was written waits for the next one: one write per burst.
             # While a compile runs, the sender looks at least every COALESCE_S for one inside a long pass.
             wait_s = (next_beat - now) / 1e9
-            if self._registry.pending:
+            if self._registry.held_notes.waiting:
                 wait_s = min(wait_s, COALESCE_S)
             if queue.wake.wait(max(0.0, wait_s)):
                 # Let a burst gather into one frame: every wakeup and write costs the compiler's process CPU.

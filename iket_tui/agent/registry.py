@@ -10,10 +10,9 @@ no longer holds their start.
 Pass events, nearly every event of a compile, are emitted as pass rows (the protocol's
 positional form, :data:`~iket_tui.protocol.messages.PASS_ROW_FIELDS`, as tuples:
 :data:`~iket_tui.protocol.messages.PassTuple`) and stay rows all the way to the socket; every
-other event is a message map. A running compile may hold its pass events back on its own thread
-(:class:`PendingEvents`) until it emits something else, or until :meth:`Registry.collect` takes
-them: each client's sender collects before it writes, and a client that attaches before its
-catch-up.
+other event is a message map. A running compile may hold its passes back as notes
+(:mod:`~iket_tui.agent.pass_notes`) until it emits something else, or until a client's thread
+collects them (:attr:`Registry.held_notes`).
 
 Accounting is exact: for every client, the events produced while it was attached equal the
 events delivered to its socket, plus those dropped, plus those still queued.
@@ -24,12 +23,12 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import weakref
 from collections import deque
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
+from iket_tui.agent.pass_notes import HeldNotes
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.messages import Message, Outgoing, PassTuple
 
@@ -43,13 +42,6 @@ DEFAULT_BULK_BYTES: Final = 256 * 1024 * 1024
 
 _OpenKey = tuple[str, int, int]
 _PASS_START: Final = m.PASS_START
-
-
-class PendingEvents(Protocol):
-    """A running compile that holds events back on its compiler's thread."""
-
-    def drain(self, quiet_ns: int = 0) -> None:
-        """Emit what it holds, in order: now, or (``quiet_ns``) once its compiler has been quiet that long."""
 
 
 @dataclass(frozen=True)
@@ -188,9 +180,9 @@ class Registry:
         self._open_passes = 0
         self._kept: dict[tuple[object, ...], tuple[int, Message]] = {}
         self._clients: tuple[ClientQueue, ...] = ()
-        self._pending: weakref.WeakSet[PendingEvents] = weakref.WeakSet()
-        self._pending_lock = threading.Lock()
         self._compile_ids = itertools.count(1)
+        self.held_notes = HeldNotes()
+        """The running compiles that may hold passes back as notes."""
         self.produced = 0
         self.observer_errors = 0
         self.agent: Agent | None = None
@@ -224,8 +216,7 @@ class Registry:
     def emit_pass_start(self, row: PassTuple, compile_id: int, seq: int) -> None:
         """:meth:`emit` for the ``pass_start`` row of the pass ``seq`` of ``compile_id``.
 
-        Passes are nearly every event of a compile, and each runs between two TVM passes whose
-        work has pushed this code out of the CPU caches: the fewer steps here, the cheaper.
+        Passes are nearly every event of a compile: the fewer steps here, the cheaper.
         """
         with self._lock:
             index = self.produced
@@ -267,33 +258,6 @@ class Registry:
             for client in self._clients:
                 client.offer_bulk(msg, size)
 
-    def hold_pending(self, source: PendingEvents) -> None:
-        """``source`` may hold events back until :meth:`collect` (or it) emits them."""
-        with self._pending_lock:
-            self._pending.add(source)
-
-    def release_pending(self, source: PendingEvents) -> None:
-        """``source`` holds nothing back any more (its compile ended)."""
-        with self._pending_lock:
-            self._pending.discard(source)
-
-    @property
-    def pending(self) -> bool:
-        """Whether a running compile may be holding events back."""
-        return bool(self._pending)
-
-    def collect(self, quiet_ns: int = 0) -> None:
-        """Emit what every running compile holds back (with ``quiet_ns``: every compile that has
-        been inside one pass that long), so that a long pass is seen while it runs. Called
-        without the registry's lock: a source emits."""
-        with self._pending_lock:
-            sources = list(self._pending)
-        for source in sources:
-            try:
-                source.drain(quiet_ns)
-            except Exception:
-                self.observer_errors += 1
-
     def _close_compile(self, compile_id: int) -> None:
         for key in [key for key in self._open if key[1] == compile_id]:
             del self._open[key]
@@ -309,13 +273,13 @@ class Registry:
 
     def open_messages(self) -> list[Outgoing]:
         """The start of every compile, context, codegen and pass still open, oldest first."""
-        self.collect()
+        self.held_notes.collect()
         with self._lock:
             return [msg for _index, msg in self._open.values()]
 
     def attach(self, limit: int) -> tuple[ClientQueue, CatchUp]:
         """A new client: its queue, and the catch-up that precedes everything the queue gets."""
-        self.collect()
+        self.held_notes.collect()
         with self._lock:
             backlog = list(self._backlog)
             first = self.produced - len(backlog)
@@ -351,8 +315,7 @@ class Registry:
         self._open_passes = 0
         self._kept = {}
         self._clients = ()
-        self._pending = weakref.WeakSet()
-        self._pending_lock = threading.Lock()
+        self.held_notes = HeldNotes()
         self.produced = 0
         self.agent = None
         self.agent_lock = threading.Lock()

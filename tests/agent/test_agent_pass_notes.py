@@ -1,5 +1,5 @@
 """Between two passes the compiler's thread only takes notes; a pass that runs long is still
-seen while it runs, through the registry's ``collect`` as each client's sender calls it."""
+seen while it runs, through the registry's held notes as each client's sender collects them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from iket_tui.protocol import messages as m
 pytestmark = pytest.mark.tilelang
 pytest.importorskip("tilelang")
 
-from iket_tui.agent import tilelang_tool  # noqa: E402
+from iket_tui.agent import pass_notes, tilelang_tool  # noqa: E402
 from iket_tui.demo import kernels  # noqa: E402
 
 SLOW_S = 3.0
@@ -33,7 +33,7 @@ def test_a_long_pass_is_collected_while_it_runs_and_finishes_in_order() -> None:
         deadline = time.monotonic() + 120
         while running is None and compiling.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
-            registry.collect(QUIET_NS)
+            registry.held_notes.collect(QUIET_NS)
             seen += [m.as_message(item) for item in client.take(100_000)]
             running = next(
                 (msg for msg in seen if msg["type"] == m.PASS_START and msg["name"] == kernels.SLOWED_PASS), None
@@ -46,7 +46,7 @@ def test_a_long_pass_is_collected_while_it_runs_and_finishes_in_order() -> None:
         compiling.join(timeout=120)
     finally:
         tilelang_tool.unregister()
-    assert not registry.pending, "a finished compile holds nothing back"
+    assert not registry.held_notes.waiting, "a finished compile holds nothing back"
     seen += [m.as_message(item) for item in client.take(100_000)]
     passes = [msg for msg in seen if msg["type"] in (m.PASS_START, m.PASS_END)]
     assert [msg["seq"] for msg in passes if msg["type"] == m.PASS_START] == sorted({msg["seq"] for msg in passes}), (
@@ -76,21 +76,21 @@ def test_a_sender_leaves_a_busy_compile_its_notes_and_takes_those_of_a_quiet_one
         return [m.as_message(item)["type"] for item in client.take(1000)]
 
     assert sent_types() == [m.COMPILE_BEGIN, m.PASS_CONTEXT_ENTER], "the pass is noted, not yet an event"
-    registry.collect(quiet_ns=60 * 10**9)
+    registry.held_notes.collect(quiet_ns=60 * 10**9)
     assert sent_types() == [], "its compiler was quiet for less than a minute"
     time.sleep(0.01)
-    registry.collect(quiet_ns=5 * 10**6)
+    registry.held_notes.collect(quiet_ns=5 * 10**6)
     assert sent_types() == [m.PASS_START], "quiet for 5 ms: collected"
     instrument.exit_pass_ctx()
     watcher.finish(None)
     assert sent_types() == [m.PASS_INCOMPLETE, m.PASS_CONTEXT_EXIT, m.COMPILE_END]
-    assert not registry.pending
+    assert not registry.held_notes.waiting
 
 
 def test_a_context_with_many_notes_turns_them_into_events_without_a_collect(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(tilelang_tool, "DRAIN_AT", 8)
+    monkeypatch.setattr(pass_notes, "DRAIN_AT", 8)
     registry = Registry()
     client, _ = registry.attach(limit=100_000)
     tilelang_tool.register(registry)
