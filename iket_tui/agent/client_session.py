@@ -176,7 +176,7 @@ class ClientSession:
                 for msg in decoder:
                     if msg["type"] != m.REQUEST:
                         continue
-                    self._replies.append(answer(msg))
+                    self._replies.append(answer(msg, self._registry.ir_store))
                     queue.wake.set()
                     queue.hurry.set()
                 data = self._sock.recv(65536)

@@ -1,5 +1,6 @@
 """The modules around every pass of the most recent compiles, kept by reference and printed
-only when a client asks (``ir`` requests): watching costs a dictionary store per pass.
+only when a client asks (``ir`` requests): watching costs a dictionary store per pass. The
+registry owns the process's store (:attr:`~iket_tui.agent.registry.Registry.ir_store`).
 
 TVM's passes return new modules and share what they did not change, so holding the module
 before and after each pass of a compile keeps alive what that compile built, no more. Two
@@ -75,6 +76,12 @@ class IRStore:
         self._compiles: OrderedDict[int, _Compile] = OrderedDict()
         self._released: OrderedDict[int, str] = OrderedDict()
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_environment(cls) -> IRStore:
+        """A store bounded as ``IKET_TUI_IR_COMPILES`` and ``IKET_TUI_IR_MEMORY`` say (a bad
+        value is one line on stderr, and the default is used)."""
+        return cls(_limit(), _memory())
 
     def held(self) -> dict[int, int | None]:
         """The compiles held, oldest first, with the bytes each holds (None while it runs)."""
@@ -251,7 +258,3 @@ def _memory() -> int:
     if found > 0 and _heap_in_use() is None:
         _warn(f"{MEMORY_VARIABLE} is not applied: this C library cannot say how much heap is in use")
     return found
-
-
-ir_store: Final = IRStore(_limit(), _memory())
-"""The IR of this process's recent compiles."""

@@ -30,7 +30,6 @@ from collections.abc import Callable, Sequence
 from time import monotonic_ns
 from typing import TYPE_CHECKING, Any, Final
 
-from iket_tui.agent.ir_store import ir_store
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.messages import PassTuple
 
@@ -177,7 +176,7 @@ class PassNotes:
         self.registry = compile.registry
         self.context = -1
         self.keep_ir = keep_ir
-        """Whether the notes hold the modules (the IR store keeps them)."""
+        """Whether the notes hold the modules (the registry's IR store keeps them)."""
         self._phase_now = phase_now
         """The pass phase in force on the compiler's thread now."""
         self.begun = compile.compile_id is not None
@@ -259,7 +258,7 @@ class PassNotes:
         with self.compile.lock:
             compile_id = self.compile.announce(mod)
             if self.keep_ir:
-                ir_store.passes_of(compile_id)
+                self.registry.ir_store.passes_of(compile_id)
         self.begun = True
 
     def _started(self, t_ns: int, info: Any, mod: Any, phase: str | None) -> None:
@@ -286,7 +285,7 @@ class PassNotes:
         self._infos.append(info)
         if compile_id != self._ir_compile:
             self._ir_compile = compile_id
-            self._ir = ir_store.passes_of(compile_id)
+            self._ir = self.registry.ir_store.passes_of(compile_id)
         if self._ir is not None and mod is not None:
             self._ir[seq] = [row[3], mod, None]
         self.registry.emit_pass_start(row, compile_id, seq)

@@ -1,5 +1,8 @@
 """The agent's single registry: what the target produced, what is still open, and who is listening.
 
+It is the agent's one piece of process-wide state: the IR of recent compiles, the pass notes of
+running compiles and the running agent hang off it.
+
 Observers on compiler threads call :meth:`Registry.emit`. It never waits on a client: each
 message goes into a bounded backlog (for clients that attach later) and into every client's
 bounded queue, or is dropped and counted for that client when its queue is full. The
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
+from iket_tui.agent.ir_store import IRStore
 from iket_tui.agent.pass_notes import HeldNotes
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.messages import Message, Outgoing, PassTuple
@@ -173,7 +177,7 @@ class ClientQueue:
 class Registry:
     """Every event of this process, the open set, and the attached clients' queues."""
 
-    def __init__(self, backlog: int = DEFAULT_BACKLOG) -> None:
+    def __init__(self, backlog: int = DEFAULT_BACKLOG, ir_store: IRStore | None = None) -> None:
         self._lock = threading.Lock()
         self._backlog: deque[Outgoing] = deque(maxlen=backlog)
         self._open: dict[_OpenKey, tuple[int, Outgoing]] = {}
@@ -183,6 +187,8 @@ class Registry:
         self._compile_ids = itertools.count(1)
         self.held_notes = HeldNotes()
         """The running compiles that may hold passes back as notes."""
+        self.ir_store = ir_store if ir_store is not None else IRStore()
+        """The IR of this process's recent compiles, for ``ir`` requests and failure captures."""
         self.produced = 0
         self.observer_errors = 0
         self.agent: Agent | None = None
@@ -341,7 +347,7 @@ def _open_key(opener: str, msg: Message) -> _OpenKey:
     return (opener, msg["compile"], msg[field] if field else 0)
 
 
-registry: Final = Registry()
+registry: Final = Registry(ir_store=IRStore.from_environment())
 """The one registry of this process."""
 
 os.register_at_fork(after_in_child=registry.forget)

@@ -16,7 +16,7 @@ import time
 import traceback
 from typing import Any
 
-from iket_tui.agent.ir_store import IRUnavailable, ir_store
+from iket_tui.agent.ir_store import IRStore, IRUnavailable
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.messages import Message
 
@@ -24,8 +24,8 @@ MAX_FRAMES = 200
 """Frames kept per thread, innermost first (a runaway recursion is cut, and says so)."""
 
 
-def answer(msg: Message) -> Message:
-    """The response to one ``request`` message."""
+def answer(msg: Message, ir_store: IRStore) -> Message:
+    """The response to one ``request`` message; ``ir`` requests are answered from ``ir_store``."""
     request_id = msg.get("id")
     request_id = request_id if type(request_id) is int else 0
     what = msg.get("what")
@@ -33,7 +33,7 @@ def answer(msg: Message) -> Message:
     if what == m.WHAT_STACKS:
         return m.response(id=request_id, what=what, t_ns=now, ok=True, threads=python_stacks())
     if what == m.WHAT_IR:
-        return _ir(msg, request_id, now)
+        return _ir(msg, ir_store, request_id, now)
     return m.response(
         id=request_id, what=str(what), t_ns=now, ok=False, error=f"this agent cannot answer {what!r} requests"
     )
@@ -67,7 +67,7 @@ def python_stacks() -> list[dict[str, Any]]:
     return out
 
 
-def _ir(msg: Message, request_id: int, now: int) -> Message:
+def _ir(msg: Message, ir_store: IRStore, request_id: int, now: int) -> Message:
     """``which``: ``before``, ``after`` (field ``text``) or ``both`` (fields ``before`` and ``after``)."""
     compile_id, seq, which = msg.get("compile"), msg.get("seq"), msg.get("which")
     if type(compile_id) is not int or type(seq) is not int or which not in ("before", "after", "both"):

@@ -40,7 +40,6 @@ from tilelang.instrumentation import (
 from tvm.ir.instrument import pass_instrument
 
 from iket_tui.agent import capture, compiling, failures
-from iket_tui.agent.ir_store import ir_store
 from iket_tui.agent.pass_notes import NotingCompile, PassNotes
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
@@ -119,7 +118,7 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
             if self._label is None:
                 self._label = current_pass_instrument_context() or _session_name()
             self._seen()
-            instrument = _PassRecorder(self, keep_ir=ir_store.limit > 0, phase_now=_phase_now)
+            instrument = _PassRecorder(self, keep_ir=self.registry.ir_store.limit > 0, phase_now=_phase_now)
             self.add_context(instrument)
         return instrument
 
@@ -195,7 +194,7 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
                 stage=self._stage if error is not None else None,
             )
         )
-        ir_store.compile_ended(compile_id)
+        self.registry.ir_store.compile_ended(compile_id)
 
     def _captured_failure(self, compile_id: int) -> dict[str, Any] | None:
         """What was kept of the failed codegen step or pass, as ``compile_failure`` fields."""
@@ -209,7 +208,7 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
                 "seq": seq,
                 "name": name,
                 **found,
-                **capture.failed_pass(ir_store, compile_id, seq),
+                **capture.failed_pass(self.registry.ir_store, compile_id, seq),
             }
         return None
 

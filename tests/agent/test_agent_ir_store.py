@@ -162,7 +162,7 @@ def test_a_bad_bound_is_said_in_one_line_and_the_default_used(
 ) -> None:
     env = {key: val for key, val in os.environ.items() if not key.startswith("IKET_TUI")}
     env[variable] = value
-    code = "from iket_tui.agent.ir_store import ir_store; print(ir_store.limit, ir_store.memory)"
+    code = "from iket_tui.agent.registry import registry; print(registry.ir_store.limit, registry.ir_store.memory)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=WAIT_S, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == bounds

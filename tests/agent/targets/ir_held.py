@@ -12,11 +12,13 @@ import json
 import sys
 
 import iket_tui.agent
-from iket_tui.agent.ir_store import IRUnavailable, _heap_in_use, ir_store
+from iket_tui.agent.ir_store import IRUnavailable, _heap_in_use
+from iket_tui.agent.registry import registry
 from iket_tui.demo import kernels
 
 compiles = int(sys.argv[1])
 iket_tui.agent.start()
+ir_store = registry.ir_store
 after_each = []
 for _ in range(compiles):
     kernels.lower("gemm")
