@@ -83,6 +83,11 @@ class ClientSession:
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
 
+    def abandon(self) -> None:
+        """Close this process's copy of the connection without a word (see :meth:`AgentServer.abandon`)."""
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
     def _run(self) -> None:
         try:
             self._handshake()

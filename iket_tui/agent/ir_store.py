@@ -83,6 +83,14 @@ class IRStore:
         value is one line on stderr, and the default is used)."""
         return cls(_limit(), _memory())
 
+    def forget(self) -> None:
+        """Hold nothing, as if no compile had been seen, within the same bounds: in a child made
+        by ``fork``, whose parent's compiles are not its own. The lock is made anew: another
+        thread of the parent may have held it at the fork."""
+        self._lock = threading.Lock()
+        self._compiles = OrderedDict()
+        self._released = OrderedDict()
+
     def held(self) -> dict[int, int | None]:
         """The compiles held, oldest first, with the bytes each holds (None while it runs)."""
         with self._lock:

@@ -78,6 +78,14 @@ class Agent:
         self._hook.remove()
         self._server.close(reason=reason, flush_s=self._exit_flush_s)
 
+    def abandon(self) -> None:
+        """Let go of this agent in a child made by ``fork``, where it is the parent's: close the
+        child's copies of its socket and its clients' connections, so that a client sees the
+        stream end when the parent ends, and send nothing on them, since the parent still serves
+        them. Its threads did not survive the fork; at the child's exit nothing is flushed."""
+        atexit.unregister(self._at_exit)
+        self._server.abandon()
+
     def _at_exit(self) -> None:
         if self.kernels is not None:
             self.kernels.stop()  # a last drain: what the kernels wrote goes out before the bye

@@ -1,7 +1,8 @@
 """The agent's single registry: what the target produced, what is still open, and who is listening.
 
 It is the agent's one piece of process-wide state: the IR of recent compiles, the pass notes of
-running compiles and the running agent hang off it.
+running compiles and the running agent hang off it, and a child made by ``fork`` starts it from
+nothing (:meth:`Registry.forget`).
 
 Observers on compiler threads call :meth:`Registry.emit`. It never waits on a client: each
 message goes into a bounded backlog (for clients that attach later) and into every client's
@@ -314,7 +315,12 @@ class Registry:
                 self._backlog = deque(self._backlog, maxlen=backlog)
 
     def forget(self) -> None:
-        """Start from nothing: used in a forked child, whose parent's events and clients are not its own."""
+        """Start from nothing, in a child made by ``fork``: the parent's compiles, open passes,
+        IR, queued events and clients are the parent's, and so is its agent, whose copies of
+        sockets the child closes (:meth:`Agent.abandon`). Only the forking thread lives on in
+        the child, so every lock is made anew: another thread may have held one at the fork.
+        Compile ids go on counting, so that no id is given twice in the child."""
+        agent = self.agent
         self._lock = threading.Lock()
         self._backlog = deque(maxlen=self._backlog.maxlen)
         self._open = {}
@@ -322,9 +328,13 @@ class Registry:
         self._kept = {}
         self._clients = ()
         self.held_notes = HeldNotes()
+        self.ir_store.forget()
         self.produced = 0
+        self.observer_errors = 0
         self.agent = None
         self.agent_lock = threading.Lock()
+        if agent is not None:
+            agent.abandon()
 
 
 _OPENS: Final[dict[str, str | None]] = {

@@ -129,6 +129,18 @@ class AgentServer:
         for session in sessions:
             session.thread.join(0.5)
 
+    def abandon(self) -> None:
+        """Close this process's copies of the socket and of every client connection, in a child
+        made by ``fork``: no shutdown, no ``bye`` and no unlink, which would end the parent's
+        service. Takes no lock: a thread of the parent may have held one at the fork."""
+        self._closed = True
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.close()
+        for session in self._sessions:
+            session.abandon()
+
     def _accept_loop(self, listener: socket.socket) -> None:
         while True:
             try:

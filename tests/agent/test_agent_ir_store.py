@@ -114,6 +114,25 @@ def test_the_oldest_compile_is_held_while_the_next_runs_and_freed_when_it_ends()
         store.script(1, 0, "after")
 
 
+def test_a_store_that_forgot_holds_no_compile_and_keeps_its_bounds() -> None:
+    store = IRStore(limit=2, memory=0, heap_in_use=lambda: None)
+    for compile_id in (1, 2, 3):
+        passes = store.passes_of(compile_id)
+        assert passes is not None
+        passes[0] = ["tl.Simplify", Module(), None]
+        store.compile_ended(compile_id)
+    store.forget()
+    assert store.held() == {}
+    for compile_id in (1, 3):
+        with pytest.raises(IRUnavailable, match=f"no compile {compile_id} was seen with IR"):
+            store.script(compile_id, 0, "before")
+    assert store.limit == 2
+    for compile_id in (4, 5, 6):
+        assert store.passes_of(compile_id) is not None
+        store.compile_ended(compile_id)
+    assert store.held() == {5: 0, 6: 0}
+
+
 def test_compiles_that_never_end_are_bounded_when_the_next_starts() -> None:
     store = IRStore(limit=2, memory=0, heap_in_use=lambda: None)
     for compile_id in (1, 2, 3, 4):
