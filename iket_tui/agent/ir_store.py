@@ -1,6 +1,7 @@
 """The modules around every pass of the most recent compiles, kept by reference and printed
-only when a client asks (``ir`` requests): watching costs a dictionary store per pass. The
-registry owns the process's store (:attr:`~iket_tui.agent.registry.Registry.ir_store`).
+only when a client asks (``ir`` requests): printing every pass would slow every compile down,
+holding a reference to its module only adds a dictionary store per pass. The registry owns the
+process's store (:attr:`~iket_tui.agent.registry.Registry.ir_store`).
 
 TVM's passes return new modules and share what they did not change, so holding the module
 before and after each pass of a compile keeps alive what that compile built, no more. Two
@@ -11,18 +12,18 @@ bounds, both configurable, decide how much is held:
 - memory: ``IKET_TUI_IR_MEMORY`` bytes (default 256 MiB; suffixes K, M, G; 0 lifts the bound).
 
 What a compile holds is measured, not guessed: the C heap in use when its first pass starts and
-when it ends (glibc's ``mallinfo2``, tens of microseconds, twice per compile). TVM allocates its
-nodes there, and once the compile is over what it left in use is what the store keeps of it (a
-thread allocating at the same time is counted with it: the bound errs on the side of holding
-less). Where the C library cannot say (not glibc), only the count bounds the store, and
-:attr:`IRStore.measured` says so.
+when it ends (glibc's ``mallinfo2``, twice per compile). TVM allocates its nodes there, and
+once the compile is over what it left in use is what the store keeps of it (a thread allocating
+at the same time is counted with it: the bound errs on the side of holding less). Where the C
+library cannot say (not glibc), only the count bounds the store, and :attr:`IRStore.measured`
+says so.
 
 Compiles are let go of when one ends, just after it was measured: the oldest beyond the count,
 then, oldest first, finished compiles while the total is over the memory bound (the one that
 just ended included when it alone is larger). A compile still running is never released for
-memory, and its size is not known until it ends. Freed there, before the next compile starts,
-a released compile's nodes cost the compiles after it about a percent less than freed when the
-next compile's first pass starts (``benchmarks/compile_overhead.py``).
+memory, and its size is not known until it ends. Released compiles are freed there, between
+two compiles, rather than while the next one runs, which freeing would slow down (measured in
+docs/benchmark-log.md).
 """
 
 from __future__ import annotations

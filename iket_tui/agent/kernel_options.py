@@ -9,7 +9,8 @@ from typing import Final
 
 DEFAULT_DRAIN_HZ: Final = 20.0
 DEFAULT_RING_CHUNKS: Final = 32
-"""Chunks per segment: 32 x 256 bytes per warp slot, 69 MB of pinned memory on an H200."""
+"""Chunks per segment: 32 x 256 bytes of pinned host memory per warp slot of the device (the
+H200's ring size is in BENCHMARKS.md)."""
 MIN_RING_CHUNKS: Final = 16
 """The fewest chunks per segment a GPU ring may have (``iket_tui.ring.layout.DEVICE_MIN_CHUNKS``)."""
 

@@ -4,8 +4,8 @@ The agent must not import TileLang itself: a process that never uses it should n
 import time, and the agent must work where TileLang is not installed. If TileLang is already
 imported the watcher is registered at once; otherwise a one-shot import hook on the
 ``tilelang`` package registers it right after the package has finished importing. The finder
-and loader here are plain classes that follow the import protocols: ``importlib.abc`` would
-add milliseconds to the start of every program run with ``IKET_TUI=1``.
+and loader here are plain classes that follow the import protocols: importing ``importlib.abc``
+would slow the start of every program run with ``IKET_TUI=1``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The agent holds thousands of pass events (its backlog, the open passes, every client's queue).
 Objects the collector tracks and that live long make its full collections come sooner, and a
-full collection in a process that imported TileLang takes tens of milliseconds: so the agent
+full collection in a process that imported TileLang, with its many objects, is long: so the agent
 builds each pass event as a tuple of plain values (TVM hands pass names out as its own
 ``String``, which the collector tracks, so they are copied to ``str``), which the collector stops
 tracking at the first collection it survives.
