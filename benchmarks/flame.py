@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.results import Figure, median
-from iket_tui.model.launches import KernelTimeline
+from iket_tui.model.kernels import KernelTimeline
 from iket_tui.protocol import messages as m
 from iket_tui.ring.decode import EventTables, decode
 from iket_tui.ring.wire import module_from_message, records_from_message
@@ -113,19 +113,23 @@ def measure_ingest() -> tuple[float, float, float, int]:
 async def _frame_ms(by_sm: bool, rounds: int = 5) -> tuple[float, int, float]:
     from textual.app import App
 
-    from iket_tui.model.kernels import KernelSummary
+    from iket_tui.model.session import Session
     from iket_tui.ui.flame_view import FlameView
     from iket_tui.ui.kernels_screen import KernelsScreen
 
     module, records = _example()
-    summary = KernelSummary()
-    summary.apply({"type": m.KERNEL_TRACING, "enabled": True, "device": "NVIDIA H200", "t_ns": 0})
-    summary.apply(module)
-    summary.apply(frame_messages(records, FRAME_BLOCKS))
+    session = Session()
+    session.apply(
+        [
+            {"type": m.KERNEL_TRACING, "enabled": True, "device": "NVIDIA H200", "t_ns": 0},
+            module,
+            frame_messages(records, FRAME_BLOCKS),
+        ]
+    )
 
     class Host(App[None]):
         def on_mount(self) -> None:
-            self.push_screen(KernelsScreen(summary))
+            self.push_screen(KernelsScreen(session))
 
     app = Host()
     async with app.run_test(size=(160, 48)) as pilot:

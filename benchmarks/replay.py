@@ -17,7 +17,7 @@ from pathlib import Path
 from benchmarks.results import Figure
 from iket_tui.model import synthetic
 from iket_tui.model.collector import tune_for_large_trees
-from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.protocol.codec import encode_batch
 from iket_tui.protocol.messages import Message
 from iket_tui.sources.reading import RecordingReader
@@ -50,12 +50,12 @@ def _decode_only(path: Path) -> tuple[float, int]:
     return time.perf_counter() - t0, count
 
 
-def _into_model(path: Path) -> tuple[float, PassTree]:
+def _into_model(path: Path) -> tuple[float, Session]:
     t0 = time.perf_counter()
-    tree = PassTree()
+    session = Session()
     for chunk in RecordingReader(path, rows=True).chunks():
-        tree.apply(chunk)
-    return time.perf_counter() - t0, tree
+        session.apply(chunk)
+    return time.perf_counter() - t0, session
 
 
 async def _into_app(path: Path) -> float:
@@ -82,9 +82,9 @@ def run() -> list[Figure]:
         messages = write_recording(path)
         size_mb = path.stat().st_size / 1e6
         decode_s, _ = _decode_only(path)
-        model_s, tree = _into_model(path)
-        applied = tree.counters.events
-        del tree  # the app builds its own; this one would only weigh on its collector
+        model_s, session = _into_model(path)
+        applied = session.counters.events
+        del session  # the app builds its own; this one would only weigh on its collector
         app_s = asyncio.run(_into_app(path))
     detail = f"{messages} messages in frames of {FRAME}, {size_mb:.0f} MB; reading and decoding alone {decode_s:.2f} s"
     return [

@@ -19,6 +19,7 @@ from iket_tui import __version__
 from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
 from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode
 from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.ring.layout import PAYLOAD_FLOAT32, PAYLOAD_INT32, PAYLOAD_NAMES, PAYLOAD_UINT32
 
 FORMATS: Final = ("chrome", "speedscope")
@@ -41,21 +42,21 @@ class ExportError(ValueError):
     """A recording that holds nothing the chosen format can show; the message is one line."""
 
 
-def recording_tree(messages: Iterable[Any]) -> PassTree:
-    """A pass tree, with its kernel timeline, fed a whole recording; whatever was still open
-    when the recording ends is closed as incomplete at the last time seen."""
-    tree = PassTree()
-    tree.apply(messages)
-    tree.end_stream(STREAM_END)
-    return tree
+def recording_session(messages: Iterable[Any]) -> Session:
+    """The session of a whole recording: its pass tree and kernel timeline; whatever was still
+    open when the recording ends is closed as incomplete at the last time seen."""
+    session = Session()
+    session.apply(messages)
+    session.end_stream(STREAM_END)
+    return session
 
 
-def export(tree: PassTree, fmt: str, *, name: str = "") -> dict[str, Any]:
-    """The document of format ``fmt`` (one of :data:`FORMATS`) for a recording's tree."""
+def export(session: Session, fmt: str, *, name: str = "") -> dict[str, Any]:
+    """The document of format ``fmt`` (one of :data:`FORMATS`) for a recording's session."""
     if fmt == "chrome":
-        return chrome_trace(tree, name=name)
+        return chrome_trace(session, name=name)
     if fmt == "speedscope":
-        return speedscope(tree, name=name)
+        return speedscope(session, name=name)
     raise ExportError(f"unknown export format {fmt!r} (choose {' or '.join(FORMATS)})")
 
 
@@ -69,17 +70,18 @@ def events_in(document: dict[str, Any]) -> int:
 # -- Chrome trace -------------------------------------------------------------------------------
 
 
-def chrome_trace(tree: PassTree, *, name: str = "") -> dict[str, Any]:
+def chrome_trace(session: Session, *, name: str = "") -> dict[str, Any]:
     """A Chrome trace: a ``compiles`` process with a thread per compile holding its passes and
     codegen steps as nested complete events, and a process per kernel launch with a thread per
     (block, warp) holding its ranges as complete events and its marks as instant events."""
-    launches = sorted(tree.kernels.timeline.launches.values(), key=lambda launch: launch.order)
+    tree = session.tree
+    launches = sorted(session.kernels.launches.values(), key=lambda launch: launch.order)
     if not tree.compiles and not launches:
         raise ExportError("nothing to export: the recording holds no compile and no kernel launch")
     events: list[dict[str, Any]] = []
     compile_origin = min((comp.begin_ns for comp in tree.compiles), default=0)
     if tree.compiles:
-        events += _compile_events(tree, compile_origin)
+        events += _compile_events(tree, compile_origin, session.last_t_ns)
     kernel_origin = min((launch.first_ns for launch in launches), default=0)
     launch_info = []
     for index, launch in enumerate(launches):
@@ -106,8 +108,8 @@ def chrome_trace(tree: PassTree, *, name: str = "") -> dict[str, Any]:
     }
     if name:
         other["recording"] = name
-    if tree.process.command:
-        other["command"] = tree.process.command
+    if session.process.command:
+        other["command"] = session.process.command
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
 
 
@@ -148,13 +150,12 @@ def _complete(
     }
 
 
-def _compile_events(tree: PassTree, origin: int) -> list[dict[str, Any]]:
+def _compile_events(tree: PassTree, origin: int, last: int) -> list[dict[str, Any]]:
     pid = COMPILES_PID
     events = [
         _meta("process_name", pid, None, name="compiles (host clock)"),
         _meta("process_sort_index", pid, None, sort_index=0),
     ]
-    last = tree.last_t_ns
     for comp in tree.compiles:
         tid = comp.position + 1
         finish = _compile_finish(comp, last)
@@ -332,14 +333,15 @@ def _float32(value: np.float32) -> float | str:
 # -- speedscope ---------------------------------------------------------------------------------
 
 
-def speedscope(tree: PassTree, *, name: str = "") -> dict[str, Any]:
+def speedscope(session: Session, *, name: str = "") -> dict[str, Any]:
     """A speedscope file (its ``evented`` profile type): one profile per compile, a frame per
     pass name, open and close events from each pass's begin and end, in nanoseconds from the
     compile's begin."""
+    tree = session.tree
     if not tree.compiles:
         raise ExportError("nothing to export: the recording holds no compile (speedscope shows pass timings)")
     frames: dict[str, int] = {}
-    profiles = [_profile(comp, frames, tree.last_t_ns) for comp in tree.compiles]
+    profiles = [_profile(comp, frames, session.last_t_ns) for comp in tree.compiles]
     document: dict[str, Any] = {
         "$schema": SPEEDSCOPE_SCHEMA,
         "shared": {"frames": [{"name": frame} for frame in frames]},

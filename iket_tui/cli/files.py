@@ -48,13 +48,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write a recording as a Chrome trace (for Perfetto) or a speedscope profile of pass timings."""
     import json
 
-    from iket_tui.export import ExportError, events_in, export, recording_tree
+    from iket_tui.export import ExportError, events_in, export, recording_session
 
     check_writable(args.output)
     reader = RecordingReader(args.file)
-    tree = recording_tree(reader)
+    session = recording_session(reader)
     try:
-        document = export(tree, args.format, name=args.file.name)
+        document = export(session, args.format, name=args.file.name)
     except ExportError as exc:
         raise UsageError(f"{args.file}: {exc}") from None
     try:

@@ -248,10 +248,6 @@ def traced_gemm(m: int = 1024, n: int = 1024, k: int = 1024, block: int = 128, b
     return traced_gemm
 
 
-TRACED_EVENTS = ("tile", "first_a", "k_step", "load", "mma")
-"""The IKET events of ``traced_gemm``, in the order TileLang numbers them."""
-
-
 def _named(name: str, build: Callable[[], PrimFunc]) -> Callable[[], PrimFunc]:
     """A builder whose kernel carries ``name`` as its symbol, so compile labels show it."""
 

@@ -8,6 +8,10 @@ from pathlib import Path
 
 NAME = "h200-demo.msgpack"
 
+TRACED_EVENTS = ("tile", "first_a", "k_step", "load", "mma")
+"""The IKET events of the demo's ``traced_gemm``, in the order TileLang numbers them: the
+events the bundled recording holds, known without importing TileLang."""
+
 
 def sample_recording() -> Path | None:
     """The bundled recording: in the installed package, or in the source tree; None if neither."""

@@ -1,25 +1,36 @@
-"""What the stream says about traced kernels: modules, ring drains and their losses.
+"""What the stream says about traced kernels: the agent's tracing state, the modules' event
+tables, every launch with its events, and the ring's counts of what was read and lost.
 
-Kept beside the pass tree and fed the kernel messages it receives (``kernel_tracing``,
-``kernel_module``, ``kernel_records``, docs/ring.md). It holds counts and event tables, not
-records: the records themselves are decoded where they are drawn.
+Fed the kernel messages of a stream (``kernel_tracing``, ``kernel_module``, ``kernel_records``,
+docs/ring.md) by the session, on the app thread. Each ``kernel_records`` is checked and decoded
+once, here; records of a module whose event table has not arrived are held undecoded until it
+does. Modules are known by (ring, module id): two rings may both have a module 1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from iket_tui.model.launches import KernelTimeline
+import numpy as np
+
+from iket_tui.model.launches import Launch, LaunchKey
 from iket_tui.protocol import messages as m
-from iket_tui.ring.drain import RingCounters
+from iket_tui.ring.counters import RingCounters
+from iket_tui.ring.decode import EventTables, decode
 from iket_tui.ring.events import EventTableError, ModuleEvents
-from iket_tui.ring.wire import RecordsError, module_from_message, records_from_message
+from iket_tui.ring.wire import Records, RecordsError, module_from_message, records_from_message
+
+DEFAULT_MAX_EVENTS = 10_000_000
+"""Events the timeline keeps (32 bytes each decoded) before it summarises the oldest launches."""
+
+ModuleKey = tuple[int, int]
+"""(ring id, module id)."""
 
 
 class KernelMessageError(ValueError):
-    """A kernel message that cannot be read; counted as malformed by the tree."""
+    """A kernel message that cannot be read; the session counts it as malformed."""
 
 
 @dataclass
@@ -32,21 +43,142 @@ class KernelTracing:
     drain_hz: float | None = None
 
 
-@dataclass
-class KernelSummary:
-    """Traced modules by (ring, module id) and the ring's counters as last reported."""
+class KernelTimeline:
+    """Traced modules, launches and ring counters of one stream.
 
-    tracing: KernelTracing | None = None
-    modules: dict[tuple[int, int], ModuleEvents] = field(default_factory=dict)
-    module_compile: dict[tuple[int, int], int | None] = field(default_factory=dict)
-    counters: dict[int, RingCounters] = field(default_factory=dict)  # by ring id
-    batches: int = 0
-    chunks: int = 0
-    events_received: int = 0
-    """Events in the records that reached this client (the counters say how many were read)."""
-    timeline: KernelTimeline = field(default_factory=KernelTimeline)
-    """Every launch and its events, for the flame view."""
-    version: int = 0
+    ``version`` changes whenever anything here changed; each launch has its own version too.
+    """
+
+    def __init__(self, max_events: int = DEFAULT_MAX_EVENTS) -> None:
+        self.tracing: KernelTracing | None = None
+        self.modules: dict[ModuleKey, ModuleEvents] = {}
+        """Every event table received, by (ring, module)."""
+        self.module_compile: dict[ModuleKey, int | None] = {}
+        """The compile that built each module, when the agent said."""
+        self.counters: dict[int, RingCounters] = {}
+        """Each ring's counters as last reported, by ring id."""
+        self.launches: dict[LaunchKey, Launch] = {}
+        self.batches = 0
+        self.chunks = 0
+        self.events_received = 0
+        """Events in the records that reached this client (the counters say how many were read)."""
+        self.max_events = max_events
+        """Events kept at most; the oldest launches beyond it keep only their summary."""
+        self.retained = 0
+        self.evicted_launches = 0
+        self.evicted_events = 0
+        self.waiting_events = 0
+        """Events of records whose module's event table has not arrived: held, not yet shown."""
+        self.version = 0
+        self._tables: dict[int, EventTables] = {}  # the decoder's lookup arrays, one per ring
+        self._waiting: list[Records] = []
+
+    # Applying messages
+
+    def apply(self, msg: Mapping[str, Any]) -> None:
+        """Apply one kernel message; raises :class:`KernelMessageError` for a malformed one."""
+        kind = msg.get("type")
+        try:
+            if kind == m.KERNEL_TRACING:
+                self._tracing(msg)
+            elif kind == m.KERNEL_MODULE:
+                self._module(msg)
+            elif kind == m.KERNEL_RECORDS:
+                self._records(records_from_message(msg))
+            else:
+                raise KernelMessageError(f"not a kernel message: {kind!r}")
+        except (EventTableError, RecordsError) as exc:
+            raise KernelMessageError(str(exc)) from None
+        self.version += 1
+
+    def _tracing(self, msg: Mapping[str, Any]) -> None:
+        enabled, device, reason, hz = msg.get("enabled"), msg.get("device"), msg.get("reason"), msg.get("drain_hz")
+        if type(enabled) is not bool or not (device is None or type(device) is str):
+            raise KernelMessageError("kernel_tracing without a boolean 'enabled'")
+        self.tracing = KernelTracing(
+            enabled=enabled,
+            device=device,
+            reason=reason if type(reason) is str else None,
+            drain_hz=float(hz) if isinstance(hz, int | float) and not isinstance(hz, bool) else None,
+        )
+
+    def _module(self, msg: Mapping[str, Any]) -> None:
+        table = module_from_message(msg)
+        ring_id = msg.get("ring_id")
+        ring = ring_id if type(ring_id) is int else 0
+        key = (ring, table.module)
+        self.modules[key] = table
+        compile_id = msg.get("compile")
+        self.module_compile[key] = compile_id if type(compile_id) is int else None
+        self._tables.setdefault(ring, EventTables()).add(table)
+        waiting, self._waiting = self._waiting, []
+        self.waiting_events = 0
+        for records in waiting:
+            self._add(records)
+
+    def _records(self, records: Records) -> None:
+        self.batches += 1
+        self.chunks += len(records.chunks)
+        self.events_received += int(records.chunks["n_events"].sum(dtype=np.int64))
+        self.counters[records.ring_id] = records.counters
+        self._add(records)
+
+    def _add(self, records: Records) -> None:
+        if not len(records.chunks):
+            return
+        ring = records.ring_id
+        tables = self._tables.get(ring)
+        modules = np.unique(records.chunks["module"])
+        if tables is None or any(tables.module(int(module)) is None for module in modules):
+            self._waiting.append(records)
+            self.waiting_events += int(records.chunks["n_events"].sum(dtype=np.int64))
+            return
+        events = decode(records.chunks, tables, records.layout, records.warp_slots)
+        # One int64 per event naming its launch: module (16 bits), kernel (8), launch number (32).
+        keys = events["module"].astype(np.int64) << 40 | events["kernel"].astype(np.int64) << 32 | events["launch"]
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+        bounds = np.r_[starts, len(sorted_keys)]
+        for index, packed in enumerate(sorted_keys[starts].tolist()):
+            module, kernel, launch = packed >> 40, (packed >> 32) & 0xFF, packed & 0xFFFFFFFF
+            key = (ring, module, kernel, launch)
+            found = self.launches.get(key)
+            if found is None:
+                table = tables.module(module)
+                name = (
+                    table.kernels[kernel] if table is not None and kernel < len(table.kernels) else f"kernel {kernel}"
+                )
+                compile_id = self.module_compile.get((ring, module))
+                found = Launch(key, name, table, order=len(self.launches), compile=compile_id)
+                self.launches[key] = found
+            found.add(events[order[bounds[index] : bounds[index + 1]]])
+        self.retained += len(events)
+        self._bound()
+
+    def _bound(self) -> None:
+        """Let the oldest launches go (never the newest) until the events kept fit the bound."""
+        if self.retained <= self.max_events:
+            return
+        for launch in sorted(self.launches.values(), key=lambda launch: launch.order)[:-1]:
+            if self.retained <= self.max_events:
+                break
+            if not launch.evicted:
+                self.retained -= launch.records
+                self.evicted_events += launch.records
+                self.evicted_launches += 1
+                launch.evict()
+
+    # Derived state
+
+    def newest_first(self) -> list[Launch]:
+        return sorted(self.launches.values(), key=lambda launch: launch.order, reverse=True)
+
+    @property
+    def has_ring(self) -> bool:
+        """Whether the target traces kernels on a GPU (or a recording of one holds launches)."""
+        tracing = self.tracing
+        return bool(self.launches) or (tracing is not None and tracing.device is not None)
 
     @property
     def events_read(self) -> int:
@@ -66,6 +198,10 @@ class KernelSummary:
         batches dropped from a full client queue, or from before it attached)."""
         return max(0, self.events_read - self.events_received)
 
+    def kernel_names(self) -> list[str]:
+        """The kernels of every traced module, sorted, each once."""
+        return sorted({name for table in self.modules.values() for name in table.kernels})
+
     def headline(self) -> str:
         """One short phrase for the header; empty when the target does not trace kernels."""
         tracing = self.tracing
@@ -81,40 +217,16 @@ class KernelSummary:
             text += f" ({self.torn:,} torn)"
         return text
 
-    def apply(self, msg: Mapping[str, Any]) -> None:
-        """Apply one kernel message; raises :class:`KernelMessageError` for a malformed one."""
-        kind = msg.get("type")
-        try:
-            if kind == m.KERNEL_TRACING:
-                self._tracing(msg)
-            elif kind == m.KERNEL_MODULE:
-                table = module_from_message(msg)
-                ring_id = msg.get("ring_id")
-                key = (ring_id if type(ring_id) is int else 0, table.module)
-                self.modules[key] = table
-                compile_id = msg.get("compile")
-                self.module_compile[key] = compile_id if type(compile_id) is int else None
-                self.timeline.apply(msg)
-            elif kind == m.KERNEL_RECORDS:
-                records = records_from_message(msg)
-                self.batches += 1
-                self.chunks += len(records.chunks)
-                self.events_received += int(records.chunks["n_events"].sum(dtype="int64"))
-                self.counters[records.ring_id] = records.counters
-                self.timeline.apply(msg)
-            else:
-                raise KernelMessageError(f"not a kernel message: {kind!r}")
-        except (EventTableError, RecordsError) as exc:
-            raise KernelMessageError(str(exc)) from None
-        self.version += 1
-
-    def _tracing(self, msg: Mapping[str, Any]) -> None:
-        enabled, device, reason, hz = msg.get("enabled"), msg.get("device"), msg.get("reason"), msg.get("drain_hz")
-        if type(enabled) is not bool or not (device is None or type(device) is str):
-            raise KernelMessageError("kernel_tracing without a boolean 'enabled'")
-        self.tracing = KernelTracing(
-            enabled=enabled,
-            device=device,
-            reason=reason if type(reason) is str else None,
-            drain_hz=float(hz) if isinstance(hz, int | float) and not isinstance(hz, bool) else None,
-        )
+    def title(self, *, following: bool) -> str:
+        """The kernels screen's title line: where the ring is, launches, events read and lost."""
+        tracing = self.tracing
+        if tracing is None:
+            return "kernels: this target does not trace kernels (iket-tui run --kernels)"
+        ring = f"ring on {tracing.device}" if tracing.device else f"no ring ({tracing.reason or 'no device'})"
+        lost = self.events_lost + self.events_missed
+        text = f"kernels: {ring} · {len(self.launches)} launches · {self.events_read:,} events read, {lost:,} lost"
+        if self.waiting_events:
+            text += f" · {self.waiting_events:,} events waiting for their module's event table"
+        if self.evicted_launches:
+            text += f" · {self.evicted_launches} older launches summarised (events kept at most {self.max_events:,})"
+        return text + ("  follow" if following else "")

@@ -1,5 +1,5 @@
-"""Kernel launches and what each of their warps did: decoded events grouped by launch, and
-ranges paired into spans, vectorised with numpy (no Python runs per event).
+"""One kernel launch and what each of its warps did: its decoded events, and ranges paired into
+spans, vectorised with numpy (no Python runs per event).
 
 A launch is told apart by (ring, module, kernel index, launch number): the launch number is
 the low 32 bits of the GPU's ``%gridid``, written into every chunk. Ranges pair per warp,
@@ -10,20 +10,13 @@ start are kept and flagged, not dropped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from iket_tui.protocol import messages as m
-from iket_tui.ring.decode import EventTables, decode
 from iket_tui.ring.events import ModuleEvents
 from iket_tui.ring.layout import EVENT_DTYPE, KIND_END, KIND_MARK, KIND_MASK, KIND_START, KIND_UNKNOWN
-from iket_tui.ring.wire import module_from_message, records_from_message
-
-DEFAULT_MAX_EVENTS = 10_000_000
-"""Events the timeline keeps (32 bytes each decoded) before it summarises the oldest launches."""
 
 LaunchKey = tuple[int, int, int, int]
 """(ring id, module id, kernel index, launch number)."""
@@ -160,89 +153,6 @@ class Launch:
                 if info.event_id == event:
                     return info.name
         return f"event {event}"
-
-
-class KernelTimeline:
-    """Every launch of the traced kernels, fed the ``kernel_module`` and ``kernel_records``
-    messages of a stream; records of a module whose table has not arrived are kept undecoded
-    until it does."""
-
-    def __init__(self, max_events: int = DEFAULT_MAX_EVENTS) -> None:
-        self.tables = EventTables()
-        self.launches: dict[LaunchKey, Launch] = {}
-        self.module_compile: dict[int, int | None] = {}
-        self.max_events = max_events
-        """Events kept at most; the oldest launches beyond it keep only their summary."""
-        self.retained = 0
-        self.evicted_launches = 0
-        self.evicted_events = 0
-        self.version = 0
-        self._waiting: list[Any] = []
-        self.waiting_events = 0
-        """Events of records whose module's event table has not arrived: held, not yet shown."""
-
-    def apply(self, msg: Mapping[str, Any]) -> None:
-        """One kernel message; raises ``EventTableError``/``RecordsError`` for a malformed one."""
-        kind = msg.get("type")
-        if kind == m.KERNEL_MODULE:
-            table = module_from_message(msg)
-            self.tables.add(table)
-            compile_id = msg.get("compile")
-            self.module_compile[table.module] = compile_id if type(compile_id) is int else None
-            waiting, self._waiting = self._waiting, []
-            self.waiting_events = 0
-            for records in waiting:
-                self._add(records)
-        elif kind == m.KERNEL_RECORDS:
-            self._add(records_from_message(msg))
-
-    def newest_first(self) -> list[Launch]:
-        return sorted(self.launches.values(), key=lambda launch: launch.order, reverse=True)
-
-    def _add(self, records: Any) -> None:
-        if not len(records.chunks):
-            return
-        modules = np.unique(records.chunks["module"])
-        if any(self.tables.module(int(module)) is None for module in modules):
-            self._waiting.append(records)
-            self.waiting_events += int(records.chunks["n_events"].sum(dtype=np.int64))
-            self.version += 1
-            return
-        events = decode(records.chunks, self.tables, records.layout, records.warp_slots)
-        # One int64 per event naming its launch: module (16 bits), kernel (8), launch number (32).
-        keys = events["module"].astype(np.int64) << 40 | events["kernel"].astype(np.int64) << 32 | events["launch"]
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-        bounds = np.r_[starts, len(sorted_keys)]
-        for index, packed in enumerate(sorted_keys[starts].tolist()):
-            module, kernel, launch = packed >> 40, (packed >> 32) & 0xFF, packed & 0xFFFFFFFF
-            key = (records.ring_id, module, kernel, launch)
-            found = self.launches.get(key)
-            if found is None:
-                table = self.tables.module(module)
-                name = (
-                    table.kernels[kernel] if table is not None and kernel < len(table.kernels) else f"kernel {kernel}"
-                )
-                found = Launch(key, name, table, order=len(self.launches), compile=self.module_compile.get(module))
-                self.launches[key] = found
-            found.add(events[order[bounds[index] : bounds[index + 1]]])
-        self.retained += len(events)
-        self._bound()
-        self.version += 1
-
-    def _bound(self) -> None:
-        """Let the oldest launches go (never the newest) until the events kept fit the bound."""
-        if self.retained <= self.max_events:
-            return
-        for launch in sorted(self.launches.values(), key=lambda launch: launch.order)[:-1]:
-            if self.retained <= self.max_events:
-                break
-            if not launch.evicted:
-                self.retained -= launch.records
-                self.evicted_events += launch.records
-                self.evicted_launches += 1
-                launch.evict()
 
 
 def pair_ranges(events: np.ndarray[Any, np.dtype[np.void]], origin_ns: int) -> Spans:

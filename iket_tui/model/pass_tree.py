@@ -1,22 +1,24 @@
 """The pass tree: every compile, pass context, codegen step and pass the agent reported.
 
-Built by applying protocol messages in arrival order, on the app thread only. Every message
-is untrusted: one with missing keys or fields of the wrong type is counted as malformed and
-leaves the tree as it was. Applying is the hot path of a replay (a million events must apply
-in well under two seconds), so handlers are looked up in a dict, validate with plain type
-checks and allocate nothing but the new node. Pass events are handled as pass rows (the
-positional form of ``docs/protocol.md``): a reader that keeps rows builds no map per event,
-and a pass event that arrives as a map is turned into a row first.
+:class:`~iket_tui.model.session.Session` hands it the compile and pass messages of a stream
+in arrival order, on the app thread only, through :attr:`PassTree.handlers` and
+:attr:`PassTree.row_handlers`. Every message is untrusted: a handler raises
+:data:`~iket_tui.model.fields.MALFORMED` for one with missing keys or fields of the wrong type
+before it changes anything. Applying is the hot path of a replay, so handlers validate with
+plain type checks and allocate nothing but the new node. Pass events are handled as pass rows
+(the positional form of ``docs/protocol.md``): a reader that keeps rows builds no map per
+event, and a pass event that arrives as a map is turned into a row first.
 """
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from iket_tui.model.counters import StreamCounters
-from iket_tui.model.kernels import KernelMessageError, KernelSummary
+from iket_tui.model.fields import ABSENT as _ABSENT
+from iket_tui.model.fields import MALFORMED as _MALFORMED
+from iket_tui.model.fields import int_field as _int
+from iket_tui.model.fields import opt_str_field as _opt_str
 from iket_tui.model.nodes import (
     DONE,
     FAILED,
@@ -38,62 +40,38 @@ STUCK_FACTOR = 10.0
 DEFAULT_STUCK_AFTER_NS = 30_000_000_000
 """...and in any case longer than this (the user's ``--stuck-after``)."""
 
-_MALFORMED_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
-
-
-class _Malformed(Exception):
-    """A message whose fields do not have the types the protocol documents."""
-
-
-_MALFORMED = _Malformed()
-_ABSENT: Any = object()  # a field missing from a map, which no type check accepts
-
-
-def _int(value: Any) -> int:
-    if type(value) is not int:
-        raise _MALFORMED
-    return value
-
-
-def _opt_str(value: Any) -> str | None:
-    if value is not None and type(value) is not str:
-        raise _MALFORMED
-    return value
-
 
 class PassTree:
-    """Compiles, pass contexts and passes of one watched process, with loss counters.
+    """Compiles, pass contexts and passes of one watched process, under its process row.
 
-    ``version`` changes after every :meth:`apply` that changed anything; each compile has its
-    own ``version`` (any change below it) and ``shape`` (a node added below it), so a view
+    ``version`` changes after every batch that the session applied; each compile has its own
+    ``version`` (any change below it) and ``shape`` (a node added below it), so a view
     re-renders only what changed.
     """
 
     def __init__(self, *, stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS, stuck_factor: float = STUCK_FACTOR) -> None:
         self.process = ProcessNode()
+        """The root row; the session fills it from the agent's hello and bye."""
         self.compiles: list[CompileNode] = []
         self.passes: list[PassNode] = []  # in tree order
         self.open_compiles: dict[CompileNode, None] = {}  # compiles not yet ended, oldest first
-        self.counters = StreamCounters()
-        self.kernels = KernelSummary()
         self.typical = TypicalDurations()
         self.stuck_after_ns = stuck_after_ns
         self.stuck_factor = stuck_factor
         self.version = 0
         self.shape = 0  # bumped when a compile is added
         self.failed_compiles = 0
-        self.last_t_ns = 0  # the latest agent time seen
-        self.ended: str | None = None  # why the stream ended, once it has
+        self.last_t_ns = 0  # the latest agent time the rare handlers saw; the session tracks the rest
         self._by_id: dict[int, CompileNode] = {}
         self._samples = self.typical.samples
-        self._session_messages = 0  # handled messages that are not compile or pass events
         self._order = 0
-        self._row_handlers: dict[str, Callable[[m.PassRow], None]] = {
+        self.row_handlers: dict[str, Callable[[m.PassRow], None]] = {
             m.PASS_START: self._pass_start,
             m.PASS_END: self._pass_end,
             m.PASS_INCOMPLETE: self._pass_incomplete,
         }
-        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+        """Handlers of pass events as pass rows, by row kind."""
+        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             m.PASS_START: self._pass_map,
             m.PASS_END: self._pass_map,
             m.PASS_INCOMPLETE: self._pass_map,
@@ -104,81 +82,12 @@ class PassTree:
             m.CODEGEN_BEGIN: self._codegen_begin,
             m.CODEGEN_END: self._codegen_end,
             m.CALLBACK_MISMATCH: self._callback_mismatch,
-            m.HELLO: self._hello,
-            m.HEARTBEAT: self._heartbeat,
-            m.SYNC: self._sync,
-            m.DROPPED: self._dropped,
-            m.BYE: self._bye,
-            m.KERNEL_TRACING: self._kernel,
-            m.KERNEL_MODULE: self._kernel,
-            m.KERNEL_RECORDS: self._kernel,
-            m.COMPILE_FAILURE: self._compile_failure,
-            m.REQUEST: self._ignore,
-            m.RESPONSE: self._ignore,
-            m.RECORDING: self._ignore,
-            m.CHECKPOINT: self._checkpoint,
-            m.END: self._ignore,
         }
+        """Handlers of compile and pass messages as maps, by message type."""
 
-    # Applying messages
-
-    def apply(self, messages: Iterable[Any]) -> None:
-        """Apply messages and pass rows, mixed in any way, in arrival order; bad ones are
-        counted and skipped.
-
-        The cyclic garbage collector is paused meanwhile: every node made here lives as long
-        as the tree, and collections triggered by a burst of them were most of the cost.
-        """
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            self._apply(messages)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def _apply(self, messages: Iterable[Any]) -> None:
-        handlers = self._handlers
-        row_handlers = self._row_handlers
-        counters = self.counters
-        bad = (_Malformed, *_MALFORMED_ERRORS)
-        applied = 0
-        session = counters.heartbeats + self._session_messages
-        msg: Any = None
-        for msg in messages:
-            try:
-                handler = row_handlers.get(msg[0]) if type(msg) is list else handlers.get(msg["type"])
-            except _MALFORMED_ERRORS:
-                counters.malformed += 1
-                continue
-            if handler is None:
-                if type(msg) is not list and type(msg["type"]) is str:
-                    counters.unknown += 1
-                else:
-                    counters.malformed += 1
-                continue
-            try:
-                handler(msg)
-            except bad:
-                counters.malformed += 1
-            else:
-                applied += 1
-        counters.events += applied - (counters.heartbeats + self._session_messages - session)
-        try:
-            t = msg[8] if type(msg) is list and len(msg) == m.PASS_ROW_LEN else msg["t_ns"]
-        except _MALFORMED_ERRORS:
-            t = None
-        if type(t) is int and t > self.last_t_ns:
-            self.last_t_ns = t  # messages arrive in time order; the handlers of rare ones track it too
-        self.version += 1
-
-    def end_stream(self, reason: str) -> None:
-        """The stream ended (target exited, socket closed, recording over): whatever is still
-        open will never be reported finished, so it is marked incomplete at the last time seen."""
-        if self.ended is not None:
-            return
-        self.ended = reason
-        t = self.last_t_ns
+    def abandon_open(self, t: int, reason: str) -> None:
+        """The stream ended (target exited, socket closed, recording over) at agent time ``t``:
+        whatever is still open will never be reported finished, so it is marked incomplete."""
         note = f"never finished: {reason}"
         for node in self.running_passes():
             self._abandon(node, t, note)
@@ -391,7 +300,7 @@ class PassTree:
             get("t_ns", _ABSENT),
             None if extra is None else get(extra, _ABSENT if kind == m.PASS_END else None),
         ]
-        self._row_handlers[kind](row)
+        self.row_handlers[kind](row)
 
     def _pass_start(self, row: m.PassRow) -> None:
         _, compile_id, context_id, name, seq, depth, parent, phase, t, _ = row
@@ -537,76 +446,11 @@ class PassTree:
         comp.version += 1
         self._seen(t)
 
-    # Handlers: the session
-
     def _seen(self, t: int) -> None:
         if t > self.last_t_ns:
             self.last_t_ns = t
 
-    def _hello(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
-        if msg.get("role", "agent") != "agent":
-            return
-        pid = _int(msg["pid"])
-        argv = msg.get("argv") or []
-        if not isinstance(argv, list) or not all(type(arg) is str for arg in argv):
-            raise _MALFORMED
-        process = self.process
-        process.pid = pid
-        process.argv = argv
-        start_time = msg.get("start_time")
-        process.start_time = start_time if type(start_time) is int else None
-        process.version = _opt_str(msg.get("version"))
-        caps = msg.get("caps")
-        process.capabilities = [cap for cap in caps if type(cap) is str] if isinstance(caps, list) else []
-        process.seen_hello = True
-        t = msg.get("t_ns")
-        if type(t) is int:
-            self._seen(t)
-
-    def _heartbeat(self, msg: dict[str, Any]) -> None:
-        t = _int(msg["t_ns"])
-        produced = _int(msg["produced"])
-        dropped = _int(msg["dropped"])
-        counters = self.counters
-        counters.heartbeats += 1
-        counters.produced = max(counters.produced, produced)
-        counters.saw_dropped(dropped)
-        open_passes = msg.get("open_passes")
-        if type(open_passes) is int:
-            counters.open_passes = open_passes
-        observer_errors = msg.get("observer_errors")
-        if type(observer_errors) is int and observer_errors > counters.observer_errors:
-            counters.observer_errors = observer_errors
-        self._seen(t)
-
-    def _sync(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
-        backlog = _int(msg["backlog"])
-        lost = _int(msg["backlog_lost"])
-        self.counters.backlog += backlog
-        self.counters.backlog_lost += lost
-        self._seen(_int(msg["t_ns"]))
-
-    def _dropped(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
-        total = _int(msg["total"])
-        _int(msg["count"])
-        self.counters.saw_dropped(total)
-        self._seen(_int(msg["t_ns"]))
-
-    def _checkpoint(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
-        self.counters.saw_dropped(_int(msg["dropped"]))
-
-    def _bye(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
-        reason = msg.get("reason")
-        self.process.exit_reason = reason if type(reason) is str else "exited"
-        self.counters.saw_dropped(_int(msg["dropped"]))
-        self._seen(_int(msg["t_ns"]))
-
-    def _compile_failure(self, msg: dict[str, Any]) -> None:
+    def compile_failure(self, msg: dict[str, Any]) -> None:
         """What the agent captured of a failed pass or codegen step: kept on its compile for the
         detail pane and repro. A failed pass names its ``seq``; a codegen failure has none."""
         comp = self._by_id.get(_int(msg["compile"]))
@@ -615,21 +459,6 @@ class PassTree:
         if comp is not None:
             comp.failure = msg
             comp.version += 1
-        self._session_messages += 1
-
-    def _ignore(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
-
-    def _kernel(self, msg: dict[str, Any]) -> None:
-        """Kernel tracing traffic: summarised in :attr:`kernels`, not counted as pass events."""
-        try:
-            self.kernels.apply(msg)
-        except KernelMessageError:
-            raise _MALFORMED from None
-        self._session_messages += 1
-        t = msg.get("t_ns")
-        if type(t) is int:
-            self._seen(t)
 
 
 def _running_in(comp: CompileNode) -> list[PassNode]:

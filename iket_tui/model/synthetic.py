@@ -324,10 +324,10 @@ def agent_hello(*, pid: int = 4242, argv: Sequence[str] = ("python", "kernels/de
 DEMO_KERNELS: Final = ("gemm_128x128", "gemm_64x256", "gemm_splitk", "add_transposed", "softmax_rows", "flash_fwd")
 
 
-def session(count: int = 6, *, start_ns: int = 1_000_000_000, fail: Sequence[int] = (3,)) -> list[Lowering]:
+def lowerings(count: int = 6, *, start_ns: int = 1_000_000_000, fail: Sequence[int] = (3,)) -> list[Lowering]:
     """``count`` compiles one after another, the ones at positions ``fail`` failing in
     ``tl.LayoutInference``, as the bundled demo does."""
-    lowerings: list[Lowering] = []
+    specs: list[Lowering] = []
     t = start_ns
     for index in range(count):
         spec = Lowering(
@@ -338,9 +338,9 @@ def session(count: int = 6, *, start_ns: int = 1_000_000_000, fail: Sequence[int
             fail_in="tl.LayoutInference" if index in fail else None,
             codegen_ns=None if index in fail else 420_000_000 + 10_000_000 * index,
         )
-        lowerings.append(spec)
+        specs.append(spec)
         t = spec.end_ns() + 30_000_000
-    return lowerings
+    return specs
 
 
 def bulk(pass_events: int, *, start_ns: int = 1_000_000_000) -> Iterator[Message]:
@@ -370,7 +370,7 @@ def live_stream(
     """What a client has received from a target in the middle of its last compile: a hello,
     ``compiles - 1`` finished compiles, then the last one with ``running`` started
     ``running_for_ns`` ago (a heartbeat carries the time up to now)."""
-    specs = session(compiles, fail=fail)
+    specs = lowerings(compiles, fail=fail)
     last = replace(specs[-1], slow={running: 10**15}, fail_in=None)
     out = [agent_hello(pid=pid, t_ns=specs[0].start_ns - 5_000_000)]
     for spec in specs[:-1]:

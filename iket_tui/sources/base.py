@@ -18,17 +18,30 @@ class SourceState(Enum):
 
 
 @dataclass(frozen=True)
+class Answer:
+    """What came of one :meth:`EventSource.request`: the agent's ``response`` message, or
+    ``error``, a one-line reason why none will come (overdue, the target went away)."""
+
+    request_id: int
+    response: Message | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class SourceBatch:
     """What a source produced since its last batch (about every 30 ms).
 
     ``state`` is set when the source's state changed; ``error`` is a one-line message when
-    it failed; ``notes`` are one-line remarks for the user (a recording cut short, say).
+    it failed; ``notes`` are one-line remarks for the user (a recording cut short, say);
+    ``answers`` settle requests this client made (their responses are in ``messages`` too, as
+    they are in a recording).
     """
 
     messages: tuple[Message, ...] = ()
     state: SourceState | None = None
     error: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    answers: tuple[Answer, ...] = ()
 
 
 class EventSource(Protocol):
@@ -40,6 +53,13 @@ class EventSource(Protocol):
     def batches(self) -> Iterator[SourceBatch]: ...
 
     def close(self) -> None: ...
+
+    def request(self, what: str, *, timeout_s: float, **fields: object) -> int:
+        """Ask the target for ``what`` (``messages.WHAT_*``, with its fields); returns the request
+        id. Exactly one :class:`Answer` for it arrives in a later batch, within ``timeout_s``.
+        Raises :class:`SourceError` (one line) when this source cannot be asked at all: a
+        recording, or a connection that already ended. May be called from any thread."""
+        ...
 
 
 @runtime_checkable
@@ -61,3 +81,7 @@ class PlaybackControl(Protocol):
 
 class SourceError(Exception):
     """A source cannot start or go on; the message is a one-line explanation for the user."""
+
+
+NOT_LIVE = "a recording cannot be asked: this needs a live target"
+"""Why a source that is not a live target refuses :meth:`EventSource.request`."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from iket_tui.protocol import messages as m
-from iket_tui.sources.base import SourceBatch, SourceError, SourceState
+from iket_tui.sources.base import NOT_LIVE, SourceBatch, SourceError, SourceState
 from iket_tui.sources.reading import RecordingInfo, RecordingReader, read_recording, recording_notes
 
 __all__ = ["RecordingInfo", "RecordingSource", "read_recording"]
@@ -60,6 +60,10 @@ class RecordingSource:
     @property
     def info(self) -> RecordingInfo:
         return self._reader.info
+
+    def request(self, what: str, *, timeout_s: float, **fields: object) -> int:
+        """A recording holds what was said; it cannot be asked anything new."""
+        raise SourceError(NOT_LIVE)
 
     # -- PlaybackControl ------------------------------------------------------------------
 

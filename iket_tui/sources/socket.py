@@ -4,7 +4,9 @@ The source connects, refuses a peer of another user, exchanges hellos (a foreign
 another major protocol version is a one-line error), then reads frames strictly and hands
 them out about every 30 ms. Whatever arrived before an error or a hang-up is delivered
 before the state that ends the stream. Pass events batched as pass rows are handed out as
-rows, as a replay does (see :mod:`iket_tui.protocol.messages`).
+rows, as a replay does (see :mod:`iket_tui.protocol.messages`). Requests go out on the same
+socket; each is settled by one :class:`~iket_tui.sources.base.Answer` in a batch: the agent's
+response, or why none came (overdue, or the stream ended first).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from iket_tui.endpoints import EndpointError, check_peer, process_start_time
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, decode_body, encode_message
 from iket_tui.protocol.frames import FrameError
-from iket_tui.sources.base import SourceBatch, SourceError, SourceState
+from iket_tui.sources.base import Answer, SourceBatch, SourceError, SourceState
 from iket_tui.sources.recorder import RecordingWriter
 
 _RECV_SIZE = 256 * 1024
 _MAX_BATCH = 20_000
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
 
 
 class SocketSource:
@@ -75,10 +78,10 @@ class SocketSource:
         self._busy = 0  # calls of connect() and batches() in progress
         self._finished = False
         self._done = threading.Event()
-        self.responses: dict[int, m.Message] = {}
-        """Answers to :meth:`request` calls that arrived, by request id (also in the stream and the recording)."""
         self._next_request = 1
         self._send_lock = threading.Lock()
+        self._asked: dict[int, tuple[float, float]] = {}  # request id -> (deadline, timeout), under _send_lock
+        self._answers: list[Answer] = []  # settled requests not yet handed out; the reader's thread only
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -125,22 +128,26 @@ class SocketSource:
         self._record(self._decoder.frames.consumed, [hello])
         return hello
 
-    def request(self, what: str, **fields: object) -> int:
-        """Ask the agent for ``what`` (``messages.WHAT_*``, with its fields); the answer lands in
-        :attr:`responses` under the returned id. Raises :class:`SourceError` when not connected
-        or the write fails."""
+    def request(self, what: str, *, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, **fields: object) -> int:
+        """Ask the agent for ``what`` (``messages.WHAT_*``, with its fields); the
+        :class:`~iket_tui.sources.base.Answer` comes in a batch of :meth:`batches` within
+        ``timeout_s``. Raises :class:`SourceError` when not connected or the write fails."""
         with self._send_lock:
             sock = self._sock
-            if sock is None:
+            if sock is None or self.agent_hello is None:
                 raise SourceError(f"not connected to {self.who}")
             if self._closed or self._finished or self._bye is not None or sock.fileno() < 0:
                 raise SourceError(f"{self.who} is no longer connected (the target exited, or the stream ended)")
             request_id = self._next_request
             self._next_request += 1
+            self._asked[request_id] = (time.monotonic() + timeout_s, timeout_s)
             try:
                 sock.sendall(encode_message(m.request(id=request_id, what=what, **fields)))
             except OSError as exc:
+                del self._asked[request_id]
                 raise SourceError(f"cannot ask {self.who}: {_why(exc)}") from None
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"r")  # the reader's wait now has a deadline to keep
         return request_id
 
     def batches(self) -> Iterator[SourceBatch]:
@@ -248,7 +255,7 @@ class SocketSource:
         sock = self._sock
         assert sock is not None
         failure = self._drain()
-        yield SourceBatch(messages=self._take(), state=SourceState.LIVE)
+        yield SourceBatch(messages=self._take(), state=SourceState.LIVE, answers=self._take_answers())
         if failure is not None:
             yield from self._fail(failure)
             return
@@ -260,11 +267,16 @@ class SocketSource:
             sel.register(sock, selectors.EVENT_READ)
             sel.register(self._wake_r, selectors.EVENT_READ)
             while True:
-                timeout = max(0.0, flush_at - time.monotonic()) if self._pending else None
-                events = sel.select(timeout)
+                wait = self._next_deadline()
+                if self._pending:
+                    wait = flush_at if wait is None else min(wait, flush_at)
+                events = sel.select(None if wait is None else max(0.0, wait - time.monotonic()))
                 if self._closed:
                     return
-                if events:
+                if any(key.fileobj is self._wake_r for key, _ in events):
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(4096)
+                if any(key.fileobj is sock for key, _ in events):
                     had_pending = bool(self._pending)
                     try:
                         data = _recv(sock)
@@ -284,8 +296,10 @@ class SocketSource:
                         return
                     if self._pending and not had_pending:
                         flush_at = time.monotonic() + self._batch_interval_s
-                if self._pending and (time.monotonic() >= flush_at or len(self._pending) >= _MAX_BATCH):
-                    yield SourceBatch(messages=self._take())
+                self._settle_overdue()
+                due = self._pending and (time.monotonic() >= flush_at or len(self._pending) >= _MAX_BATCH)
+                if due or self._answers:
+                    yield SourceBatch(messages=self._take(), answers=self._take_answers())
 
     def _feed(self, data: bytes) -> None:
         self._decoder.feed(data)
@@ -306,7 +320,7 @@ class SocketSource:
                 if isinstance(msg, dict):
                     kind = msg["type"]
                     if kind == m.RESPONSE and type(msg.get("id")) is int:
-                        self.responses[msg["id"]] = msg
+                        self._settle(msg["id"], response=msg)
                     elif kind == m.BYE:
                         self._bye = msg
                         break
@@ -349,19 +363,52 @@ class SocketSource:
             notes = (*notes, f"{self.who} closed the connection without saying bye (killed?)")
         elif isinstance(self._bye.get("reason"), str):
             self.end_reason = f"{reason} ({self._bye['reason']})"
-        yield SourceBatch(messages=self._take(), state=SourceState.ENDED, notes=notes)
+        self._settle_all(f"{self.who} is no longer connected ({self.end_reason})")
+        yield SourceBatch(messages=self._take(), state=SourceState.ENDED, notes=notes, answers=self._take_answers())
 
     def _fail(self, error: str) -> Iterator[SourceBatch]:
         self.error = error
         self.end_reason = f"error: {error}"
         if self._pending:
             yield SourceBatch(messages=self._take())
-        yield SourceBatch(state=SourceState.FAILED, error=error, notes=self._notes())
+        self._settle_all(f"no answer: {error}")
+        yield SourceBatch(state=SourceState.FAILED, error=error, notes=self._notes(), answers=self._take_answers())
 
     def _notes(self) -> tuple[str, ...]:
         if self.unknown:
             return (f"skipped {self.unknown} messages of types this iket-tui does not know (a newer agent?)",)
         return ()
+
+    # -- requests -----------------------------------------------------------------------
+
+    def _settle(self, request_id: int, *, response: m.Message | None = None, error: str | None = None) -> None:
+        """Settle a request of this client once; a response to no request of ours is only a message."""
+        with self._send_lock:
+            if self._asked.pop(request_id, None) is None:
+                return
+        self._answers.append(Answer(request_id, response=response, error=error))
+
+    def _next_deadline(self) -> float | None:
+        with self._send_lock:
+            return min((deadline for deadline, _ in self._asked.values()), default=None)
+
+    def _settle_overdue(self) -> None:
+        now = time.monotonic()
+        with self._send_lock:
+            overdue = [(rid, timeout) for rid, (deadline, timeout) in self._asked.items() if deadline <= now]
+        for request_id, timeout in overdue:
+            self._settle(request_id, error=f"no answer within {timeout:g} s (is the target still running the agent?)")
+
+    def _settle_all(self, error: str) -> None:
+        with self._send_lock:
+            asked = list(self._asked)
+        for request_id in asked:
+            self._settle(request_id, error=error)
+
+    def _take_answers(self) -> tuple[Answer, ...]:
+        taken = tuple(self._answers)
+        self._answers.clear()
+        return taken
 
     def _take(self) -> tuple[m.Message, ...]:
         """What is pending, for a :class:`SourceBatch`, whose messages may be pass rows as well as maps."""

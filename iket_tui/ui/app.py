@@ -1,8 +1,10 @@
 """The iket-tui app: a live (or replayed) pass tree with a header, a detail pane and keys.
 
 A thread worker runs the source's blocking ``batches()`` and posts one message per batch;
-the app applies each batch to the model on its own thread, then lets each widget repaint
-what changed. Time comes from an injectable clock, so tests and screenshots freeze it.
+the app applies each batch to the session on its own thread, lets each widget repaint what
+changed, and tells the other screens with :class:`ModelChanged` (and every tick, as running
+timers move). Answers to requests arrive in batches too and reach the screens as
+:class:`ResponseArrived`. Time comes from an injectable clock, so tests and screenshots freeze it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from threading import BoundedSemaphore
 from typing import ClassVar
@@ -25,18 +28,20 @@ from textual.worker import get_current_worker
 from iket_tui.model.activity import Connection, StreamActivity
 from iket_tui.model.clock import AgentClock
 from iket_tui.model.collector import tune_for_large_trees
+from iket_tui.model.kernels import KernelMessageError, KernelTimeline
 from iket_tui.model.nodes import FAILED, RUNNING, CompileNode, Node, PassNode
 from iket_tui.model.pass_search import PassSearch
 from iket_tui.model.pass_timing import PassTiming
-from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.model.visible_rows import VisibleRows
-from iket_tui.protocol.messages import HEARTBEAT, Message, t_ns_of
-from iket_tui.sources.base import EventSource, PlaybackControl, SourceBatch, SourceState
+from iket_tui.protocol.messages import HEARTBEAT, KERNEL_MODULE, KERNEL_RECORDS, KERNEL_TRACING, Message, t_ns_of
+from iket_tui.sources.base import EventSource, PlaybackControl, SourceBatch, SourceError, SourceState
+from iket_tui.sources.reading import RecordingReader
 from iket_tui.ui import units
 from iket_tui.ui.detail_pane import DetailPane
 from iket_tui.ui.header_bar import HeaderBar, HeaderState
 from iket_tui.ui.help_screen import HelpScreen
-from iket_tui.ui.messages import BatchArrived, SourceFinished
+from iket_tui.ui.messages import BatchArrived, ModelChanged, ResponseArrived, SampleRead, SourceFinished
 from iket_tui.ui.pass_tree_view import ColumnHeader, PassTreeView
 from iket_tui.ui.search_bar import SearchBar
 
@@ -49,6 +54,7 @@ SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1024.0, 0.0)
 """Replay speeds the speed keys step through; 0 plays as fast as the recording can be read."""
 TICK_S = 1.0
 BATCHES_IN_FLIGHT = 16  # the reader waits when the app is this far behind
+SAMPLE_TYPES = frozenset({KERNEL_TRACING, KERNEL_MODULE, KERNEL_RECORDS})
 NARROW_BELOW = 120  # columns; narrower terminals get the detail pane below the tree
 
 
@@ -100,12 +106,15 @@ class IketApp(App[int]):
         kernels screen shows when the target traces none on a GPU (the demo's)."""
         super().__init__()
         self.source = source
-        self.sample_kernels = sample_kernels
+        self.sample_path = sample_kernels
+        self.sample_kernels = KernelTimeline() if sample_kernels is not None else None
+        """The sample recording's kernels, filled once a worker has read it."""
         self._timing: PassTiming | None = None  # kept between openings of the timing screen
         self.playback = source if isinstance(source, PlaybackControl) else None
         self.clock = clock
         self.tick_s = tick_s
-        self.pass_tree = PassTree(stuck_after_ns=int(stuck_after_s * 1e9))
+        self.session = Session(stuck_after_ns=int(stuck_after_s * 1e9))
+        self.pass_tree = self.session.tree
         self.rows = VisibleRows(self.pass_tree)
         self.pass_search = PassSearch(self.pass_tree)
         self.activity = StreamActivity()
@@ -150,6 +159,8 @@ class IketApp(App[int]):
         self.set_interval(self.tick_s, self._tick, name="tick")
         self.refresh_views()
         self.read_source()
+        if self.sample_path is not None:
+            self.read_sample(self.sample_path)
 
     def on_resize(self) -> None:
         self._layout_for(self.size.width)
@@ -176,6 +187,42 @@ class IketApp(App[int]):
             error = _one_line(exc)
         self.post_message(SourceFinished(error))
 
+    @work(thread=True, exclusive=True, exit_on_error=False, group="sample", description="read the sample kernels")
+    def read_sample(self, path: Path) -> None:
+        """Reads the kernel messages of the sample recording; posts them to the app thread."""
+        try:
+            kept = tuple(msg for msg in RecordingReader(path) if msg.get("type") in SAMPLE_TYPES)
+        except SourceError as exc:
+            self.post_message(SampleRead((), error=str(exc)))
+            return
+        self.post_message(SampleRead(kept))
+
+    @on(SampleRead)
+    def _sample_read(self, message: SampleRead) -> None:
+        sample = self.sample_kernels
+        if sample is None:
+            return
+        if message.error:
+            self.notify(f"no sample kernels: {message.error}", severity="warning")
+        for msg in message.messages:
+            try:
+                sample.apply(msg)
+            except KernelMessageError:
+                continue  # a damaged sample shows what it can
+        self._tell_screens(ModelChanged)
+
+    def request(self, what: str, *, timeout_s: float, **fields: object) -> int:
+        """Ask the target through the source (an :class:`~iket_tui.ui.messages.AskTarget`); the
+        answer reaches every screen as :class:`ResponseArrived`. Raises ``SourceError``."""
+        if self._source_closed:
+            raise SourceError("the source is closed")
+        return self.source.request(what, timeout_s=timeout_s, **fields)
+
+    def _tell_screens(self, make: Callable[[], ModelChanged | ResponseArrived]) -> None:
+        """Post a message of its own to every screen above the pass tree's (which the app refreshes itself)."""
+        for screen in self.screen_stack[1:]:
+            screen.post_message(make())
+
     def close_source(self) -> None:
         if not self._source_closed:
             self._source_closed = True
@@ -198,15 +245,19 @@ class IketApp(App[int]):
             self._held.append(messages)
             events = sum(1 for msg in messages if not isinstance(msg, dict) or msg.get("type") != HEARTBEAT)
         else:
-            before = self.pass_tree.counters.events
+            before = self.session.counters.events
             self._apply(messages)
-            events = self.pass_tree.counters.events - before
+            events = self.session.counters.events - before
         self.activity.record(now_s, events=events, messages=len(messages))
         if self.source_state in (SourceState.ENDED, SourceState.FAILED):
             self.activity.end()
             if not self.paused:
                 self._end_stream()
         self.refresh_views()
+        if messages and not self.paused:
+            self._tell_screens(ModelChanged)
+        for answer in batch.answers:
+            self._tell_screens(partial(ResponseArrived, answer))
 
     @on(SourceFinished)
     def _source_finished(self, message: SourceFinished) -> None:
@@ -233,24 +284,24 @@ class IketApp(App[int]):
         tree = self.pass_tree
         watch = list(tree.open_compiles)
         known = len(tree.compiles)
-        tree.apply(messages)
+        self.session.apply(messages)
         for comp in [*watch, *tree.compiles[known:]]:
             if comp.status is FAILED and comp not in self._seen_failed:
                 self._seen_failed.add(comp)
                 self.rows.reveal(comp.failing or comp.failed_codegen or comp)
 
     def _end_stream(self) -> None:
-        if self.pass_tree.ended is not None:
+        if self.session.ended is not None:
             return
         if self.source_state is SourceState.FAILED:
             reason = f"the source failed: {self.source_error or 'unknown error'}"
-        elif self.pass_tree.process.exit_reason:
-            reason = f"the target exited ({self.pass_tree.process.exit_reason})"
+        elif self.session.process.exit_reason:
+            reason = f"the target exited ({self.session.process.exit_reason})"
         elif self.playback is not None:
             reason = "the recording ended"
         else:
             reason = "the connection closed"
-        self.pass_tree.end_stream(reason)
+        self.session.end_stream(reason)
 
     # Clock and refresh
 
@@ -258,7 +309,7 @@ class IketApp(App[int]):
         """The agent's time now, as far as the display is concerned."""
         if self.paused:
             return self._paused_now_ns
-        ended = self.pass_tree.ended is not None
+        ended = self.session.ended is not None
         if self.playback is not None:
             frozen = ended or self.playback.paused
             return self.agent_clock.now_ns(self.clock(), rate=self.playback.speed, frozen=frozen)
@@ -266,6 +317,7 @@ class IketApp(App[int]):
 
     def _tick(self) -> None:
         self.refresh_views()
+        self._tell_screens(ModelChanged)
 
     def refresh_views(self) -> None:
         """Bring every widget up to date with the model and the clock (also done each tick)."""
@@ -293,11 +345,12 @@ class IketApp(App[int]):
         self.view.select(target)
 
     def _show_details(self) -> None:
-        self.detail.show(self.pass_tree, self.view.cursor, self.view.now_ns)
+        self.detail.show(self.session, self.view.cursor, self.view.now_ns)
 
     def _header_state(self) -> HeaderState:
         now_s = self.clock()
-        process = self.pass_tree.process
+        session = self.session
+        process = session.process
         target = self.source.description
         if process.pid is not None:
             pid = f"pid {process.pid}"
@@ -306,7 +359,7 @@ class IketApp(App[int]):
                 target = f"{pid}  {process.command}"
             elif process.command not in target:  # a recording names what it recorded in its description
                 target = f"{target}  ·  {watched}"
-        ended = self.source_state is SourceState.ENDED or self.pass_tree.ended is not None
+        ended = self.source_state is SourceState.ENDED or session.ended is not None
         connection = self.activity.connection(
             now_s,
             ended=ended and self.source_state is not SourceState.FAILED,
@@ -322,13 +375,13 @@ class IketApp(App[int]):
             connection=shown,
             events=self.activity.received,
             rate=units.rate(self.activity.rate(now_s)),
-            dropped=self.pass_tree.counters.dropped,
-            backlog_lost=self.pass_tree.counters.backlog_lost,
-            skipped=self.pass_tree.counters.malformed + self.pass_tree.counters.unknown,
+            dropped=session.counters.dropped,
+            backlog_lost=session.counters.backlog_lost,
+            skipped=session.counters.malformed + session.counters.unknown,
             mode=self._mode(),
             message=message,
             message_is_error=self.source_error is not None,
-            kernels=self.pass_tree.kernels.headline(),
+            kernels=session.kernels.headline(),
             silent_for=self._silent_for(now_s) if connection is Connection.SILENT else "",
         )
 
@@ -345,7 +398,8 @@ class IketApp(App[int]):
         parts: list[str] = []
         playback = self.playback
         if playback is not None:
-            position = self.pass_tree.last_t_ns - (self._first_t_ns or self.pass_tree.last_t_ns)
+            last = self.session.last_t_ns
+            position = last - (self._first_t_ns or last)
             parts.append(f"at {units.duration(position) or '0 ns'}")
             parts.append("speed max" if playback.speed == 0 else f"speed {playback.speed:g}x")
             if playback.paused:
@@ -387,7 +441,7 @@ class IketApp(App[int]):
         if not isinstance(node, PassNode):
             self.notify("IR is shown for a pass: put the cursor on one", severity="warning")
             return
-        self.push_screen(IRScreen(self.source, node))
+        self.push_screen(IRScreen(self.request, node))
 
     def action_timing(self) -> None:
         """Pass timings across every compile, and the slowest passes of each (T again, or Escape, comes back)."""
@@ -398,21 +452,24 @@ class IketApp(App[int]):
             return
         if self._timing is None:
             self._timing = PassTiming(self.pass_tree)
-        self.push_screen(TimingScreen(self.pass_tree, timing=self._timing))
+        self.push_screen(TimingScreen(self.pass_tree, now_ns=self.now_ns, timing=self._timing))
 
     def action_stacks(self) -> None:
         """The stacks of the target's threads (S again, or Escape, comes back)."""
         from iket_tui.ui.stacks_screen import StacksScreen
 
         if not isinstance(self.screen, StacksScreen):
-            self.push_screen(StacksScreen(self.source, self.pass_tree.process.pid))
+            self.push_screen(StacksScreen(self.request, self.session.process.pid))
 
     def action_kernels(self) -> None:
         """The launches of traced kernels and the flame view (K again, or Escape, comes back)."""
         from iket_tui.ui.kernels_screen import KernelsScreen
 
         if not isinstance(self.screen, KernelsScreen):
-            self.push_screen(KernelsScreen(self.pass_tree.kernels, sample=self.sample_kernels))
+            sample = None
+            if self.sample_kernels is not None and self.sample_path is not None:
+                sample = (self.sample_kernels, self.sample_path.name)
+            self.push_screen(KernelsScreen(self.session, sample=sample))
 
     # Pause and playback
 
@@ -446,6 +503,7 @@ class IketApp(App[int]):
             self._apply(messages)
         if self.source_state in (SourceState.ENDED, SourceState.FAILED):
             self._end_stream()
+        self._tell_screens(ModelChanged)
 
     def action_step(self) -> None:
         if self.playback is not None:

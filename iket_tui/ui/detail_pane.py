@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from iket_tui.model.nodes import RUNNING, CompileNode, Node, ProcessNode
-from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.ui.details import Details, describe
 
 
@@ -43,10 +43,10 @@ class DetailPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static(id="detail-body")
 
-    def show(self, tree: PassTree, node: Node, now_ns: int) -> None:
+    def show(self, session: Session, node: Node, now_ns: int) -> None:
         """Describe ``node``; a no-op when nothing it shows has changed."""
         if isinstance(node, ProcessNode):
-            key: tuple[Any, ...] = (node, tree.version)
+            key: tuple[Any, ...] = (node, session.version)
         else:
             comp = node if isinstance(node, CompileNode) else node.compile
             key = (node, comp.version, comp.shape, now_ns if node.status is RUNNING else 0)
@@ -54,7 +54,7 @@ class DetailPane(VerticalScroll):
             return
         moved = self._shown is None or self._shown[0] is not node
         self._shown = key
-        self.details = describe(tree, node, now_ns)
+        self.details = describe(session, node, now_ns)
         self.query_one("#detail-body", Static).update(self._render_details(self.details))
         if moved:
             self.scroll_home(animate=False)

@@ -19,6 +19,7 @@ from iket_tui.model.nodes import (
     ProcessNode,
 )
 from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.repro import CODEGEN, first_diagnostic
 from iket_tui.ui import units
 
@@ -46,16 +47,17 @@ class Details:
         return "\n".join(lines)
 
 
-def describe(tree: PassTree, node: Node, now_ns: int) -> Details:
+def describe(session: Session, node: Node, now_ns: int) -> Details:
+    """What the detail pane says about ``node`` at agent time ``now_ns``."""
     if isinstance(node, PassNode):
-        return _pass(tree, node, now_ns)
+        return _pass(session.tree, node, now_ns)
     if isinstance(node, CompileNode):
         return _compile(node, now_ns)
     if isinstance(node, ContextNode):
         return _context(node, now_ns)
     if isinstance(node, CodegenNode):
         return _codegen(node, now_ns)
-    return _process(tree, node)
+    return _process(session, node)
 
 
 def _status(tree: PassTree, node: PassNode, now_ns: int) -> str:
@@ -161,8 +163,9 @@ def _codegen(step: CodegenNode, now_ns: int) -> Details:
     return details
 
 
-def _process(tree: PassTree, process: ProcessNode) -> Details:
-    counters = tree.counters
+def _process(session: Session, process: ProcessNode) -> Details:
+    tree = session.tree
+    counters = session.counters
     if process.pid is None:
         details = Details("waiting for the target's hello")
     else:
@@ -177,17 +180,17 @@ def _process(tree: PassTree, process: ProcessNode) -> Details:
         ("malformed messages", units.count(counters.malformed)),
         ("observer errors", units.count(counters.observer_errors)),
     ]
-    details.fields += _kernel_fields(tree)
+    details.fields += _kernel_fields(session)
     if process.exit_reason:
         details.fields.append(("exited", process.exit_reason))
-    if tree.ended:
-        details.fields.append(("stream", f"ended: {tree.ended}"))
+    if session.ended:
+        details.fields.append(("stream", f"ended: {session.ended}"))
     return details
 
 
-def _kernel_fields(tree: PassTree) -> list[tuple[str, str]]:
+def _kernel_fields(session: Session) -> list[tuple[str, str]]:
     """Kernel tracing, when the target does it: the ring, the traced modules, what was lost."""
-    kernels = tree.kernels
+    kernels = session.kernels
     tracing = kernels.tracing
     if tracing is None:
         return []
@@ -195,7 +198,7 @@ def _kernel_fields(tree: PassTree) -> list[tuple[str, str]]:
         ring = f"none: {tracing.reason or 'no device'}"
     else:
         ring = f"on {tracing.device}" + (f", drained at {tracing.drain_hz:g} Hz" if tracing.drain_hz else "")
-    names = ", ".join(sorted({name for table in kernels.modules.values() for name in table.kernels})) or "none yet"
+    names = ", ".join(kernels.kernel_names()) or "none yet"
     count = len(kernels.modules)
     return [
         ("kernel ring", ring),

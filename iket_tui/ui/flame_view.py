@@ -34,16 +34,13 @@ from iket_tui.model.flame_layout import (
     Window,
     event_of,
 )
-from iket_tui.model.flame_text import describe_cursor, format_ns, ruler
+from iket_tui.model.flame_text import describe_cursor, ruler
 from iket_tui.model.flame_text import describe_row as describe_flame_row
 from iket_tui.model.launches import Launch
 
 LABEL = 6
 """Columns for the warp label at the left of each lane row."""
 ZOOM = 2.0
-
-_ns = format_ns
-"""For callers that import it from here; new code imports :func:`format_ns` from the model."""
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from textual.widgets import Footer, Static
 
 from iket_tui.model.nodes import PassNode
 from iket_tui.protocol import messages as m
-from iket_tui.sources.base import EventSource
+from iket_tui.sources.base import SourceError
 from iket_tui.sources.ir import view_of
-from iket_tui.ui.asking import POLL_S, NotAsked, Question
 from iket_tui.ui.ir_text import IRText
+from iket_tui.ui.messages import AskTarget, ResponseArrived
 from iket_tui.ui.search_bar import SearchBar
 
 WAIT_S = 30.0
@@ -43,9 +43,9 @@ class IRScreen(Screen[None]):
     IRScreen #ir-body { height: 1fr; }
     """
 
-    def __init__(self, source: EventSource, node: PassNode, *, save_dir: Path | None = None) -> None:
+    def __init__(self, ask: AskTarget, node: PassNode, *, save_dir: Path | None = None) -> None:
         super().__init__()
-        self.source = source
+        self.ask = ask
         self.node = node
         self.view = "diff"
         """The view asked for; ``shown`` is the one on screen (the diff takes a while to compute)."""
@@ -55,7 +55,7 @@ class IRScreen(Screen[None]):
         """The text on screen, as ``w`` saves it."""
         self.term = ""
         self.save_dir = save_dir or Path.cwd()
-        self._question: Question | None = None
+        self._asked: int | None = None  # the request whose answer this screen waits for
         self._texts: dict[str, str] = {}
 
     @property
@@ -80,13 +80,10 @@ class IRScreen(Screen[None]):
     def on_mount(self) -> None:
         self.search_bar.display = False
         self.body.focus()
-        self.set_interval(POLL_S, self._poll)
         node = self.node
         try:
-            self._question = Question.ask(
-                self.source, m.WHAT_IR, wait_s=WAIT_S, compile=node.compile.id, seq=node.seq, which="both"
-            )
-        except NotAsked as exc:
+            self._asked = self.ask(m.WHAT_IR, timeout_s=WAIT_S, compile=node.compile.id, seq=node.seq, which="both")
+        except SourceError as exc:
             self._title(f"no IR of {self.what}: {exc}")
             return
         self._title(f"asking the target for the IR around {self.what} ...")
@@ -113,18 +110,16 @@ class IRScreen(Screen[None]):
             return
         self.notify(f"saved {path}")
 
-    def _poll(self) -> None:
-        if self._question is None:
+    @on(ResponseArrived)
+    def _answered(self, message: ResponseArrived) -> None:
+        answer = message.answer
+        if answer.request_id != self._asked:
             return
-        try:
-            found = self._question.answer()
-        except NotAsked as exc:
-            self._question = None
-            self._title(f"no IR of {self.what}: {exc}")
-            return
+        self._asked = None
+        found = answer.response
         if found is None:
+            self._title(f"no IR of {self.what}: {answer.error}")
             return
-        self._question = None
         if not found.get("ok"):
             self._title(f"no IR of {self.what}: {found.get('error') or 'not available'}")
             return

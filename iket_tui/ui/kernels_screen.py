@@ -1,26 +1,27 @@
 """The kernels screen: the launches of traced kernels, newest first, and the flame view of the
-selected one, with what is under its cursor. It follows the model the app keeps up to date,
-redrawing at most 10 times a second."""
+selected one, with what is under its cursor. It follows the session the app keeps up to date,
+told by :class:`~iket_tui.ui.messages.ModelChanged`, redrawing at most 10 times a second."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from iket_tui.model.kernels import KernelSummary
+from iket_tui.model.flame_text import format_ns
+from iket_tui.model.kernels import KernelTimeline
 from iket_tui.model.launches import Launch, event_stats
-from iket_tui.protocol import messages as m
-from iket_tui.sources.reading import read_recording
-from iket_tui.ui.flame_view import FlameView, TimeRuler, _ns
+from iket_tui.model.session import Session
+from iket_tui.ui.flame_view import FlameView, TimeRuler
+from iket_tui.ui.messages import ModelChanged
+from iket_tui.ui.throttle import Throttle
 
 REFRESH_S = 0.1
-SAMPLE_TYPES = frozenset({m.KERNEL_TRACING, m.KERNEL_MODULE, m.KERNEL_RECORDS})
 
 
 class KernelsScreen(Screen[None]):
@@ -52,13 +53,16 @@ class KernelsScreen(Screen[None]):
     KernelsScreen #goto.-shown { display: block; }
     """
 
-    def __init__(self, kernels: KernelSummary, *, sample: Path | None = None) -> None:
+    def __init__(self, session: Session, *, sample: tuple[KernelTimeline, str] | None = None) -> None:
         super().__init__()
-        self.kernels = kernels
-        self.live = kernels
+        self.session = session
+        self.kernels = session.kernels
+        """The kernels on screen: the session's, or the sample's."""
         self.sample = sample
-        """A recording to show instead while the target traces no kernels on a GPU (the demo's)."""
+        """Kernels of a recording (and its file name) to show instead while the target traces
+        no kernels on a GPU (the demo's)."""
         self.showing_sample = False
+        self._throttle = Throttle(self, self.sync, REFRESH_S)
         self._asking = "goto"
         self.follow = True
         self.selected: Launch | None = None
@@ -89,29 +93,33 @@ class KernelsScreen(Screen[None]):
             "event", "kind", "count", "unbalanced", "mean", "p50", "p99", "max", "payload min", "payload max"
         )
         self.sync()
-        self.set_interval(REFRESH_S, self.sync)
         self.query_one(FlameView).focus()
 
     # Following the model
 
+    @on(ModelChanged)
+    def _model_changed(self) -> None:
+        """Sync now, or once when ``REFRESH_S`` has passed since the last sync."""
+        self._throttle.ask()
+
     def sync(self) -> None:
         """Catch up with the launches and records that arrived."""
+        self._throttle.ran()
         self._choose_source()
-        timeline = self.kernels.timeline
+        kernels = self.kernels
         self.query_one("#kernels-title", Static).update(self._title())
-        if timeline.version == self._version and all(
+        if kernels.version == self._version and all(
             launch.unbalanced_if_known() is not None or launch.evicted for launch in self._rows
         ):
             return
-        self._version = timeline.version
-        launches = timeline.newest_first()
+        self._version = kernels.version
+        launches = kernels.newest_first()
         table = self.query_one("#launches", DataTable)
         first_ns = min((launch.first_ns for launch in launches), default=0)
         if self.follow or self.selected is None:
             self.selected = launches[0] if launches else None
         if self.selected is not None:
             self.selected.spans()  # drawn now anyway
-        compiles = {node.id: node for node in self.app_compiles()}
         stable = self._stable
         self._stable = {launch.key: launch.version for launch in launches}
         table.clear()
@@ -123,11 +131,11 @@ class KernelsScreen(Screen[None]):
             table.add_row(
                 launch.kernel,
                 grid,
-                f"+{_ns(launch.first_ns - first_ns)}",
-                _ns(launch.duration_ns),
+                f"+{format_ns(launch.first_ns - first_ns)}",
+                format_ns(launch.duration_ns),
                 f"{launch.records:,}" + (" (summarised)" if launch.evicted else ""),
                 "" if unbalanced is None else f"{unbalanced:,}",
-                self._compile_of(launch, compiles),
+                self.session.compile_label(launch.compile),
                 key=str(launch.key),
             )
         self._rows = launches
@@ -136,17 +144,6 @@ class KernelsScreen(Screen[None]):
         self.query_one(FlameView).show_launch(self.selected)
         self._show_under_cursor()
         self._show_stats()
-
-    def _compile_of(self, launch: Launch, compiles: dict[int, Any]) -> str:
-        """The compile that produced the launch's kernel, when the same stream has its passes."""
-        if launch.compile is None:
-            return ""
-        node = compiles.get(launch.compile)
-        return f"{node.id}: {node.kernel or node.label}" if node is not None else str(launch.compile)
-
-    def app_compiles(self) -> list[Any]:
-        tree = getattr(self.app, "pass_tree", None)
-        return list(tree.compiles) if tree is not None else []
 
     def _show_stats(self) -> None:
         if not self.has_class("-stats"):
@@ -161,7 +158,7 @@ class KernelsScreen(Screen[None]):
                 row.kind,
                 f"{row.count:,}",
                 f"{row.unbalanced:,}",
-                *(_ns(v) if v is not None else "" for v in (row.mean_ns, row.p50_ns, row.p99_ns, row.max_ns)),
+                *(format_ns(v) if v is not None else "" for v in (row.mean_ns, row.p50_ns, row.p99_ns, row.max_ns)),
                 *(f"{v:g}" if v is not None else "" for v in (row.payload_min, row.payload_max)),
             )
 
@@ -172,47 +169,22 @@ class KernelsScreen(Screen[None]):
         (self.query_one("#stats", DataTable) if self.has_class("-stats") else self.query_one(FlameView)).focus()
 
     def _choose_source(self) -> None:
-        """The live target's kernels, or the sample recording's while the target has no ring and no launch."""
-        live = self.live
-        no_gpu = live.tracing is None or live.tracing.device is None
-        want_sample = self.sample is not None and no_gpu and not live.timeline.launches
+        """The live target's kernels, or the sample's while the target has no ring and no launch."""
+        live = self.session.kernels
+        want_sample = self.sample is not None and not live.has_ring
         if want_sample == self.showing_sample:
             return
-        if want_sample and self.sample is not None:
-            sample = KernelSummary()
-            messages, _ = read_recording(self.sample)
-            for msg in messages:
-                if msg.get("type") in SAMPLE_TYPES:
-                    sample.apply(msg)
-            self.kernels = sample
-        else:
-            self.kernels = live
+        self.kernels = self.sample[0] if want_sample and self.sample is not None else live
         self.showing_sample = want_sample
         self._version = -1
 
     def _title(self) -> str:
         if self.showing_sample and self.sample is not None:
-            device = self.kernels.tracing.device if self.kernels.tracing is not None else "a GPU"
-            return f"kernels: no GPU here; showing a recorded run on {device} ({self.sample.name})"
-        kernels = self.kernels
-        tracing = kernels.tracing
-        if tracing is None:
-            return "kernels: this target does not trace kernels (iket-tui run --kernels)"
-        ring = f"ring on {tracing.device}" if tracing.device else f"no ring ({tracing.reason or 'no device'})"
-        launches = len(kernels.timeline.launches)
-        lost = kernels.events_lost + kernels.events_missed
-        follow = "  follow" if self.follow else ""
-        timeline = kernels.timeline
-        summarised = ""
-        if timeline.evicted_launches:
-            summarised = (
-                f" · {timeline.evicted_launches} older launches summarised"
-                f" (events kept at most {timeline.max_events:,})"
-            )
-        text = f"kernels: {ring} · {launches} launches · {kernels.events_read:,} events read, {lost:,} lost"
-        if timeline.waiting_events:
-            text += f" · {timeline.waiting_events:,} events waiting for their module's event table"
-        return text + summarised + follow
+            sample, name = self.sample
+            if sample.tracing is None:
+                return f"kernels: no GPU here; reading a recorded run ({name}) ..."
+            return f"kernels: no GPU here; showing a recorded run on {sample.tracing.device or 'a GPU'} ({name})"
+        return self.kernels.title(following=self.follow)
 
     # Events
 

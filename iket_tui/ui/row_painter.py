@@ -237,8 +237,8 @@ def _process_summary(tree: PassTree) -> str:
     text = f"{compiles} compile{'s' if compiles != 1 else ''}"
     if tree.failed_compiles:
         text += f", {tree.failed_compiles} failed"
-    running = len(tree.open_compiles)
-    if running and tree.ended is None:
+    running = len(tree.open_compiles)  # none once the stream ended: they became incomplete
+    if running:
         text += f", {running} running"
     return text + " "
 

@@ -7,7 +7,7 @@ import re
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
@@ -15,9 +15,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from iket_tui.protocol import messages as m
-from iket_tui.sources.base import EventSource
+from iket_tui.sources.base import SourceError
 from iket_tui.sources.stacks import native_stacks, stack_lines
-from iket_tui.ui.asking import POLL_S, NotAsked, Question
+from iket_tui.ui.messages import AskTarget, ResponseArrived
 
 WAIT_S = 10.0
 _FRAME = re.compile(r'^(\s*File ")(.*)(", line \d+, in )(.*)$')
@@ -54,14 +54,14 @@ class StacksScreen(Screen[None]):
     }
     """
 
-    def __init__(self, source: EventSource, pid: int | None) -> None:
+    def __init__(self, ask: AskTarget, pid: int | None) -> None:
         super().__init__()
-        self.source = source
+        self.ask = ask
         self.pid = pid
         self.include_agent = False
         self.response: m.Message | None = None
         self.native: str | None = None
-        self._question: Question | None = None
+        self._asked: int | None = None  # the request whose answer this screen waits for
         self._status = ""
 
     def compose(self) -> ComposeResult:
@@ -72,7 +72,6 @@ class StacksScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#stacks-scroll").focus()
-        self.set_interval(POLL_S, self._poll)
         self.action_refresh_stacks()
 
     def body_text(self) -> str:
@@ -83,8 +82,8 @@ class StacksScreen(Screen[None]):
 
     def action_refresh_stacks(self) -> None:
         try:
-            self._question = Question.ask(self.source, m.WHAT_STACKS, wait_s=WAIT_S)
-        except NotAsked as exc:
+            self._asked = self.ask(m.WHAT_STACKS, timeout_s=WAIT_S)
+        except SourceError as exc:
             self._show(f"no stacks: {exc}", self._lines())
             return
         self._show("asking the target for its stacks ...", self._lines())
@@ -112,18 +111,16 @@ class StacksScreen(Screen[None]):
         self.native = text
         self._show(f"native stacks of pid {self.pid} (py-spy), then the Python stacks", self._lines())
 
-    def _poll(self) -> None:
-        if self._question is None:
+    @on(ResponseArrived)
+    def _answered(self, message: ResponseArrived) -> None:
+        answer = message.answer
+        if answer.request_id != self._asked:
             return
-        try:
-            found = self._question.answer()
-        except NotAsked as exc:
-            self._question = None
-            self._show(f"no stacks: {exc}", self._lines())
-            return
+        self._asked = None
+        found = answer.response
         if found is None:
+            self._show(f"no stacks: {answer.error}", self._lines())
             return
-        self._question = None
         self.response = found
         threads = len(found.get("threads") or [])
         self._show(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -21,6 +22,8 @@ from iket_tui.model.nodes import DONE, CompileNode
 from iket_tui.model.pass_timing import SORT_KEYS, PassStats, PassTiming, TimingSummary, slowest_passes
 from iket_tui.model.pass_tree import PassTree
 from iket_tui.ui import units
+from iket_tui.ui.messages import ModelChanged
+from iket_tui.ui.throttle import Throttle
 
 REFRESH_S = 0.5
 SLOWEST = 10
@@ -141,13 +144,10 @@ class TimingScreen(Screen[None]):
     TimingScreen #slowest { width: 1fr; border-left: solid $panel-lighten-2; }
     """
 
-    def __init__(
-        self, tree: PassTree, *, now_ns: Callable[[], int] | None = None, timing: PassTiming | None = None
-    ) -> None:
-        """``now_ns`` gives the agent's time now, to time running passes; without it, the
-        app's clock if it keeps one, else the latest time the tree has seen. ``timing`` is
-        the tree's :class:`PassTiming` if the caller keeps one, so that opening the screen
-        again does not time every compile again."""
+    def __init__(self, tree: PassTree, *, now_ns: Callable[[], int], timing: PassTiming | None = None) -> None:
+        """``now_ns`` gives the agent's time now, to time running passes. ``timing`` is the
+        tree's :class:`PassTiming` if the caller keeps one, so that opening the screen again
+        does not time every compile again."""
         super().__init__()
         self.pass_tree = tree
         self.timing = timing if timing is not None and timing.tree is tree else PassTiming(tree)
@@ -157,6 +157,7 @@ class TimingScreen(Screen[None]):
         self.follow = True
         """Keep the newest compile selected while the cursor is on it."""
         self._now_ns = now_ns
+        self._throttle = Throttle(self, self.sync, REFRESH_S)
         self._width = 0
         self._summary: TimingSummary | None = None
         self._stats: list[PassStats] = []  # the pass table's rows, in order
@@ -186,8 +187,12 @@ class TimingScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.sync()
-        self.set_interval(REFRESH_S, self.sync)
         self.query_one("#pass-names", DataTable).focus()
+
+    @on(ModelChanged)
+    def _model_changed(self) -> None:
+        """Sync now, or once when ``REFRESH_S`` has passed since the last sync."""
+        self._throttle.ask()
 
     def on_resize(self, event: Resize) -> None:
         self.sync()
@@ -195,14 +200,11 @@ class TimingScreen(Screen[None]):
     # Following the model
 
     def now_ns(self) -> int:
-        if self._now_ns is not None:
-            return self._now_ns()
-        clock = getattr(self.app, "now_ns", None)
-        now = clock() if callable(clock) else None
-        return now if isinstance(now, int) else self.pass_tree.last_t_ns
+        return self._now_ns()
 
     def sync(self) -> None:
         """Catch up with the model and the clock."""
+        self._throttle.ran()
         now = self.now_ns()
         summary = self.timing.summary(now)
         self._summary = summary

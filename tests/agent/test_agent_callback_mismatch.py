@@ -12,7 +12,7 @@ import pytest
 
 from iket_tui.agent.registry import Registry
 from iket_tui.model.nodes import MISMATCH
-from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
 
 pytest.importorskip("tilelang")
@@ -49,8 +49,9 @@ def test_an_after_pass_callback_for_the_wrong_pass_is_reported_and_shown() -> No
     assert "unmatched after-pass callback for 'tl.LowerTileOp'" in sent[4]["error"]
     assert registry.observer_errors == 0
 
-    tree = PassTree()
-    tree.apply(sent)
+    session = Session()
+    session.apply(sent)
+    tree = session.tree
     (node,) = tree.passes
     assert node.name == "tl.LayoutInference" and node.status is MISMATCH
     assert tree.compiles[0].mismatches == 1

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from agent_wire import WireClient, of_type, socket_of, spawn_target
 
-from iket_tui.demo.kernels import TRACED_EVENTS
+from iket_tui.demo.sample import TRACED_EVENTS
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.messages import Message
 from iket_tui.ring.buffer import MappedRing

@@ -182,16 +182,17 @@ def test_recordings_without_a_failure_or_unreadable_are_one_line(tmp_path: Path)
 
 
 def test_the_failed_compile_says_what_was_captured(recording: Path) -> None:
-    from iket_tui.model.pass_tree import PassTree
+    from iket_tui.model.session import Session
     from iket_tui.ui.details import describe
 
     messages, _ = read_recording(recording)
-    tree = PassTree()
-    tree.apply(messages)
+    session = Session()
+    tree = session.tree
+    session.apply(messages)
     failed = next(comp for comp in tree.compiles if comp.kernel == "layout_conflict")
     assert failed.failing is not None
     for node in (failed, failed.failing):
-        fields = dict(describe(tree, node, tree.last_t_ns).fields)
+        fields = dict(describe(session, node, session.last_t_ns).fields)
         assert fields["captured"].startswith("the IR given to tl.LayoutInference (")
         assert fields["captured"].endswith(f"iket-tui repro RECORDING --compile {failed.id} -o DIR")
 
@@ -200,7 +201,7 @@ def test_the_failed_compile_says_what_was_captured(recording: Path) -> None:
     lines = len(rejected.failure["source"].splitlines())
     said = _first_nvcc_error(rejected.failure["compiler_output"])
     for node in (rejected, rejected.failed_codegen):
-        fields = dict(describe(tree, node, tree.last_t_ns).fields)
+        fields = dict(describe(session, node, session.last_t_ns).fields)
         assert fields["captured"] == (
             f"the CUDA source nvcc rejected ({lines:,} lines), nvcc's options and output: "
             f"iket-tui repro RECORDING --compile {rejected.id} -o DIR"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from export_helpers import EXAMPLE, SMALL_TABLE, as_json
 
-from iket_tui.export import chrome_trace, recording_tree, speedscope
+from iket_tui.export import chrome_trace, recording_session, speedscope
 from iket_tui.protocol import messages as m
 from iket_tui.ring.buffer import MappedRing
 from iket_tui.ring.cpu_producer import WarpWriter
@@ -28,12 +28,12 @@ def example_messages() -> list[m.Message]:
 
 @pytest.fixture(scope="session")
 def example_chrome(example_messages: list[m.Message]) -> Any:
-    return as_json(chrome_trace(recording_tree(example_messages)))
+    return as_json(chrome_trace(recording_session(example_messages)))
 
 
 @pytest.fixture(scope="session")
 def example_speedscope(example_messages: list[m.Message]) -> Any:
-    return as_json(speedscope(recording_tree(example_messages)))
+    return as_json(speedscope(recording_session(example_messages)))
 
 
 def _never() -> int:

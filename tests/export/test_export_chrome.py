@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from export_helpers import as_json
 
-from iket_tui.export import CLOCKS_NOTE, ExportError, chrome_trace, recording_tree
+from iket_tui.export import CLOCKS_NOTE, ExportError, chrome_trace, recording_session
 from iket_tui.model import synthetic
-from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, KernelTimeline, Launch
+from iket_tui.model.kernels import KernelTimeline
+from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
 from iket_tui.protocol import messages as m
 from iket_tui.ring.layout import PAYLOAD_NAMES
 
@@ -302,7 +303,7 @@ def test_a_failed_compile_carries_its_error_on_the_pass_and_the_codegen_step(exa
 
 
 def test_unbalanced_ranges_payloads_and_marks_of_a_small_launch(small_kernel_stream: list[m.Message]) -> None:
-    doc = as_json(chrome_trace(recording_tree(small_kernel_stream)))
+    doc = as_json(chrome_trace(recording_session(small_kernel_stream)))
     assert list(process_ids(doc)) == ["small_kernel launch 7 (2x1x1)"]
     pid = process_ids(doc)["small_kernel launch 7 (2x1x1)"]
     names = thread_names(doc)
@@ -329,10 +330,10 @@ def test_unbalanced_ranges_payloads_and_marks_of_a_small_launch(small_kernel_str
 
 def test_a_pass_still_running_when_the_recording_ends_is_drawn_to_the_last_time_seen() -> None:
     stream = synthetic.live_stream(compiles=2, fail=(), running="tl.LayoutInference", running_for_ns=1_200_000_000)
-    doc = as_json(chrome_trace(recording_tree(stream)))
+    doc = as_json(chrome_trace(recording_session(stream)))
     pid = process_ids(doc)[COMPILES]
     last = stream[-1]["t_ns"]
-    origin = synthetic.session(2, fail=())[0].start_ns
+    origin = synthetic.lowerings(2, fail=())[0].start_ns
     running = [event for event in timed(doc, pid, "X") if event["args"]["status"] == "incomplete"]
     names = [event["name"] for event in running]
     assert names == ["gemm_64x256", "tl.LayoutInference"]  # the compile and its open pass
@@ -342,4 +343,4 @@ def test_a_pass_still_running_when_the_recording_ends_is_drawn_to_the_last_time_
 
 def test_a_recording_with_nothing_to_draw_is_refused() -> None:
     with pytest.raises(ExportError, match="no compile and no kernel launch"):
-        chrome_trace(recording_tree([synthetic.agent_hello()]))
+        chrome_trace(recording_session([synthetic.agent_hello()]))

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from export_helpers import as_json
 
-from iket_tui.export import SPEEDSCOPE_SCHEMA, ExportError, recording_tree, speedscope
+from iket_tui.export import SPEEDSCOPE_SCHEMA, ExportError, recording_session, speedscope
 from iket_tui.model import synthetic
 from iket_tui.protocol import messages as m
 
@@ -84,9 +84,9 @@ def test_open_and_close_events_are_the_passes_begins_and_ends(
 
 def test_a_pass_that_never_ended_closes_at_the_last_time_seen() -> None:
     stream = synthetic.live_stream(compiles=2, fail=(), running="tl.LayoutInference", running_for_ns=1_200_000_000)
-    doc = as_json(speedscope(recording_tree(stream)))
+    doc = as_json(speedscope(recording_session(stream)))
     last = doc["profiles"][-1]
-    begin = synthetic.session(2, fail=())[1].start_ns
+    begin = synthetic.lowerings(2, fail=())[1].start_ns
     found = frames_of(last, doc["shared"]["frames"])
     assert last["name"] == "compile 2: gemm_64x256 (incomplete)"
     assert last["endValue"] == stream[-1]["t_ns"] - begin
@@ -108,7 +108,7 @@ def test_recorded_times_that_do_not_nest_are_kept_balanced() -> None:
         m.pass_end(**c, t_ns=1070, duration_ns=25),
         m.compile_end(compile=1, label="kernel=k", t_ns=1080, duration_ns=80, ok=True),
     ]
-    doc = as_json(speedscope(recording_tree(stream)))
+    doc = as_json(speedscope(recording_session(stream)))
     [profile] = doc["profiles"]
     assert [frame["name"] for frame in doc["shared"]["frames"]] == ["A", "B", "C"]
     assert [(event["type"], event["at"], event["frame"]) for event in profile["events"]] == [
@@ -124,4 +124,4 @@ def test_recorded_times_that_do_not_nest_are_kept_balanced() -> None:
 
 def test_a_recording_without_compiles_is_refused(small_kernel_stream: list[m.Message]) -> None:
     with pytest.raises(ExportError, match="holds no compile"):
-        speedscope(recording_tree(small_kernel_stream))
+        speedscope(recording_session(small_kernel_stream))

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, KernelTimeline, pair_ranges
+from iket_tui.model.kernels import KernelTimeline
+from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, pair_ranges
 from iket_tui.protocol import messages as m
 from iket_tui.ring.layout import EVENT_DTYPE, KIND_END, KIND_MARK, KIND_START
 from iket_tui.sources.reading import read_recording

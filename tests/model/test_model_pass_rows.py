@@ -6,6 +6,7 @@ from typing import Any
 
 from iket_tui.model.nodes import CompileNode
 from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.model.synthetic import Lowering, agent_hello
 from iket_tui.protocol import messages as m
 
@@ -44,33 +45,34 @@ def test_rows_build_the_same_tree_as_maps() -> None:
     stream = _stream()
     rows = _as_rows(stream)
     assert sum(isinstance(item, list) for item in rows) > 100
-    from_maps, from_rows = PassTree(), PassTree()
-    from_maps.apply(stream)
-    from_rows.apply(rows)
+    maps, rows_session = Session(), Session()
+    maps.apply(stream)
+    rows_session.apply(rows)
+    from_maps, from_rows = maps.tree, rows_session.tree
     assert _shape(from_rows) == _shape(from_maps)
     assert from_rows.compiles[1].failing is not None
     assert from_rows.compiles[1].failing.name == "tl.LayoutInference"
-    assert (from_rows.counters.events, from_rows.counters.malformed) == (from_maps.counters.events, 0)
-    assert from_rows.last_t_ns == from_maps.last_t_ns == stream[-1]["t_ns"]
+    assert (rows_session.counters.events, rows_session.counters.malformed) == (maps.counters.events, 0)
+    assert rows_session.last_t_ns == maps.last_t_ns == stream[-1]["t_ns"]
     assert from_rows.typical.median("tl.Simplify") == from_maps.typical.median("tl.Simplify")
 
 
 def test_maps_and_rows_mix_in_one_apply() -> None:
     stream = _stream()
     mixed = [m.row_of(msg) or msg if index % 2 else msg for index, msg in enumerate(stream)]
-    from_maps, from_mixed = PassTree(), PassTree()
+    from_maps, from_mixed = Session(), Session()
     from_maps.apply(stream)
     from_mixed.apply(mixed)
-    assert _shape(from_mixed) == _shape(from_maps)
+    assert _shape(from_mixed.tree) == _shape(from_maps.tree)
 
 
 def test_a_row_ending_a_batch_moves_the_clock() -> None:
     spec = Lowering(compile=1, kernel="gemm", start_ns=5_000)
     rows = _as_rows(spec.messages())[:10]
     assert isinstance(rows[-1], list)
-    tree = PassTree()
-    tree.apply(rows)
-    assert tree.last_t_ns == rows[-1][8]
+    session = Session()
+    session.apply(rows)
+    assert session.last_t_ns == rows[-1][8]
 
 
 def test_a_pass_whose_start_was_missed_is_built_from_its_end_row() -> None:
@@ -78,8 +80,9 @@ def test_a_pass_whose_start_was_missed_is_built_from_its_end_row() -> None:
     end = {**start, "type": m.PASS_END, "t_ns": 30, "duration_ns": 20}
     row = m.row_of(end)
     assert row is not None
-    tree = PassTree()
-    tree.apply([row])
+    session = Session()
+    tree = session.tree
+    session.apply([row])
     [node] = tree.passes
     assert (node.name, node.seq, node.depth, node.phase, node.start_ns, node.duration_ns) == (
         "tl.Simplify",
@@ -114,15 +117,16 @@ def test_malformed_rows_are_counted_and_change_nothing() -> None:
         [*incomplete[:9], 404],
         ("pass_start", *start[1:]),
     ]
-    tree = PassTree()
-    tree.apply(bad)
-    assert tree.counters.malformed == len(bad)
-    assert tree.counters.unknown == 0
+    session = Session()
+    tree = session.tree
+    session.apply(bad)
+    assert session.counters.malformed == len(bad)
+    assert session.counters.unknown == 0
     assert tree.compiles == [] and tree.passes == []
-    assert tree.counters.events == 0
-    tree.apply([start, end])
+    assert session.counters.events == 0
+    session.apply([start, end])
     [node] = tree.passes
-    assert (node.name, node.duration_ns, tree.counters.events) == ("tl.X", 5, 2)
+    assert (node.name, node.duration_ns, session.counters.events) == ("tl.X", 5, 2)
 
 
 def test_malformed_pass_maps_are_counted_as_before() -> None:
@@ -130,22 +134,23 @@ def test_malformed_pass_maps_are_counted_as_before() -> None:
     missing_parent = {key: value for key, value in start.items() if key != "parent"}
     end_without_duration = {**start, "type": m.PASS_END}
     incomplete_bad_error = {**start, "type": m.PASS_INCOMPLETE, "error": 3}
-    tree = PassTree()
-    tree.apply([missing_parent, end_without_duration, incomplete_bad_error])
-    assert tree.counters.malformed == 3
+    session = Session()
+    tree = session.tree
+    session.apply([missing_parent, end_without_duration, incomplete_bad_error])
+    assert session.counters.malformed == 3
     assert tree.passes == []
     incomplete_without_error = {**start, "type": m.PASS_INCOMPLETE}
-    tree.apply([start, incomplete_without_error])
+    session.apply([start, incomplete_without_error])
     [node] = tree.passes
-    assert (node.end_ns, node.error, tree.counters.malformed) == (10, None, 3)
+    assert (node.end_ns, node.error, session.counters.malformed) == (10, None, 3)
 
 
 def test_heartbeats_carry_the_agents_observer_errors() -> None:
-    tree = PassTree()
-    tree.apply([m.heartbeat(t_ns=1, produced=5, dropped=0, open_passes=0, observer_errors=2)])
-    assert tree.counters.observer_errors == 2
-    tree.apply([m.heartbeat(t_ns=2, produced=6, dropped=0, open_passes=0, observer_errors=1)])
-    assert tree.counters.observer_errors == 2  # a total: the largest seen stands
+    session = Session()
+    session.apply([m.heartbeat(t_ns=1, produced=5, dropped=0, open_passes=0, observer_errors=2)])
+    assert session.counters.observer_errors == 2
+    session.apply([m.heartbeat(t_ns=2, produced=6, dropped=0, open_passes=0, observer_errors=1)])
+    assert session.counters.observer_errors == 2  # a total: the largest seen stands
     old_agent = {"type": m.HEARTBEAT, "t_ns": 3, "produced": 7, "dropped": 0, "open_passes": 0}
-    tree.apply([old_agent])
-    assert (tree.counters.observer_errors, tree.counters.heartbeats, tree.counters.malformed) == (2, 3, 0)
+    session.apply([old_agent])
+    assert (session.counters.observer_errors, session.counters.heartbeats, session.counters.malformed) == (2, 3, 0)

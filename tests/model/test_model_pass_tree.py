@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from iket_tui.model import timing
 from iket_tui.model.nodes import DONE, FAILED, INCOMPLETE, MISMATCH, RUNNING, PassNode
-from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.model.synthetic import GEMM_LOWERING, LAYOUT_CONFLICT, NVCC_REJECTED, Lowering, agent_hello
 from iket_tui.protocol import messages as m
 
@@ -64,8 +64,9 @@ def small_compile(*, compile: int = 1, t0: int = 1000 * MS) -> list[m.Message]:
 
 
 def test_a_small_compile_has_the_expected_tree_durations_and_statuses() -> None:
-    tree = PassTree()
-    tree.apply(small_compile())
+    session = Session()
+    tree = session.tree
+    session.apply(small_compile())
 
     [comp] = tree.compiles
     assert (comp.kernel, comp.label, comp.target, comp.status) == ("add", "stage=jit-lower, kernel=add", "cuda", DONE)
@@ -82,12 +83,13 @@ def test_a_small_compile_has_the_expected_tree_durations_and_statuses() -> None:
     assert timing.self_ns(ctx, now) == 3 * MS
     assert timing.inclusive_ns(comp, now) == 20 * MS
     assert timing.self_ns(comp, now) == 8 * MS
-    assert tree.counters.events == 10
+    assert session.counters.events == 10
 
 
 def test_a_real_gemm_lowering_shows_every_pass_in_order_with_its_nesting() -> None:
-    tree = PassTree()
-    tree.apply(
+    session = Session()
+    tree = session.tree
+    session.apply(
         [agent_hello(pid=77, argv=["python", "gemm.py"]), *Lowering(compile=1, kernel="gemm", start_ns=0).messages()]
     )
 
@@ -110,8 +112,9 @@ def test_a_real_gemm_lowering_shows_every_pass_in_order_with_its_nesting() -> No
 
 
 def test_a_compile_failing_in_a_pass_marks_that_pass_failed_with_the_compile_error() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=3, kernel="add_transposed", start_ns=0, fail_in="tl.LayoutInference").messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=3, kernel="add_transposed", start_ns=0, fail_in="tl.LayoutInference").messages())
 
     [comp] = tree.compiles
     assert comp.status is FAILED
@@ -127,8 +130,9 @@ def test_a_compile_failing_in_a_pass_marks_that_pass_failed_with_the_compile_err
 
 
 def test_a_failure_in_a_nested_pass_leaves_its_parent_incomplete() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=1, kernel="k", start_ns=0, fail_in="tl.LetInline").messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=1, kernel="k", start_ns=0, fail_in="tl.LetInline").messages())
 
     [comp] = tree.compiles
     assert comp.failing is not None and comp.failing.name == "tl.LetInline"
@@ -139,9 +143,10 @@ def test_a_failure_in_a_nested_pass_leaves_its_parent_incomplete() -> None:
 
 
 def test_a_codegen_failure_is_reported_on_codegen_not_on_a_pass() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     spec = Lowering(compile=1, kernel="k", start_ns=0, codegen_ns=300 * MS, codegen_error=NVCC_REJECTED)
-    tree.apply(spec.messages())
+    session.apply(spec.messages())
 
     [comp] = tree.compiles
     assert (comp.status, comp.stage, comp.failing) == (FAILED, "codegen", None)
@@ -187,8 +192,9 @@ def codegen_compile(*, named: bool = True, t0: int = 1000 * MS) -> list[m.Messag
 
 
 def test_every_codegen_step_of_a_compile_is_kept_with_its_own_time() -> None:
-    tree = PassTree()
-    tree.apply(codegen_compile())
+    session = Session()
+    tree = session.tree
+    session.apply(codegen_compile())
 
     [comp] = tree.compiles
     steps = comp.codegen_steps
@@ -203,8 +209,9 @@ def test_every_codegen_step_of_a_compile_is_kept_with_its_own_time() -> None:
 
 
 def test_codegen_steps_from_an_agent_that_did_not_name_them_are_kept_apart() -> None:
-    tree = PassTree()
-    tree.apply(codegen_compile(named=False))
+    session = Session()
+    tree = session.tree
+    session.apply(codegen_compile(named=False))
 
     [comp] = tree.compiles
     assert [step.title for step in comp.codegen_steps] == ["codegen", "codegen"]
@@ -213,9 +220,10 @@ def test_codegen_steps_from_an_agent_that_did_not_name_them_are_kept_apart() -> 
 
 
 def test_a_running_codegen_step_ticks_with_the_clock() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     messages = codegen_compile()
-    tree.apply(messages[:6])  # nvcc started at +100 ms
+    session.apply(messages[:6])  # nvcc started at +100 ms
     [comp] = tree.compiles
     [nvcc] = comp.codegen_steps
     now = 1000 * MS + 1600 * MS
@@ -223,14 +231,15 @@ def test_a_running_codegen_step_ticks_with_the_clock() -> None:
     assert nvcc.status is RUNNING
     assert timing.inclusive_ns(nvcc, now) == 1500 * MS
     assert timing.self_ns(comp, now) == 90 * MS  # 1600 ms less 10 ms of passes and 1500 ms in nvcc
-    tree.end_stream("the target exited")
+    session.end_stream("the target exited")
     assert (nvcc.status, nvcc.duration_ns) == (INCOMPLETE, 0)  # ended at the last time seen, its start
 
 
 def test_a_codegen_end_closes_the_open_step_of_its_name() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     t0 = 1000 * MS
-    tree.apply(
+    session.apply(
         [
             m.compile_begin(compile=1, label="kernel=k", kernel="k", target="cuda", t_ns=t0),
             m.codegen_begin(compile=1, t_ns=t0 + 10 * MS, name="target.build.outer"),
@@ -249,10 +258,11 @@ def test_a_codegen_end_closes_the_open_step_of_its_name() -> None:
 
 
 def test_codegen_messages_seen_twice_in_a_catch_up_change_nothing() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     messages = codegen_compile()
-    tree.apply(messages[:7])
-    tree.apply(messages)
+    session.apply(messages[:7])
+    session.apply(messages)
 
     [comp] = tree.compiles
     assert [step.title for step in comp.codegen_steps] == ["codegen tilelang_cuda", "codegen tilelang_c_host"]
@@ -260,9 +270,10 @@ def test_codegen_messages_seen_twice_in_a_catch_up_change_nothing() -> None:
 
 
 def test_a_compile_that_fails_while_codegen_runs_marks_that_step_failed() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     t0 = 1000 * MS
-    tree.apply(
+    session.apply(
         [
             *codegen_compile(named=False)[:6],
             m.compile_end(
@@ -284,8 +295,9 @@ def test_a_compile_that_fails_while_codegen_runs_marks_that_step_failed() -> Non
 
 
 def test_running_passes_are_timed_against_the_given_clock() -> None:
-    tree = PassTree()
-    tree.apply(small_compile()[:4])  # LowerTileOp running, its child Simplify running
+    session = Session()
+    tree = session.tree
+    session.apply(small_compile()[:4])  # LowerTileOp running, its child Simplify running
     lower = tree.passes[0]
     simplify = tree.passes[1]
     t0 = 1000 * MS
@@ -297,22 +309,23 @@ def test_running_passes_are_timed_against_the_given_clock() -> None:
     assert timing.inclusive_ns(tree.compiles[0], t0 + 52 * MS) == 52 * MS
 
 
-def _history(tree: PassTree, count: int) -> int:
+def _history(session: Session, count: int) -> int:
     """``count`` finished GEMM lowerings; returns when the last one ended."""
     t = 0
     for index in range(count):
         spec = Lowering(compile=index + 1, kernel="gemm", start_ns=t)
-        tree.apply(spec.messages())
+        session.apply(spec.messages())
         t = spec.end_ns() + MS
     return t
 
 
 def test_a_pass_far_beyond_its_usual_time_and_the_threshold_is_stuck() -> None:
-    tree = PassTree(stuck_after_ns=10_000 * MS)
-    t = _history(tree, 3)
+    session = Session(stuck_after_ns=10_000 * MS)
+    tree = session.tree
+    t = _history(session, 3)
     slow = Lowering(compile=9, kernel="gemm", start_ns=t, slow={"tl.LayoutInference": 600_000 * MS})
     started = next(msg["t_ns"] for msg in slow.messages() if msg.get("name") == "tl.LayoutInference")
-    tree.apply(slow.messages(until_ns=started))
+    session.apply(slow.messages(until_ns=started))
     layout = tree.passes[-1]
     assert layout.name == "tl.LayoutInference" and layout.status is RUNNING
 
@@ -322,13 +335,14 @@ def test_a_pass_far_beyond_its_usual_time_and_the_threshold_is_stuck() -> None:
 
 
 def test_a_pass_over_the_threshold_but_within_ten_times_its_usual_is_not_stuck() -> None:
-    tree = PassTree(stuck_after_ns=1_000 * MS)
-    t = _history(tree, 2)
+    session = Session(stuck_after_ns=1_000 * MS)
+    tree = session.tree
+    t = _history(session, 2)
     usual = tree.typical.median("tl.LayoutInference")
     assert usual is not None and 20 * MS < usual < 40 * MS
     slow = Lowering(compile=9, kernel="gemm", start_ns=t, slow={"tl.LayoutInference": 600_000 * MS})
     started = next(msg["t_ns"] for msg in slow.messages() if msg.get("name") == "tl.LayoutInference")
-    tree.apply(slow.messages(until_ns=started))
+    session.apply(slow.messages(until_ns=started))
     layout = tree.passes[-1]
     tree.stuck_factor = 100.0  # usual about 30 ms: 100x is about 3 s
 
@@ -337,8 +351,9 @@ def test_a_pass_over_the_threshold_but_within_ten_times_its_usual_is_not_stuck()
 
 
 def test_without_history_the_threshold_alone_decides() -> None:
-    tree = PassTree(stuck_after_ns=30_000 * MS)
-    tree.apply(small_compile()[:3])
+    session = Session(stuck_after_ns=30_000 * MS)
+    tree = session.tree
+    session.apply(small_compile()[:3])
     lower = tree.passes[0]
 
     assert not tree.is_stuck(lower, lower.start_ns + 29_000 * MS)
@@ -346,11 +361,12 @@ def test_without_history_the_threshold_alone_decides() -> None:
 
 
 def test_an_out_of_order_end_callback_marks_the_innermost_pass_mismatched() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     head = small_compile()[:4]
-    tree.apply(head)
+    session.apply(head)
     common = {"compile": 1, "context": 1, "t_ns": 1010 * MS}
-    tree.apply(
+    session.apply(
         [
             m.callback_mismatch(**common, expected="tl.Simplify", got="tl.LowerTileOp"),
             m.pass_incomplete(
@@ -385,7 +401,8 @@ def test_an_out_of_order_end_callback_marks_the_innermost_pass_mismatched() -> N
 
 
 def test_malformed_and_unknown_messages_are_counted_and_change_nothing() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     good = small_compile()
     start = good[2]
     bad: list[object] = [
@@ -402,18 +419,18 @@ def test_malformed_and_unknown_messages_are_counted_and_change_nothing() -> None
         {"type": m.HEARTBEAT, "t_ns": 5, "dropped": 0},
         {"type": m.PASS_END, "compile": 1, "context": 1, "seq": 0, "t_ns": 9},
     ]
-    tree.apply(bad)
-    tree.apply([{"type": "frobnicate", "t_ns": 1}])
+    session.apply(bad)
+    session.apply([{"type": "frobnicate", "t_ns": 1}])
 
-    assert tree.counters.malformed == len(bad)
-    assert tree.counters.unknown == 1
+    assert session.counters.malformed == len(bad)
+    assert session.counters.unknown == 1
     assert tree.compiles == [] and tree.passes == []
-    assert tree.counters.events == 0
+    assert session.counters.events == 0
 
 
 def test_loss_counters_come_from_heartbeats_drop_reports_and_sync() -> None:
-    tree = PassTree()
-    tree.apply(
+    session = Session()
+    session.apply(
         [
             agent_hello(),
             m.sync(t_ns=1, backlog=900, backlog_lost=40),
@@ -424,28 +441,30 @@ def test_loss_counters_come_from_heartbeats_drop_reports_and_sync() -> None:
         ]
     )
 
-    counters = tree.counters
+    counters = session.counters
     assert (counters.dropped, counters.backlog_lost, counters.produced, counters.heartbeats) == (12, 40, 1000, 1)
     assert counters.events == len(small_compile())
 
 
 def test_a_late_client_sees_passes_whose_start_it_missed() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     messages = small_compile()
-    tree.apply([messages[4], messages[5]])  # only the two pass_end messages
+    session.apply([messages[4], messages[5]])  # only the two pass_end messages
 
     assert names(tree.passes) == ["tl.Simplify", "tl.LowerTileOp"]
     simplify, lower = tree.passes
     assert (simplify.start_ns, simplify.duration_ns, simplify.status) == (1003 * MS, 4 * MS, DONE)
     assert lower.start_ns == 1002 * MS
-    tree.apply(messages)  # the full stream again: duplicates change nothing
+    session.apply(messages)  # the full stream again: duplicates change nothing
     assert len(tree.passes) == 3
 
 
 def test_when_the_stream_ends_whatever_is_open_becomes_incomplete() -> None:
-    tree = PassTree()
-    tree.apply(small_compile()[:4])
-    tree.end_stream("the target exited")
+    session = Session()
+    tree = session.tree
+    session.apply(small_compile()[:4])
+    session.end_stream("the target exited")
 
     lower, simplify = tree.passes
     assert (lower.status, simplify.status, tree.compiles[0].status) == (INCOMPLETE, INCOMPLETE, INCOMPLETE)
@@ -455,11 +474,12 @@ def test_when_the_stream_ends_whatever_is_open_becomes_incomplete() -> None:
 
 
 def test_a_pass_event_changes_only_its_own_compiles_version() -> None:
-    tree = PassTree()
-    tree.apply(small_compile(compile=1) + small_compile(compile=2, t0=2000 * MS)[:3])
+    session = Session()
+    tree = session.tree
+    session.apply(small_compile(compile=1) + small_compile(compile=2, t0=2000 * MS)[:3])
     first, second = tree.compiles
     before = (first.version, first.shape, second.version, second.shape)
-    tree.apply(small_compile(compile=2, t0=2000 * MS)[3:4])
+    session.apply(small_compile(compile=2, t0=2000 * MS)[3:4])
 
     assert (first.version, first.shape) == before[:2]
     assert second.shape == before[3] + 1

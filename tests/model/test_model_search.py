@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from iket_tui.model.pass_search import PassSearch
-from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.model.synthetic import GEMM_LOWERING, Lowering
 
 
 def test_matches_are_in_tree_order_and_next_previous_wrap() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=1, kernel="a", start_ns=0).messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=1, kernel="a", start_ns=0).messages())
     search = PassSearch(tree)
     search.set_term("layoutinf")
 
@@ -27,13 +28,14 @@ def test_matches_are_in_tree_order_and_next_previous_wrap() -> None:
 
 
 def test_passes_arriving_later_are_found_too() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     first = Lowering(compile=1, kernel="a", start_ns=0)
-    tree.apply(first.messages())
+    session.apply(first.messages())
     search = PassSearch(tree)
     search.set_term("tl.LayoutInference")
     assert len(search.matches) == 1
-    tree.apply(Lowering(compile=2, kernel="b", start_ns=first.end_ns() + 1).messages())
+    session.apply(Lowering(compile=2, kernel="b", start_ns=first.end_ns() + 1).messages())
 
     assert [node.compile.id for node in search.matches] == [1, 2]
     search.set_term("no such pass")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from iket_tui.model.nodes import CodegenNode, CompileNode, ContextNode, Node, PassNode, ProcessNode
 from iket_tui.model.pass_tree import PassTree
-from iket_tui.model.synthetic import GEMM_LOWERING, Lowering, agent_hello, session
+from iket_tui.model.session import Session
+from iket_tui.model.synthetic import GEMM_LOWERING, Lowering, agent_hello, lowerings
 from iket_tui.model.visible_rows import VisibleRows
 
 PASSES = len(GEMM_LOWERING)
@@ -34,10 +35,11 @@ def label(node: Node) -> str:
 
 
 def loaded(count: int = 3) -> tuple[PassTree, VisibleRows]:
-    tree = PassTree()
-    tree.apply([agent_hello(pid=9)])
-    for spec in session(count, fail=()):
-        tree.apply(spec.messages())
+    session = Session()
+    tree = session.tree
+    session.apply([agent_hello(pid=9)])
+    for spec in lowerings(count, fail=()):
+        session.apply(spec.messages())
     rows = VisibleRows(tree)
     rows.refresh()
     return tree, rows
@@ -108,8 +110,9 @@ def test_a_compile_the_user_expanded_stays_expanded_when_follow_moves_on() -> No
 
 
 def test_revealing_a_failing_pass_expands_the_path_to_it() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=1, kernel="bad", start_ns=0, fail_in="tl.LetInline").messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=1, kernel="bad", start_ns=0, fail_in="tl.LetInline").messages())
     rows = VisibleRows(tree)
     rows.refresh()
     failing = tree.compiles[0].failing
@@ -124,21 +127,22 @@ def test_revealing_a_failing_pass_expands_the_path_to_it() -> None:
 
 
 def test_passes_arriving_in_a_collapsed_compile_do_not_change_the_rows() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     spec = Lowering(compile=1, kernel="k", start_ns=0)
     messages = spec.messages()
-    tree.apply(messages[:10])
+    session.apply(messages[:10])
     rows = VisibleRows(tree)
     rows.refresh()
     version = rows.version
-    tree.apply(messages[10:40])
+    session.apply(messages[10:40])
 
     assert not rows.refresh()
     assert rows.version == version
     rows.follow(tree.compiles[0])
     assert rows.refresh()
     before = len(rows)
-    tree.apply(messages[40:42])  # one more pass starts and ends
+    session.apply(messages[40:42])  # one more pass starts and ends
     assert rows.refresh()
     assert len(rows) == before + 1
 

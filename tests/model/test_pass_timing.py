@@ -9,7 +9,8 @@ import pytest
 
 from iket_tui.model.pass_timing import PassStats, PassTiming, TimingSummary, slowest_passes
 from iket_tui.model.pass_tree import PassTree
-from iket_tui.model.synthetic import DEVICE_BUILD, Lowering, agent_hello, session
+from iket_tui.model.session import Session
+from iket_tui.model.synthetic import DEVICE_BUILD, Lowering, agent_hello, lowerings
 from iket_tui.protocol import messages as m
 from iket_tui.sources.reading import read_recording
 
@@ -88,10 +89,14 @@ def three_compiles() -> list[m.Message]:
     ]
 
 
+def _session(messages: list[m.Message]) -> Session:
+    session = Session()
+    session.apply(messages)
+    return session
+
+
 def _tree(messages: list[m.Message]) -> PassTree:
-    tree = PassTree()
-    tree.apply(messages)
-    return tree
+    return _session(messages).tree
 
 
 def _fields(stats: PassStats) -> tuple[object, ...]:
@@ -196,25 +201,27 @@ def test_compile_times_say_where_one_compile_went() -> None:
 
 def test_kept_up_to_date_as_the_stream_arrives_in_pieces() -> None:
     """After every piece, the incremental figures equal those of a fresh look at the tree."""
-    specs = session(5, fail=(2,))
+    specs = lowerings(5, fail=(2,))
     stream = [agent_hello(), *(msg for spec in specs for msg in spec.messages())]
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     timing = PassTiming(tree)
     for start in range(0, len(stream), 37):
-        tree.apply(stream[start : start + 37])
-        now = tree.last_t_ns + 1 * MS
+        session.apply(stream[start : start + 37])
+        now = session.last_t_ns + 1 * MS
         assert _picture(timing.summary(now)) == _picture(PassTiming(tree).summary(now))
-    final = timing.summary(tree.last_t_ns)
+    final = timing.summary(session.last_t_ns)
     assert final.compiles == 5 and final.running == 0
     assert final.by_name["tl.LayoutInference"].failed == 1
     assert final.by_name["tl.Simplify"].count == 7 * 4 + 3  # 7 runs in a full lowering, 3 before tl.LayoutInference
 
 
 def test_a_late_message_about_an_ended_compile_is_counted() -> None:
-    tree = _tree(three_compiles())
+    session = _session(three_compiles())
+    tree = session.tree
     timing = PassTiming(tree)
     before = timing.summary(NOW).by_name["tl.Simplify"].count
-    tree.apply(_run(1, "tl.Simplify", 7, T1 + 38 * MS, T1 + 39 * MS))  # reported after the compile ended
+    session.apply(_run(1, "tl.Simplify", 7, T1 + 38 * MS, T1 + 39 * MS))  # reported after the compile ended
     after = timing.summary(NOW)
     assert after.by_name["tl.Simplify"].count == before + 1
     assert _picture(after) == _picture(PassTiming(tree).summary(NOW))
@@ -222,9 +229,10 @@ def test_a_late_message_about_an_ended_compile_is_counted() -> None:
 
 def test_the_real_h200_recording() -> None:
     messages, _ = read_recording(EXAMPLE)
-    tree = _tree(messages)
-    tree.end_stream("the recording ended")
-    summary = PassTiming(tree).summary(tree.last_t_ns)
+    session = _session(messages)
+    tree = session.tree
+    session.end_stream("the recording ended")
+    summary = PassTiming(tree).summary(session.last_t_ns)
     by_name = summary.by_name
     assert (summary.compiles, summary.runs, summary.running) == (9, 734, 0)
     assert {name: by_name[name].count for name in ("tl.Simplify", "pass_fn", "tirx.Simplify", "tl.LowerTileOp")} == {

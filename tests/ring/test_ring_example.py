@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iket_tui.demo.kernels import TRACED_EVENTS
-from iket_tui.model.pass_tree import PassTree
+from iket_tui.demo.sample import TRACED_EVENTS
+from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
 from iket_tui.ring.decode import EventTables, decode
 from iket_tui.ring.layout import KIND_END, KIND_MASK, KIND_START
@@ -99,11 +99,11 @@ def test_ranges_pair_per_warp_and_payloads_are_the_values_the_kernel_wrote(event
 
 
 def test_the_model_links_the_module_to_its_compile(recording: list[m.Message]) -> None:
-    tree = PassTree()
-    tree.apply(recording)
-    assert tree.counters.malformed == 0
-    (key,) = tree.kernels.modules
-    compile_id = tree.kernels.module_compile[key]
-    traced = [comp for comp in tree.compiles if comp.kernel == "traced_gemm"]
+    session = Session()
+    session.apply(recording)
+    assert session.counters.malformed == 0
+    (key,) = session.kernels.modules
+    compile_id = session.kernels.module_compile[key]
+    traced = [comp for comp in session.tree.compiles if comp.kernel == "traced_gemm"]
     assert [comp.id for comp in traced] == [compile_id]
-    assert tree.kernels.events_read == LAUNCHES * 42_240 and tree.kernels.events_lost == 0
+    assert session.kernels.events_read == LAUNCHES * 42_240 and session.kernels.events_lost == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,12 @@ from fake_agent import FakeAgent
 
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.recording import MAGIC
-from iket_tui.sources.base import SourceBatch, SourceError, SourceState
+from iket_tui.sources.base import Answer, SourceBatch, SourceError, SourceState
 from iket_tui.sources.reading import read_recording
+from iket_tui.sources.replay import RecordingSource
 from iket_tui.sources.socket import SocketSource
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "h200-demo.msgpack"
 
 
 def _drain(source: SocketSource) -> list[SourceBatch]:
@@ -205,3 +209,45 @@ def test_asking_a_target_that_has_gone_is_one_clear_error() -> None:
         _drain(source)  # to its bye
     with pytest.raises(SourceError, match=r"is no longer connected \(the target exited, or the stream ended\)$"):
         source.request(m.WHAT_STACKS)
+
+
+def _answers(batches: list[SourceBatch]) -> list[Answer]:
+    return [answer for batch in batches for answer in batch.answers]
+
+
+def test_a_request_nobody_answers_is_settled_once_overdue_in_a_batch() -> None:
+    with FakeAgent("endless") as agent:
+        source = SocketSource(agent.path)
+        source.connect()
+        asked = source.request(m.WHAT_STACKS, timeout_s=0.3)
+        started = time.monotonic()
+        seen: list[SourceBatch] = []
+        for batch in source.batches():
+            seen.append(batch)
+            if batch.answers:
+                waited = time.monotonic() - started
+                break
+        source.close_and_wait("done")
+    assert _answers(seen) == [Answer(asked, error="no answer within 0.3 s (is the target still running the agent?)")]
+    assert 0.3 <= waited < 5.0
+    assert any(msg["type"] == m.PASS_END for msg in _messages(seen))  # the stream went on meanwhile
+
+
+def test_a_request_still_open_when_the_target_dies_is_settled_with_why() -> None:
+    with FakeAgent("quiet") as agent:
+        source = SocketSource(agent.path)
+        source.connect()
+        asked = source.request(m.WHAT_IR, timeout_s=60.0, compile=1, seq=0, which="both")
+        agent.process.kill()
+        batches = _drain(source)
+    (answer,) = _answers(batches)
+    assert answer.request_id == asked and answer.response is None
+    assert answer.error == f"pid {agent.pid} is no longer connected (the target closed the connection without a bye)"
+    assert _states(batches)[-1] is SourceState.ENDED
+    assert batches[-1].answers == (answer,)  # settled with the state that ends the stream, not lost before it
+
+
+def test_a_recording_cannot_be_asked() -> None:
+    source = RecordingSource(EXAMPLE, speed=0.0)
+    with pytest.raises(SourceError, match=r"^a recording cannot be asked: this needs a live target$"):
+        source.request(m.WHAT_STACKS, timeout_s=1.0)

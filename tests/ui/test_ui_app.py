@@ -6,7 +6,7 @@ from ui_driving import app_test, cursor_row, screen_lines, tree_text, wait_for_b
 from ui_fakes import FakeReplay, FakeSource, FrozenClock, batch
 
 from iket_tui.model.nodes import INCOMPLETE, CompileNode, PassNode
-from iket_tui.model.synthetic import NVCC_REJECTED, Lowering, agent_hello, live_stream, session
+from iket_tui.model.synthetic import NVCC_REJECTED, Lowering, agent_hello, live_stream, lowerings
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceState
 from iket_tui.ui import units
@@ -57,7 +57,7 @@ async def test_live_tree_follows_the_running_pass_of_the_newest_compile() -> Non
 
 @app_test
 async def test_a_new_compile_is_followed_and_the_previous_one_collapses() -> None:
-    specs = session(7)
+    specs = lowerings(7)
     first = live_stream(compiles=6)
     app, source = live_app(first)
     async with app.run_test(size=WIDE) as pilot:
@@ -83,7 +83,7 @@ async def test_moving_the_cursor_stops_following_and_f_resumes() -> None:
         assert cursor_row(app).startswith("✓ tl.Simplify")
         assert "follow" not in header(app)
 
-        source.feed(batch(session(7)[6].messages(until_ns=session(7)[6].start_ns + 60_000_000)))
+        source.feed(batch(lowerings(7)[6].messages(until_ns=lowerings(7)[6].start_ns + 60_000_000)))
         await wait_for_batches(pilot, app, 2)
         assert cursor_row(app).startswith("✓ tl.Simplify")  # not dragged along
 
@@ -177,7 +177,7 @@ async def test_search_finds_passes_by_name_and_n_moves_between_matches() -> None
 
 @app_test
 async def test_pause_freezes_the_display_while_data_keeps_arriving() -> None:
-    specs = session(7)
+    specs = lowerings(7)
     app, source = live_app(live_stream(compiles=6))
     async with app.run_test(size=WIDE) as pilot:
         await wait_for_batches(pilot, app, 1)
@@ -222,10 +222,10 @@ async def test_dropped_events_are_counted_and_highlighted_in_the_header() -> Non
         assert "12 dropped" in header(app)
         assert app.query_one("#header-dropped").has_class("-nonzero")
 
-        source.feed(batch([m.dropped(t_ns=app.pass_tree.last_t_ns + 1, count=30, total=42)]))
+        source.feed(batch([m.dropped(t_ns=app.session.last_t_ns + 1, count=30, total=42)]))
         await wait_for_batches(pilot, app, 2)
         assert "42 dropped" in header(app)
-        source.feed(batch([m.sync(t_ns=app.pass_tree.last_t_ns + 1, backlog=500, backlog_lost=77)]))
+        source.feed(batch([m.sync(t_ns=app.session.last_t_ns + 1, backlog=500, backlog_lost=77)]))
         await wait_for_batches(pilot, app, 3)
         assert "42 dropped, 77 missed before attach" in header(app)
 
@@ -236,10 +236,10 @@ async def test_when_the_target_exits_the_data_stays_and_open_passes_become_incom
     async with app.run_test(size=WIDE) as pilot:
         await wait_for_batches(pilot, app, 1)
         assert "live  813 ev/s  813 events" in header(app)
-        t = app.pass_tree.last_t_ns
+        t = app.session.last_t_ns
         source.feed(batch([m.bye(t_ns=t + 1, produced=900, dropped=0, reason="exit")], state=SourceState.ENDED))
         source.finish()
-        await wait_until(pilot, lambda: app.pass_tree.ended is not None, "the end of the stream")
+        await wait_until(pilot, lambda: app.session.ended is not None, "the end of the stream")
 
         assert "disconnected  0 ev/s  813 events" in header(app)
         layout = app.pass_tree.passes[-1]
@@ -315,7 +315,7 @@ async def test_a_failing_source_shows_its_error_line_and_keeps_the_tree() -> Non
         await wait_for_batches(pilot, app, 1)
         source.feed(batch([], state=SourceState.FAILED, error="connection reset by the target"))
         source.finish()
-        await wait_until(pilot, lambda: app.pass_tree.ended is not None, "the end of the stream")
+        await wait_until(pilot, lambda: app.session.ended is not None, "the end of the stream")
 
         assert "failed" in header(app)
         assert header(app).endswith("connection reset by the target")
@@ -333,7 +333,7 @@ async def test_a_source_that_raises_is_reported_in_one_line() -> None:
     source = Broken()
     app = IketApp(source, clock=FrozenClock())
     async with app.run_test(size=WIDE) as pilot:
-        await wait_until(pilot, lambda: app.pass_tree.ended is not None, "the source to fail")
+        await wait_until(pilot, lambda: app.session.ended is not None, "the source to fail")
         assert header(app).endswith("OSError: socket closed unexpectedly")
         assert len(app.pass_tree.compiles) == 6
 
@@ -406,7 +406,7 @@ async def test_help_lists_the_keys_and_closes() -> None:
         shown = str(app.screen.query_one("#help-body Static").render())
         assert "follow the newest compile and its running pass" in shown
         assert "step one message while paused" in shown
-        source.feed(batch(session(7)[6].messages()))
+        source.feed(batch(lowerings(7)[6].messages()))
         await wait_for_batches(pilot, app, 2)  # events keep arriving under the help
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")

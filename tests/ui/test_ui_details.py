@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.model.synthetic import LAYOUT_CONFLICT, NVCC_REJECTED, Lowering, live_stream
 from iket_tui.ui.details import describe
 
@@ -10,12 +10,13 @@ MS = 1_000_000
 
 
 def test_a_failed_pass_shows_the_compile_error_and_full_traceback() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=4, kernel="add_transposed", start_ns=0, fail_in="tl.LayoutInference").messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=4, kernel="add_transposed", start_ns=0, fail_in="tl.LayoutInference").messages())
     failing = tree.compiles[0].failing
     assert failing is not None
 
-    details = describe(tree, failing, tree.last_t_ns)
+    details = describe(session, failing, session.last_t_ns)
     fields = dict(details.fields)
     assert details.title == "pass tl.LayoutInference"
     assert fields["status"] == "failed"
@@ -30,11 +31,12 @@ def test_a_failed_pass_shows_the_compile_error_and_full_traceback() -> None:
 
 
 def test_a_nested_pass_names_its_parent_and_start_in_the_compile() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=1, kernel="gemm", start_ns=0).messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=1, kernel="gemm", start_ns=0).messages())
     let_inline = next(node for node in tree.passes if node.name == "tl.LetInline")
 
-    fields = dict(describe(tree, let_inline, tree.last_t_ns).fields)
+    fields = dict(describe(session, let_inline, session.last_t_ns).fields)
     assert fields["parent"] == "tl.LowerTileOp (seq 25)"
     assert fields["depth"] == "1"
     assert fields["start"].endswith("into the compile")
@@ -42,10 +44,13 @@ def test_a_nested_pass_names_its_parent_and_start_in_the_compile() -> None:
 
 
 def test_a_failed_compile_shows_label_target_stage_and_error() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=2, kernel="k", start_ns=0, codegen_ns=300 * MS, codegen_error=NVCC_REJECTED).messages())
+    session = Session()
+    tree = session.tree
+    session.apply(
+        Lowering(compile=2, kernel="k", start_ns=0, codegen_ns=300 * MS, codegen_error=NVCC_REJECTED).messages()
+    )
 
-    details = describe(tree, tree.compiles[0], tree.last_t_ns)
+    details = describe(session, tree.compiles[0], session.last_t_ns)
     fields = dict(details.fields)
     assert fields["status"] == "failed"
     assert fields["label"] == "stage=jit-lower, kernel=k, backend=tvm_ffi"
@@ -55,12 +60,15 @@ def test_a_failed_compile_shows_label_target_stage_and_error() -> None:
 
 
 def test_a_failed_codegen_step_shows_the_compiler_error_and_traceback() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=2, kernel="k", start_ns=0, codegen_ns=300 * MS, codegen_error=NVCC_REJECTED).messages())
+    session = Session()
+    tree = session.tree
+    session.apply(
+        Lowering(compile=2, kernel="k", start_ns=0, codegen_ns=300 * MS, codegen_error=NVCC_REJECTED).messages()
+    )
     comp = tree.compiles[0]
     [nvcc] = comp.codegen_steps
 
-    details = describe(tree, nvcc, tree.last_t_ns)
+    details = describe(session, nvcc, session.last_t_ns)
     fields = dict(details.fields)
     assert details.title == "codegen tilelang_cuda"
     assert (fields["status"], fields["step"], fields["duration"]) == (
@@ -71,37 +79,40 @@ def test_a_failed_codegen_step_shows_the_compiler_error_and_traceback() -> None:
     assert fields["compile"] == "k (compile 2)"
     assert details.error == NVCC_REJECTED
     assert details.traceback is not None and details.traceback.startswith("Traceback (most recent call last):")
-    compile_fields = dict(describe(tree, comp, tree.last_t_ns).fields)
+    compile_fields = dict(describe(session, comp, session.last_t_ns).fields)
     assert compile_fields["failed in"] == "codegen tilelang_cuda"
 
 
 def test_a_compile_accounts_for_the_time_of_every_codegen_step() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=1, kernel="gemm", start_ns=0, codegen_ns=2_900 * MS).messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=1, kernel="gemm", start_ns=0, codegen_ns=2_900 * MS).messages())
     comp = tree.compiles[0]
 
-    fields = dict(describe(tree, comp, tree.last_t_ns).fields)
+    fields = dict(describe(session, comp, session.last_t_ns).fields)
     assert fields["duration"] == "3.10 s"
     assert fields["codegen"] == "2.90 s in 2 steps"
     assert fields["self"] == "3.6 ms outside passes and codegen"
 
 
 def test_a_stuck_pass_says_how_long_against_its_usual_time() -> None:
-    tree = PassTree(stuck_after_ns=30_000 * MS)
-    tree.apply(live_stream(running_for_ns=45_000 * MS))
+    session = Session(stuck_after_ns=30_000 * MS)
+    tree = session.tree
+    session.apply(live_stream(running_for_ns=45_000 * MS))
     layout = tree.running_passes()[0]
 
-    fields = dict(describe(tree, layout, tree.last_t_ns).fields)
+    fields = dict(describe(session, layout, session.last_t_ns).fields)
     assert fields["status"].startswith("STUCK: running 45.00 s, usually ")
     assert fields["duration"] == "45.00 s so far"
 
 
 def test_the_process_shows_the_loss_counters() -> None:
-    tree = PassTree()
-    tree.apply(live_stream(dropped=12))
-    tree.apply([{"type": "pass_start"}, {"type": "from_the_future"}])
+    session = Session()
+    tree = session.tree
+    session.apply(live_stream(dropped=12))
+    session.apply([{"type": "pass_start"}, {"type": "from_the_future"}])
 
-    fields = dict(describe(tree, tree.process, tree.last_t_ns).fields)
+    fields = dict(describe(session, tree.process, session.last_t_ns).fields)
     assert fields["command"] == "python kernels/demo.py"
     assert (fields["dropped"], fields["malformed messages"], fields["unknown messages"]) == ("12", "1", "1")
     assert fields["observer errors"] == "0"
@@ -114,24 +125,26 @@ def test_the_process_of_a_traced_gpu_run_shows_its_ring_and_kernel_events() -> N
     from iket_tui.sources.reading import read_recording
 
     messages, _ = read_recording(Path(__file__).resolve().parents[2] / "examples" / "h200-demo.msgpack")
-    tree = PassTree()
-    tree.apply(messages)
+    session = Session()
+    tree = session.tree
+    session.apply(messages)
 
-    fields = dict(describe(tree, tree.process, tree.last_t_ns).fields)
+    fields = dict(describe(session, tree.process, session.last_t_ns).fields)
     assert fields["kernel ring"] == "on NVIDIA H200, drained at 20 Hz"
     assert fields["traced kernels"] == "traced_gemm_kernel (1 module)"
     assert fields["kernel events read"] == "126,720"
     assert fields["kernel events lost"] == "0 in the ring, 0 torn"
     assert fields["kernel events missed"] == "0"
-    assert tree.kernels.headline() == "kernels: 126,720 ev"
+    assert session.kernels.headline() == "kernels: 126,720 ev"
 
 
 def test_kernel_tracing_without_a_ring_says_why() -> None:
-    tree = PassTree()
-    tree.apply(live_stream())
-    tree.apply([{"type": "kernel_tracing", "enabled": True, "device": None, "reason": "no CUDA device", "t_ns": 1}])
+    session = Session()
+    tree = session.tree
+    session.apply(live_stream())
+    session.apply([{"type": "kernel_tracing", "enabled": True, "device": None, "reason": "no CUDA device", "t_ns": 1}])
 
-    fields = dict(describe(tree, tree.process, tree.last_t_ns).fields)
+    fields = dict(describe(session, tree.process, session.last_t_ns).fields)
     assert fields["kernel ring"] == "none: no CUDA device"
     assert fields["traced kernels"] == "none yet (0 modules)"
-    assert tree.kernels.headline() == "kernels: no ring (no CUDA device)"
+    assert session.kernels.headline() == "kernels: no ring (no CUDA device)"

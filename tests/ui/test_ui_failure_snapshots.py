@@ -16,7 +16,7 @@ from ui_driving import wait_for_batches
 from ui_fakes import FakeSource, FrozenClock, batch
 
 from iket_tui.model.nodes import Node
-from iket_tui.model.synthetic import LAYOUT_CONFLICT, Lowering, agent_hello, live_stream, session
+from iket_tui.model.synthetic import LAYOUT_CONFLICT, Lowering, agent_hello, live_stream, lowerings
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.messages import Message
 from iket_tui.sources.base import SourceState
@@ -105,7 +105,7 @@ def with_capture(stream: list[Message], capture: Message) -> list[Message]:
 
 def nvcc_rejected_stream() -> list[Message]:
     """Two good compiles, then one whose device build nvcc rejects, with what the agent captured of it."""
-    good = session(2, fail=())
+    good = lowerings(2, fail=())
     start = good[-1].end_ns() + 30_000_000
     rejected = Lowering(
         compile=3, kernel="nvcc_error", start_ns=start, codegen_ns=2_800_000_000, codegen_error=NVCC_ERROR

@@ -1,4 +1,4 @@
-"""The IR screen over an answer a source gives: line numbers, the diff's lines, and a search
+"""The IR screen over an answer the target gives: line numbers, the diff's lines, and a search
 that Enter starts, an empty Enter drops and Escape leaves alone."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 from textual.app import App
 from textual.pilot import Pilot
 from ui_driving import app_test, wait_until
-from ui_fakes import AnsweringSource
+from ui_fakes import AnsweringTarget
 
 from iket_tui.model.nodes import PassNode
-from iket_tui.model.pass_tree import PassTree
-from iket_tui.model.synthetic import session
+from iket_tui.model.session import Session
+from iket_tui.model.synthetic import lowerings
 from iket_tui.protocol import messages as m
 from iket_tui.ui.ir_screen import IRScreen
 
@@ -19,8 +19,9 @@ AFTER = BEFORE.replace("x_20 = T.alloc(20)", "x_20 = T.alloc(20, scope='shared')
 
 
 def _node() -> PassNode:
-    tree = PassTree()
-    tree.apply([msg for spec in session(1, fail=()) for msg in spec.messages()])
+    session = Session()
+    tree = session.tree
+    session.apply([msg for spec in lowerings(1, fail=()) for msg in spec.messages()])
     return next(node for node in tree.passes if node.name == "tl.LowerTileOp")
 
 
@@ -31,11 +32,13 @@ class IRApp(App[None]):
         answer = m.response(
             id=0, what=m.WHAT_IR, t_ns=0, ok=True, name=node.name, before=BEFORE, after=AFTER, after_missing=None
         )
-        self.source = AnsweringSource({m.WHAT_IR: answer})
+        self.target = AnsweringTarget({m.WHAT_IR: answer})
         self.node = node
 
     def on_mount(self) -> None:
-        self.push_screen(IRScreen(self.source, self.node))
+        screen = IRScreen(self.target, self.node)
+        self.target.screen = screen
+        self.push_screen(screen)
 
 
 async def _the_diff(app: IRApp, pilot: Pilot[int]) -> IRScreen:
@@ -56,7 +59,7 @@ async def test_the_ir_before_has_line_numbers_and_the_diff_its_changes() -> None
     app = IRApp()
     async with app.run_test(size=(60, 12)) as pilot:
         screen = await _the_diff(app, pilot)
-        assert app.source.requests == [
+        assert app.target.requests == [
             {"what": m.WHAT_IR, "compile": app.node.compile.id, "seq": app.node.seq, "which": "both"}
         ]
         rows = _rows(screen)

@@ -1,6 +1,6 @@
 """SVG snapshots of the IR screen over the real TVMScript of a real module: the demo GEMM,
 lowered here for sm_90a, before and after ``tl.LowerTileOp`` (TileLang's lowering is the same
-on every machine). The screen takes its answer from a source that answers as the agent does,
+on every machine). The screen takes its answer from a target that answers as the agent does,
 so the snapshots are exact; the live path is covered by tests/e2e/test_ir.py."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ pytest.importorskip("tilelang")
 from textual.app import App
 from textual.pilot import Pilot
 from ui_driving import wait_until
-from ui_fakes import AnsweringSource
+from ui_fakes import AnsweringTarget
 
 from iket_tui.model.nodes import PassNode
-from iket_tui.model.pass_tree import PassTree
-from iket_tui.model.synthetic import session
+from iket_tui.model.session import Session
+from iket_tui.model.synthetic import lowerings
 from iket_tui.protocol import messages as m
 from iket_tui.ui.ir_screen import IRScreen
 
@@ -56,8 +56,9 @@ def lowered_answer() -> m.Message:
 
 def _node() -> PassNode:
     """PASS in a compile shaped like the demo GEMM's."""
-    tree = PassTree()
-    tree.apply([msg for spec in session(1, fail=()) for msg in spec.messages()])
+    session = Session()
+    tree = session.tree
+    session.apply([msg for spec in lowerings(1, fail=()) for msg in spec.messages()])
     return next(node for node in tree.passes if node.name == PASS)
 
 
@@ -68,10 +69,12 @@ class IRApp(App[None]):
 
     def __init__(self, answer: m.Message) -> None:
         super().__init__()
-        self.source = AnsweringSource({m.WHAT_IR: answer})
+        self.target = AnsweringTarget({m.WHAT_IR: answer})
 
     def on_mount(self) -> None:
-        self.push_screen(IRScreen(self.source, _node()))
+        screen = IRScreen(self.target, _node())
+        self.target.screen = screen
+        self.push_screen(screen)
 
 
 def shown(view: str, then: tuple[str, ...] = ()) -> Callable[[Pilot[None]], Any]:

@@ -8,10 +8,11 @@ from pathlib import Path
 from textual.widgets import DataTable
 from ui_driving import app_test, wait_until
 
+from iket_tui.model.flame_text import ruler
 from iket_tui.sources.base import SourceState
 from iket_tui.sources.replay import RecordingSource
 from iket_tui.ui.app import IketApp
-from iket_tui.ui.flame_view import FlameView, ruler
+from iket_tui.ui.flame_view import FlameView
 from iket_tui.ui.kernels_screen import KernelsScreen
 from iket_tui.ui.pass_tree_view import PassTreeView
 
@@ -143,7 +144,7 @@ async def test_without_a_gpu_the_demo_shows_the_kernels_of_the_bundled_recording
     source = FakeSource([batch([*live_stream(), no_ring], state=SourceState.LIVE)], stay_open=True)
     app = IketApp(source, sample_kernels=sample)  # type: ignore[arg-type]
     async with app.run_test(size=WIDE) as pilot:
-        await wait_until(pilot, lambda: app.pass_tree.kernels.tracing is not None, "the tracing state")
+        await wait_until(pilot, lambda: app.session.kernels.tracing is not None, "the tracing state")
         assert "kernels: no ring (no CUDA device)" in app.header.text()
         await pilot.press("K")
         await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), "the kernels screen")

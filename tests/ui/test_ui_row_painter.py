@@ -6,6 +6,7 @@ from rich.style import Style
 
 from iket_tui.model.nodes import PassNode
 from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.session import Session
 from iket_tui.model.synthetic import Lowering, agent_hello, live_stream
 from iket_tui.model.visible_rows import Row
 from iket_tui.ui.row_painter import STATUS_W, Columns, RowState, RowStyles, headline, paint_row
@@ -25,8 +26,9 @@ def paint(tree: PassTree, row: Row, *, width: int = 120, now_ns: int = 0, **stat
 
 
 def test_a_finished_pass_shows_its_name_phase_and_durations() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=1, kernel="gemm", start_ns=0).messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=1, kernel="gemm", start_ns=0).messages())
     lower = pass_named(tree, "tl.LowerTileOp")
 
     text = paint(tree, Row(lower, 3, True))
@@ -38,8 +40,9 @@ def test_a_finished_pass_shows_its_name_phase_and_durations() -> None:
 
 
 def test_a_running_pass_shows_a_live_timer_and_turns_stuck() -> None:
-    tree = PassTree(stuck_after_ns=30_000 * MS)
-    tree.apply(live_stream(running_for_ns=2_000 * MS))
+    session = Session(stuck_after_ns=30_000 * MS)
+    tree = session.tree
+    session.apply(live_stream(running_for_ns=2_000 * MS))
     layout = tree.running_passes()[0]
     row = Row(layout, 3, False)
 
@@ -52,8 +55,9 @@ def test_a_running_pass_shows_a_live_timer_and_turns_stuck() -> None:
 
 
 def test_failed_compile_and_pass_rows_say_so() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=4, kernel="add_transposed", start_ns=0, fail_in="tl.LayoutInference").messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=4, kernel="add_transposed", start_ns=0, fail_in="tl.LayoutInference").messages())
     comp = tree.compiles[0]
     assert comp.failing is not None
 
@@ -64,8 +68,9 @@ def test_failed_compile_and_pass_rows_say_so() -> None:
 
 
 def test_each_codegen_step_has_its_own_row_with_its_time() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=1, kernel="gemm", start_ns=0, codegen_ns=2_900 * MS).messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=1, kernel="gemm", start_ns=0, codegen_ns=2_900 * MS).messages())
     nvcc, host = tree.compiles[0].codegen_steps
 
     nvcc_text = paint(tree, Row(nvcc, 2, False))
@@ -77,11 +82,12 @@ def test_each_codegen_step_has_its_own_row_with_its_time() -> None:
 
 
 def test_a_running_codegen_step_shows_a_live_timer() -> None:
-    tree = PassTree()
+    session = Session()
+    tree = session.tree
     spec = Lowering(compile=1, kernel="gemm", start_ns=0, codegen_ns=2_900 * MS)
     messages = spec.messages()
     began = next(index for index, msg in enumerate(messages) if msg["type"] == "codegen_begin")
-    tree.apply(messages[: began + 1])
+    session.apply(messages[: began + 1])
     [nvcc] = tree.compiles[0].codegen_steps
 
     text = paint(tree, Row(nvcc, 2, False), now_ns=nvcc.begin_ns + 1_250 * MS)
@@ -90,9 +96,10 @@ def test_a_running_codegen_step_shows_a_live_timer() -> None:
 
 
 def test_the_process_row_names_the_target_and_sums_up() -> None:
-    tree = PassTree()
-    tree.apply([agent_hello(pid=31337, argv=["python", "train.py"])])
-    tree.apply(Lowering(compile=1, kernel="k", start_ns=0, fail_in="tl.Simplify").messages())
+    session = Session()
+    tree = session.tree
+    session.apply([agent_hello(pid=31337, argv=["python", "train.py"])])
+    session.apply(Lowering(compile=1, kernel="k", start_ns=0, fail_in="tl.Simplify").messages())
 
     text = paint(tree, Row(tree.process, 0, True), width=90).rstrip()
     assert text.startswith("▼ pid 31337 python train.py")
@@ -100,8 +107,9 @@ def test_the_process_row_names_the_target_and_sums_up() -> None:
 
 
 def test_narrow_rows_drop_the_phase_column_and_shorten_long_names() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=1, kernel="k" * 80, start_ns=0).messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=1, kernel="k" * 80, start_ns=0).messages())
     narrow = Columns(78)
 
     assert not narrow.show_phase and Columns(120).show_phase
@@ -112,20 +120,22 @@ def test_narrow_rows_drop_the_phase_column_and_shorten_long_names() -> None:
 
 
 def test_the_column_titles_line_up_with_the_row_cells() -> None:
-    tree = PassTree()
-    tree.apply(live_stream())
+    session = Session()
+    tree = session.tree
+    session.apply(live_stream())
     for width in (78, 140):
         columns = Columns(width)
         header = columns.header()
-        row = paint(tree, Row(tree.running_passes()[0], 3, False), width=width, now_ns=tree.last_t_ns)
+        row = paint(tree, Row(tree.running_passes()[0], 3, False), width=width, now_ns=session.last_t_ns)
         assert header.index("status") == row.index("running") == columns.name_width + 1
         assert header.rstrip().endswith("self") and len(header) == width
         assert len("incomplete") <= STATUS_W
 
 
 def test_a_search_match_is_highlighted_in_the_name() -> None:
-    tree = PassTree()
-    tree.apply(Lowering(compile=1, kernel="k", start_ns=0).messages())
+    session = Session()
+    tree = session.tree
+    session.apply(Lowering(compile=1, kernel="k", start_ns=0).messages())
     match = Style(underline=True)
     styles = RowStyles(match=match)
     row = Row(pass_named(tree, "tl.LayoutInference"), 3, False)

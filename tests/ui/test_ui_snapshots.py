@@ -9,7 +9,7 @@ from textual.pilot import Pilot
 from ui_driving import wait_for_batches
 from ui_fakes import FakeSource, FrozenClock, batch
 
-from iket_tui.model.synthetic import NVCC_REJECTED, Lowering, agent_hello, live_stream, session
+from iket_tui.model.synthetic import NVCC_REJECTED, Lowering, agent_hello, live_stream, lowerings
 from iket_tui.sources.base import SourceState
 from iket_tui.ui.app import IketApp
 
@@ -61,7 +61,7 @@ def test_stuck_pass(snap_compare: Compare) -> None:
 
 
 def test_codegen_failure_with_its_detail_pane(snap_compare: Compare) -> None:
-    good = session(2, fail=())
+    good = lowerings(2, fail=())
     start = good[-1].end_ns() + 30_000_000
     rejected = Lowering(
         compile=3, kernel="nvcc_error", start_ns=start, codegen_ns=2_800_000_000, codegen_error=NVCC_REJECTED

@@ -1,7 +1,7 @@
 """SVG snapshots of the stacks pane over a real answer: the demo program held inside
 ``tl.InjectSoftwarePipeline``, asked for its stacks through its agent (captured once by
 ``data/capture_stacks.py``, this machine's paths made neutral). The pane takes the answer from
-a source that answers as the agent does, so the snapshots are exact."""
+a target that answers as the agent does, so the snapshots are exact."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from textual.app import App
 from textual.pilot import Pilot
 from ui_driving import wait_until
-from ui_fakes import AnsweringSource
+from ui_fakes import AnsweringTarget
 
 from iket_tui.protocol import messages as m
 from iket_tui.ui.stacks_screen import StacksScreen
@@ -28,10 +28,12 @@ class StacksApp(App[None]):
 
     def __init__(self, answer: m.Message) -> None:
         super().__init__()
-        self.source = AnsweringSource({m.WHAT_STACKS: answer})
+        self.target = AnsweringTarget({m.WHAT_STACKS: answer})
 
     def on_mount(self) -> None:
-        self.push_screen(StacksScreen(self.source, pid=4242))
+        screen = StacksScreen(self.target, pid=4242)
+        self.target.screen = screen
+        self.push_screen(screen)
 
 
 def answered(then: tuple[str, ...] = ()) -> Callable[[Pilot[None]], object]:

@@ -50,7 +50,7 @@ def _cursor_pass(app: IketApp) -> str:
 
 async def _replayed_with_timing(app: IketApp, pilot: Pilot[int]) -> None:
     await wait_until(pilot, lambda: app.source_state is SourceState.ENDED, "the replay to end")
-    app.push_screen(TimingScreen(app.pass_tree))
+    app.push_screen(TimingScreen(app.pass_tree, now_ns=app.now_ns))
     await wait_until(pilot, lambda: isinstance(app.screen, TimingScreen), "the timing screen")
 
 
@@ -148,7 +148,7 @@ async def test_a_live_stream_refreshes_under_the_cursor() -> None:
     app = IketApp(source, clock=clock)
     async with app.run_test(size=WIDE) as pilot:
         await wait_for_batches(pilot, app, 1)
-        app.push_screen(TimingScreen(app.pass_tree))
+        app.push_screen(TimingScreen(app.pass_tree, now_ns=app.now_ns))
         await wait_until(pilot, lambda: isinstance(app.screen, TimingScreen), "the timing screen")
         screen = _screen(app)
         assert _text(app, "#timing-title").endswith("· ▶ 1 running, timed so far")
@@ -166,7 +166,7 @@ async def test_a_live_stream_refreshes_under_the_cursor() -> None:
         assert layout[5] == "3.20 s"
         assert _cursor_pass(app) == on
 
-        later = Lowering(compile=7, kernel="late_gemm", start_ns=app.pass_tree.last_t_ns + 10**9)
+        later = Lowering(compile=7, kernel="late_gemm", start_ns=app.session.last_t_ns + 10**9)
         source.feed(batch(later.messages(), state=SourceState.LIVE))
         await wait_for_batches(pilot, app, 2)
         screen.sync()

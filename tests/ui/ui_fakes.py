@@ -5,8 +5,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 
+from textual.screen import Screen
+
 from iket_tui.protocol.messages import Message
-from iket_tui.sources.base import SourceBatch, SourceState
+from iket_tui.sources.base import NOT_LIVE, Answer, SourceBatch, SourceError, SourceState
+from iket_tui.ui.messages import ResponseArrived
 
 
 class FrozenClock:
@@ -69,6 +72,9 @@ class FakeSource:
             self._wake.notify_all()
         self.closed.set()
 
+    def request(self, what: str, *, timeout_s: float, **fields: object) -> int:
+        raise SourceError(NOT_LIVE)
+
 
 class FakeReplay(FakeSource):
     """A FakeSource that also offers PlaybackControl and records what it was asked."""
@@ -97,25 +103,23 @@ class FakeReplay(FakeSource):
         self._speed = speed
 
 
-class AnsweringSource(FakeSource):
-    """A live FakeSource that screens can ask things: ``request`` files the prepared answer to
-    ``what`` under a new id in ``responses``, as a socket source does when the agent answers.
-    A ``what`` without an answer is never answered."""
+class AnsweringTarget:
+    """An ``AskTarget`` with prepared answers, for a screen tested without a source: each
+    request is settled by posting :class:`ResponseArrived` to ``screen``, as the app does with
+    the answers a source delivers. A ``what`` without an answer is never answered."""
 
-    def __init__(
-        self, answers: Mapping[str, Message], batches: Iterable[SourceBatch] = (), *, description: str = "pid 4242"
-    ) -> None:
-        super().__init__(batches, description=description, stay_open=True)
+    def __init__(self, answers: Mapping[str, Message]) -> None:
         self.answers = dict(answers)
         self.requests: list[Message] = []
-        self.responses: dict[int, Message] = {}
+        self.screen: Screen[None] | None = None
 
-    def request(self, what: str, **fields: object) -> int:
+    def __call__(self, what: str, *, timeout_s: float, **fields: object) -> int:
         self.requests.append({"what": what, **fields})
         request_id = len(self.requests)
         answer = self.answers.get(what)
-        if answer is not None:
-            self.responses[request_id] = {**answer, "id": request_id}
+        if answer is not None and self.screen is not None:
+            response = {**answer, "id": request_id}
+            self.screen.post_message(ResponseArrived(Answer(request_id, response=response)))
         return request_id
 
 

@@ -69,8 +69,8 @@ def main() -> None:
         deadline = time.monotonic() + WAIT_S
         captured: dict[str, Any] | None = None
         asked = source.request(m.WHAT_STACKS)
-        for _ in source.batches():
-            response = source.responses.pop(asked, None)
+        for batch in source.batches():
+            response = next((a.response for a in batch.answers if a.request_id == asked), None)
             if response is not None and SLEEPING in main_code(response):
                 captured = response
                 break

@@ -1,0 +1,34 @@
+"""Checks on the fields of untrusted messages, shared by every part of the model that applies them.
+
+A handler raises :data:`MALFORMED` (or lets one of :data:`MALFORMED_ERRORS` escape) for a message
+whose fields do not have the types ``docs/protocol.md`` documents; the session counts it as
+malformed and leaves the model as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Malformed(Exception):
+    """A message whose fields do not have the types the protocol documents."""
+
+
+MALFORMED = Malformed()
+"""Raised as is: a handler on the hot path allocates no exception per bad message."""
+MALFORMED_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+"""What reading a field of the wrong shape raises; counted as malformed too."""
+ABSENT: Any = object()
+"""A field missing from a map, which no type check accepts."""
+
+
+def int_field(value: Any) -> int:
+    if type(value) is not int:
+        raise MALFORMED
+    return value
+
+
+def opt_str_field(value: Any) -> str | None:
+    if value is not None and type(value) is not str:
+        raise MALFORMED
+    return value

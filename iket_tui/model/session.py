@@ -1,0 +1,227 @@
+"""One watched session: every message of a stream, dispatched by type to the part of the model
+it is about.
+
+Compile and pass messages go to the :class:`~iket_tui.model.pass_tree.PassTree`, kernel
+messages to the :class:`~iket_tui.model.kernels.KernelTimeline`, and the session's own traffic
+(hello, heartbeats, drops, checkpoints, bye) to the process row and the stream's counters.
+Applied on the app thread only, in arrival order. Every message is untrusted: one with missing
+keys or fields of the wrong type is counted as malformed and changes nothing; one of a type
+this version does not know is counted as unknown. Applying is the hot path of a replay, so the
+handlers are looked up in one dict built once.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from iket_tui.model.counters import StreamCounters
+from iket_tui.model.fields import MALFORMED, MALFORMED_ERRORS, Malformed, int_field, opt_str_field
+from iket_tui.model.kernels import KernelMessageError, KernelTimeline
+from iket_tui.model.nodes import ProcessNode
+from iket_tui.model.pass_tree import DEFAULT_STUCK_AFTER_NS, STUCK_FACTOR, PassTree
+from iket_tui.protocol import messages as m
+
+
+class Session:
+    """The pass tree, the kernel timeline and the stream's health, from one stream's messages.
+
+    ``version`` changes after every :meth:`apply`; ``ended`` says why the stream ended once it has.
+    """
+
+    def __init__(self, *, stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS, stuck_factor: float = STUCK_FACTOR) -> None:
+        self.tree = PassTree(stuck_after_ns=stuck_after_ns, stuck_factor=stuck_factor)
+        self.kernels = KernelTimeline()
+        self.counters = StreamCounters()
+        self.version = 0
+        self.ended: str | None = None
+        self._last_t_ns = 0
+        self._session_messages = 0  # handled messages that are not compile or pass events
+        self._row_handlers = self.tree.row_handlers
+        own: dict[str, Callable[[dict[str, Any]], None]] = {
+            m.HELLO: self._hello,
+            m.HEARTBEAT: self._heartbeat,
+            m.SYNC: self._sync,
+            m.DROPPED: self._dropped,
+            m.BYE: self._bye,
+            m.CHECKPOINT: self._checkpoint,
+            m.KERNEL_TRACING: self._kernel,
+            m.KERNEL_MODULE: self._kernel,
+            m.KERNEL_RECORDS: self._kernel,
+            m.COMPILE_FAILURE: self._compile_failure,
+            m.REQUEST: self._ignore,
+            m.RESPONSE: self._ignore,
+            m.RECORDING: self._ignore,
+            m.END: self._ignore,
+        }
+        self._handlers = {**self.tree.handlers, **own}
+
+    @property
+    def process(self) -> ProcessNode:
+        """The watched process: the pass tree's root row."""
+        return self.tree.process
+
+    @property
+    def last_t_ns(self) -> int:
+        """The latest agent time the stream carried."""
+        return max(self._last_t_ns, self.tree.last_t_ns)
+
+    # Applying messages
+
+    def apply(self, messages: Iterable[Any]) -> None:
+        """Apply messages and pass rows, mixed in any way, in arrival order; bad ones are
+        counted and skipped.
+
+        The cyclic garbage collector is paused meanwhile: every node made here lives as long
+        as the session, and collections triggered by a burst of them were most of the cost.
+        """
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._apply(messages)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _apply(self, messages: Iterable[Any]) -> None:
+        handlers = self._handlers
+        row_handlers = self._row_handlers
+        counters = self.counters
+        bad = (Malformed, *MALFORMED_ERRORS)
+        applied = 0
+        session = counters.heartbeats + self._session_messages
+        msg: Any = None
+        for msg in messages:
+            try:
+                handler = row_handlers.get(msg[0]) if type(msg) is list else handlers.get(msg["type"])
+            except MALFORMED_ERRORS:
+                counters.malformed += 1
+                continue
+            if handler is None:
+                if type(msg) is not list and type(msg["type"]) is str:
+                    counters.unknown += 1
+                else:
+                    counters.malformed += 1
+                continue
+            try:
+                handler(msg)
+            except bad:
+                counters.malformed += 1
+            else:
+                applied += 1
+        counters.events += applied - (counters.heartbeats + self._session_messages - session)
+        try:
+            t = msg[8] if type(msg) is list and len(msg) == m.PASS_ROW_LEN else msg["t_ns"]
+        except MALFORMED_ERRORS:
+            t = None
+        if type(t) is int and t > self._last_t_ns:
+            self._last_t_ns = t  # messages arrive in time order; the handlers of rare ones track it too
+        self.tree.version += 1
+        self.version += 1
+
+    def end_stream(self, reason: str) -> None:
+        """The stream ended: whatever is still open will never be reported finished, so it is
+        marked incomplete at the last time seen."""
+        if self.ended is not None:
+            return
+        self.ended = reason
+        self.tree.abandon_open(self.last_t_ns, reason)
+        self.version += 1
+
+    # Handlers: the session's own traffic
+
+    def _seen(self, t: int) -> None:
+        if t > self._last_t_ns:
+            self._last_t_ns = t
+
+    def _hello(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+        if msg.get("role", "agent") != "agent":
+            return
+        pid = int_field(msg["pid"])
+        argv = msg.get("argv") or []
+        if not isinstance(argv, list) or not all(type(arg) is str for arg in argv):
+            raise MALFORMED
+        process = self.tree.process
+        process.pid = pid
+        process.argv = argv
+        start_time = msg.get("start_time")
+        process.start_time = start_time if type(start_time) is int else None
+        process.version = opt_str_field(msg.get("version"))
+        caps = msg.get("caps")
+        process.capabilities = [cap for cap in caps if type(cap) is str] if isinstance(caps, list) else []
+        process.seen_hello = True
+        t = msg.get("t_ns")
+        if type(t) is int:
+            self._seen(t)
+
+    def _heartbeat(self, msg: dict[str, Any]) -> None:
+        t = int_field(msg["t_ns"])
+        produced = int_field(msg["produced"])
+        dropped = int_field(msg["dropped"])
+        counters = self.counters
+        counters.heartbeats += 1
+        counters.produced = max(counters.produced, produced)
+        counters.saw_dropped(dropped)
+        open_passes = msg.get("open_passes")
+        if type(open_passes) is int:
+            counters.open_passes = open_passes
+        observer_errors = msg.get("observer_errors")
+        if type(observer_errors) is int and observer_errors > counters.observer_errors:
+            counters.observer_errors = observer_errors
+        self._seen(t)
+
+    def _sync(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+        backlog = int_field(msg["backlog"])
+        lost = int_field(msg["backlog_lost"])
+        self.counters.backlog += backlog
+        self.counters.backlog_lost += lost
+        self._seen(int_field(msg["t_ns"]))
+
+    def _dropped(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+        total = int_field(msg["total"])
+        int_field(msg["count"])
+        self.counters.saw_dropped(total)
+        self._seen(int_field(msg["t_ns"]))
+
+    def _checkpoint(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+        self.counters.saw_dropped(int_field(msg["dropped"]))
+
+    def _bye(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+        reason = msg.get("reason")
+        self.tree.process.exit_reason = reason if type(reason) is str else "exited"
+        self.counters.saw_dropped(int_field(msg["dropped"]))
+        self._seen(int_field(msg["t_ns"]))
+
+    def _compile_failure(self, msg: dict[str, Any]) -> None:
+        self.tree.compile_failure(msg)
+        self._session_messages += 1
+
+    def _ignore(self, msg: dict[str, Any]) -> None:
+        self._session_messages += 1
+
+    def _kernel(self, msg: dict[str, Any]) -> None:
+        """Kernel tracing traffic: to the kernel timeline, not counted as pass events."""
+        try:
+            self.kernels.apply(msg)
+        except KernelMessageError:
+            raise MALFORMED from None
+        self._session_messages += 1
+        t = msg.get("t_ns")
+        if type(t) is int:
+            self._seen(t)
+
+    # Derived state
+
+    def compile_label(self, compile_id: int | None) -> str:
+        """A compile in the user's words (``"3: gemm"``), for views that name the compile a
+        kernel came from; empty for none, the bare id for a compile this stream never showed."""
+        if compile_id is None:
+            return ""
+        node = self.tree.compile(compile_id)
+        return f"{node.id}: {node.kernel or node.label}" if node is not None else str(compile_id)
