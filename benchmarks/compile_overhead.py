@@ -43,7 +43,6 @@ def _measure(rounds: int) -> dict[str, object]:
 
     import iket_tui.agent as agent
     from iket_tui.agent import tilelang_tool
-    from iket_tui.agent.ir_store import ir_store
     from iket_tui.agent.registry import registry
     from iket_tui.demo import kernels
 
@@ -81,9 +80,9 @@ def _measure(rounds: int) -> dict[str, object]:
             register_pass_instrumentation_tool("benchmark-empty", EmptyTool)
         elif name.startswith("agent"):
             tilelang_tool.register(registry)
-        ir_store.limit = 0 if name == "agent-no-ir" else kept
+        registry.ir_store.limit = 0 if name == "agent-no-ir" else kept
 
-    kept = ir_store.limit
+    kept = registry.ir_store.limit
 
     def wait_until_sent() -> None:
         flushed_by = time.monotonic() + 5

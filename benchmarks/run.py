@@ -1,6 +1,6 @@
 """Run the benchmarks and print their figures as a Markdown table for BENCHMARKS.md.
 
-``python -m benchmarks.run [NAME ...]`` with names among: emit, replay, compile, ring, flame. Exits 1 if a
+``python -m benchmarks.run [NAME ...]`` with names among: emit, replay, compile, ring, flame, ir. Exits 1 if a
 target was missed.
 """
 
