@@ -135,7 +135,7 @@ class KernelsScreen(Screen[None]):
                 format_ns(launch.duration_ns),
                 f"{launch.records:,}" + (" (summarised)" if launch.evicted else ""),
                 "" if unbalanced is None else f"{unbalanced:,}",
-                self.session.compile_label(launch.compile),
+                self._compile_label(launch),
                 key=str(launch.key),
             )
         self._rows = launches
@@ -144,6 +144,12 @@ class KernelsScreen(Screen[None]):
         self.query_one(FlameView).show_launch(self.selected)
         self._show_under_cursor()
         self._show_stats()
+
+    def _compile_label(self, launch: Launch) -> str:
+        """The compile that built the launch's kernel; a sample's compiles are not this session's."""
+        if self.showing_sample:
+            return "" if launch.compile is None else f"{launch.compile} (recorded)"
+        return self.session.compile_label(launch.compile)
 
     def _show_stats(self) -> None:
         if not self.has_class("-stats"):

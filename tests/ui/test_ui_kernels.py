@@ -150,7 +150,9 @@ async def test_without_a_gpu_the_demo_shows_the_kernels_of_the_bundled_recording
         await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), "the kernels screen")
         screen = app.screen
         assert isinstance(screen, KernelsScreen) and screen.showing_sample
+        launches = screen.query_one("#launches", DataTable)
+        await wait_until(pilot, lambda: launches.row_count == 3, "the sample's launches, read off the app's thread")
         title = str(screen.query_one("#kernels-title").render())
         assert title == "kernels: no GPU here; showing a recorded run on NVIDIA H200 (h200-demo.msgpack)"
-        assert screen.query_one("#launches", DataTable).row_count == 3
+        assert launches.get_row_at(0)[-1] == "8 (recorded)"  # the recording's compile, not one of this session
         assert _under_cursor(app).startswith("block (0,0) · SM 124 · warp 0")
