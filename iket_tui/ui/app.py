@@ -584,6 +584,10 @@ class IketApp(App[int]):
     async def action_quit(self) -> None:
         self.exit(0)
 
+    async def action_help_quit(self) -> None:
+        """Ctrl-C quits, as in any terminal program (where text is selected, it copies it first)."""
+        self.exit(0)
+
     def exit(self, result: int | None = None, return_code: int = 0, message: RenderableType | None = None) -> None:
         """Close the source first: its reader thread has to end before the process can."""
         self.close_source()

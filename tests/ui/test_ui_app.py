@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from ui_driving import app_test, cursor_row, screen_lines, tree_text, wait_for_batches, wait_until
 from ui_fakes import FakeReplay, FakeSource, FrozenClock, batch
 
@@ -421,6 +422,20 @@ async def test_quitting_closes_the_source() -> None:
         await wait_for_batches(pilot, app, 1)
         await pilot.press("q")
     assert source.closed.is_set()
+    assert app.return_code == 0
+
+
+@pytest.mark.parametrize("screen_key", [None, "K", "S", "T"])
+@app_test
+async def test_ctrl_c_quits_from_every_screen(screen_key: str | None) -> None:
+    app, source = live_app(live_stream())
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        if screen_key is not None:
+            await pilot.press(screen_key)
+            await wait_until(pilot, lambda: len(app.screen_stack) > 1, f"the screen of {screen_key}")
+        await pilot.press("ctrl+c")
+        await wait_until(pilot, lambda: source.closed.is_set(), "the app to quit")
     assert app.return_code == 0
 
 
