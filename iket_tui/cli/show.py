@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ def show(source: EventSource, stuck_after_s: float, *, sample_kernels: Path | No
 
     Textual is imported here, so that only the commands that show the UI pay for it.
     """
+    require_terminal()
     try:
         from iket_tui.ui.app import IketApp
     except ImportError as exc:
@@ -43,6 +45,16 @@ def show(source: EventSource, stuck_after_s: float, *, sample_kernels: Path | No
         finally:
             ended.set()
     return (code if code is not None else 0), (caught[0] if caught else None)
+
+
+def require_terminal() -> None:
+    """Refuse, in one line, to draw the UI where nobody can see it: a UI writing escape codes
+    into a pipe or a file would never end by itself."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            "the UI needs a terminal on stdin and stdout; without one, `iket-tui record TARGET -o FILE`"
+            " keeps the stream (`iket-tui run --no-ui` follows a program) and `iket-tui dump FILE` prints it"
+        )
 
 
 def _close_app(app: App[int], source: EventSource, ended: threading.Event) -> None:
