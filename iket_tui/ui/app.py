@@ -584,7 +584,7 @@ class IketApp(App[int]):
     async def action_quit(self) -> None:
         self.exit(0)
 
-    async def action_help_quit(self) -> None:
+    def action_help_quit(self) -> None:
         """Ctrl-C quits, as in any terminal program (where text is selected, it copies it first)."""
         self.exit(0)
 
