@@ -135,11 +135,23 @@ def resolve_target(target: str) -> Path:
     return path
 
 
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a connected Unix socket (``SO_PEERCRED``)."""
+def _peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a connected Unix socket
+    (``SO_PEERCRED``: as they were when it connected, or for a listener when it listened)."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return int(uid)
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return int(pid), int(uid)
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a connected Unix socket."""
+    return _peer_credentials(sock)[1]
+
+
+def peer_pid(sock: socket.socket) -> int:
+    """The pid of the process at the other end of a connected Unix socket; 0 when it lives in
+    another pid namespace."""
+    return _peer_credentials(sock)[0]
 
 
 def check_peer(sock: socket.socket) -> None:

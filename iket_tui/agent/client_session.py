@@ -4,6 +4,12 @@ Everything that can wait on the client happens here: encoding, writing to the so
 client that reads slowly or not at all. The compiler only ever touches this client's bounded
 queue (:class:`iket_tui.agent.registry.ClientQueue`). A peer that is not an iket-tui client
 of this user, or that disappears, is closed and forgotten; the target never notices.
+
+A client only ever sends a hello and small requests, so what it sends is read with a client's
+tight limits (:data:`MAX_CLIENT_FRAME`): a larger frame is refused at its header, before any of
+it is buffered or decoded, and a frame within the limit decodes to a bounded number of objects
+in well under a millisecond. A client that breaks the limits or the protocol is hung up on,
+and the agent counts it and says why in one line (:class:`Refusal`).
 """
 
 from __future__ import annotations
@@ -13,15 +19,16 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
 from iket_tui.agent.registry import CatchUp, ClientQueue, Registry
 from iket_tui.agent.requests import answer
-from iket_tui.endpoints import check_peer
+from iket_tui.endpoints import EndpointError, check_peer, peer_pid
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, encode_batch, encode_message
+from iket_tui.protocol.codec import ProtocolError, check_hello, decode_body, encode_batch, encode_message
+from iket_tui.protocol.frames import FrameDecoder, FrameError
 from iket_tui.protocol.messages import PASS_ROWS_SINCE, Message, Outgoing, as_message
 
 BATCH: Final = 512
@@ -30,6 +37,40 @@ QUIET_NS: Final = 250_000_000
 """A compile inside one pass for this long has what it noted collected
 (:meth:`~iket_tui.agent.pass_notes.HeldNotes.collect`)."""
 MAX_HELLO_BYTES: Final = 64 * 1024
+MAX_CLIENT_FRAME: Final = 64 * 1024
+"""The largest frame body a client may send: a hello or a request is a few hundred bytes."""
+MAX_PENDING_REPLIES: Final = 8
+"""Answers a client may have waiting to be sent; until they are, its further requests are not read."""
+
+
+class Refusal(Exception):
+    """Why a client was hung up on, in one line: it broke the protocol or a client's limits, or
+    it is not this user."""
+
+
+class ClientFrames:
+    """The messages a client sends, read with a client's limits; sans-I/O like the protocol's decoders.
+
+    A frame longer than :data:`MAX_CLIENT_FRAME` is refused from its 8-byte header, so that
+    neither its bytes nor their decoding ever cost the target more than that much.
+    """
+
+    def __init__(self) -> None:
+        self._frames = FrameDecoder(max_body=MAX_CLIENT_FRAME)
+
+    def feed(self, data: bytes) -> None:
+        self._frames.feed(data)
+
+    def __iter__(self) -> Iterator[Message]:
+        """Every complete message received; raises :class:`Refusal` on a frame beyond the limits
+        or a body that is not a message."""
+        try:
+            for body in self._frames:
+                yield decode_body(body)
+        except FrameError as exc:
+            raise Refusal(f"sent a frame beyond a client's limits ({exc})") from None
+        except ProtocolError as exc:
+            raise Refusal(f"sent {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -52,17 +93,20 @@ class ClientSession:
         registry: Registry,
         settings: SessionSettings,
         on_synced: Callable[[], None],
+        on_refused: Callable[[str], None],
     ) -> None:
         self._sock = sock
         self._registry = registry
         self._settings = settings
         self._on_synced = on_synced
+        self._on_refused = on_refused
         self._closing = threading.Event()
         self._bye_reason = "exit"
         self._queue: ClientQueue | None = None
         self._rows = False  # whether the client reads pass rows (it speaks protocol 1.1 or later)
         self._replies: deque[Message] = deque()  # answers to requests, sent before the next batch
-        self._decoder = MessageDecoder()
+        self._reply_room = threading.Semaphore(MAX_PENDING_REPLIES)
+        self._received = ClientFrames()
         self.thread = threading.Thread(target=self._run, name="iket-tui client", daemon=True)
 
     def start(self) -> None:
@@ -91,7 +135,15 @@ class ClientSession:
     def _run(self) -> None:
         try:
             self._handshake()
-        except Exception:  # another user, not our protocol, gone, or too slow: nothing to serve
+        except (Refusal, EndpointError, ProtocolError) as exc:
+            self._refuse(str(exc))
+            self._hang_up()
+            return
+        except TimeoutError:
+            self._refuse(f"said no hello within {self._settings.handshake_timeout_s:g} s")
+            self._hang_up()
+            return
+        except Exception:  # gone before its hello (a probe, such as `iket-tui ls`): nothing to serve
             self._hang_up()
             return
         queue, catch_up = self._registry.attach(self._settings.queue)
@@ -117,21 +169,21 @@ class ClientSession:
         if self._settings.send_buffer is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._settings.send_buffer)
         self._send(encode_message({**self._settings.hello, "t_ns": time.monotonic_ns()}))
-        decoder = self._decoder
+        frames = self._received
         received = 0
         while True:
             data = sock.recv(4096)
             if not data:
                 raise ConnectionError("the peer left during the handshake")
             received += len(data)
-            decoder.feed(data)
-            for msg in decoder:
+            frames.feed(data)
+            for msg in frames:
                 check_hello(msg, expect_role="client")
                 self._rows = tuple(msg["proto"]) >= PASS_ROWS_SINCE
                 sock.settimeout(None)
                 return  # what came after the hello stays in the decoder for _serve_requests
             if received > MAX_HELLO_BYTES:
-                raise ProtocolError(f"no hello in the first {MAX_HELLO_BYTES} bytes")
+                raise Refusal(f"sent no hello in the first {MAX_HELLO_BYTES} bytes")
 
     def _stream(self, queue: ClientQueue, catch_up: CatchUp) -> None:
         for start in range(0, len(catch_up.messages), BATCH):
@@ -173,22 +225,29 @@ class ClientSession:
                 queue.hurry.wait(COALESCE_S)
 
     def _serve_requests(self, queue: ClientQueue) -> None:
-        """Read what the client asks for and queue the answers for the sender; a client that
-        sends anything but requests (or garbage) is hung up on."""
-        decoder = self._decoder
+        """Read what the client asks for and queue the answers for the sender; other messages
+        are ignored, and a client that sends garbage or frames beyond a client's limits is hung
+        up on. While :data:`MAX_PENDING_REPLIES` answers wait for the sender, nothing more is
+        read: a client that asks faster than it reads waits, and the agent holds no more."""
+        frames = self._received
         try:
             while not self._closing.is_set():
-                for msg in decoder:
+                for msg in frames:
                     if msg["type"] != m.REQUEST:
                         continue
+                    while not self._reply_room.acquire(timeout=0.5):
+                        if self._closing.is_set():
+                            return
                     self._replies.append(answer(msg, self._registry.ir_store))
                     queue.wake.set()
                     queue.hurry.set()
-                data = self._sock.recv(65536)
+                data = self._sock.recv(MAX_CLIENT_FRAME)
                 if not data:
                     return
-                decoder.feed(data)
-        except (OSError, ProtocolError):
+                frames.feed(data)
+        except Refusal as exc:
+            self._refuse(str(exc))
+        except OSError:
             self.abort()
         except Exception:
             self._registry.observer_errors += 1
@@ -198,6 +257,7 @@ class ClientSession:
         replies = self._replies
         while replies:
             self._send_messages([replies.popleft()])
+            self._reply_room.release()
 
     def _report_drops(self, queue: ClientQueue, reported: int) -> int:
         """Tell the client what it lost since the last report; returns the total now reported."""
@@ -233,6 +293,15 @@ class ClientSession:
         while view:
             sent = self._sock.send(view, socket.MSG_NOSIGNAL)
             view = view[sent:]
+
+    def _refuse(self, why: str) -> None:
+        """Hang up on this client and have the agent count it, with ``why`` in one line."""
+        try:
+            who = f"client pid {peer_pid(self._sock)}"
+        except OSError:
+            who = "a client"
+        self._on_refused(f"{who}: {' '.join(why.split())}")
+        self.abort()
 
     def _hang_up(self) -> None:
         with contextlib.suppress(OSError):

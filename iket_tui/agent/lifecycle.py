@@ -44,6 +44,18 @@ class Agent:
         return self._server.clients
 
     @property
+    def refused_clients(self) -> int:
+        """Clients hung up on so far for breaking the protocol or a client's limits, or for
+        running as another user."""
+        return self._server.refused
+
+    @property
+    def refusals(self) -> tuple[str, ...]:
+        """Why the latest clients were refused, one line each, oldest first (also logged on the
+        ``iket_tui.agent`` logger)."""
+        return tuple(self._server.refusals)
+
+    @property
     def watching_tilelang(self) -> bool:
         """Whether TileLang has been imported and its compiles are watched."""
         return self._hook.registered

@@ -4,16 +4,22 @@ A daemon thread accepts connections and gives each its own :class:`ClientSession
 close (the target exiting, or :func:`iket_tui.agent.stop`) the socket file goes first, so
 no new client can arrive; then every client gets what its queue holds and a ``bye``,
 within a bounded wait, and a client that does not read by then is simply hung up on.
+
+A client that breaks the protocol or a client's limits, or that runs as another user, is
+refused: hung up on, counted, and named in one line on the ``iket_tui.agent`` logger (silent
+unless the program configures logging) and in :attr:`AgentServer.refusals`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 import iket_tui
@@ -25,6 +31,11 @@ from iket_tui.protocol import messages as m
 DEFAULT_HEARTBEAT_S = 1.0
 DEFAULT_EXIT_FLUSH_S = 2.0
 DEFAULT_HANDSHAKE_TIMEOUT_S = 5.0
+MAX_CLIENTS = 64
+"""Clients served at once, handshakes included; one more is refused."""
+REFUSALS_KEPT = 16
+
+log = logging.getLogger("iket_tui.agent")
 
 
 class AgentServer:
@@ -67,6 +78,10 @@ class AgentServer:
         self._lock = threading.Lock()
         self._closed = False
         self._synced = threading.Event()
+        self.refused = 0
+        """Clients refused so far."""
+        self.refusals: deque[str] = deque(maxlen=REFUSALS_KEPT)
+        """Why the latest clients were refused, one line each, oldest first."""
 
     def start(self) -> None:
         """Create the socket file (mode 0600) and start accepting clients.
@@ -150,14 +165,33 @@ class AgentServer:
                     return
                 time.sleep(0.05)
                 continue
-            session = ClientSession(conn, self._registry, self._settings, self._synced.set)
+            session = ClientSession(conn, self._registry, self._settings, self._synced.set, self._refused)
             with self._lock:
                 if self._closed:
                     conn.close()
                     return
                 self._sessions = [s for s in self._sessions if s.thread.is_alive()]
-                self._sessions.append(session)
-                session.start()
+                crowded = len(self._sessions) >= MAX_CLIENTS
+                if not crowded:
+                    self._sessions.append(session)
+                    session.start()
+            if crowded:
+                self._refuse_crowd(conn)
+
+    def _refuse_crowd(self, conn: socket.socket) -> None:
+        try:
+            who = f"client pid {endpoints.peer_pid(conn)}"
+        except OSError:
+            who = "a client"
+        self._refused(f"{who}: {MAX_CLIENTS} clients are served already")
+        conn.close()
+
+    def _refused(self, reason: str) -> None:
+        """Count a client hung up on, and say why (on a client's thread, never the compiler's)."""
+        with self._lock:
+            self.refused += 1
+            self.refusals.append(reason)
+        log.info("refused %s", reason)
 
     def _unlink(self) -> None:
         """Remove the socket file if it is still the one this server created."""
