@@ -51,6 +51,14 @@ def recording_session(messages: Iterable[Any]) -> Session:
     return session
 
 
+def session_notes(session: Session) -> tuple[str, ...]:
+    """One-line remarks for the user about messages of the recording that the export left out."""
+    malformed = session.counters.malformed
+    if not malformed:
+        return ()
+    return (f"skipped {malformed} malformed messages (missing or impossible fields, e.g. a damaged kernel batch)",)
+
+
 def export(session: Session, fmt: str, *, name: str = "") -> dict[str, Any]:
     """The document of format ``fmt`` (one of :data:`FORMATS`) for a recording's session."""
     if fmt == "chrome":

@@ -17,9 +17,14 @@ import numpy as np
 from iket_tui.protocol.messages import KERNEL_MODULE, KERNEL_RECORDS
 from iket_tui.ring.counters import DrainBatch, RingCounters
 from iket_tui.ring.events import EventTableError, ModuleEvents
-from iket_tui.ring.layout import WARP_SLOTS, ChunkLayout, layout_by_id
+from iket_tui.ring.layout import ID_BITS_MAX, ID_BITS_MIN, LAYOUTS, WARP_SLOTS, ChunkLayout
 
 _COUNTER_FIELDS: Final = tuple(RingCounters().to_fields())
+_COUNTER_END: Final = 1 << 63
+_RING_ID_END: Final = 1 << 64
+_WARP_SLOTS_END: Final = 257
+_SMS: Final = 256
+"""SMs a chunk's segment may name: ``sm`` is one byte of a decoded event."""
 
 
 class RecordsError(ValueError):
@@ -76,27 +81,70 @@ class Records:
 
 
 def records_from_message(msg: Mapping[str, Any]) -> Records:
-    """Check and read a ``kernel_records`` message without copying its chunks."""
-    try:
-        layout = layout_by_id(msg["layout"])
-        count, blob = msg["count"], msg["chunks"]
-        counters = msg["counters"]
-        if type(count) is not int or not isinstance(blob, bytes | bytearray | memoryview):
-            raise RecordsError("kernel_records without a count and chunk bytes")
-        if len(blob) != count * layout.chunk_bytes:
-            raise RecordsError(f"kernel_records holds {len(blob)} bytes for {count} chunks of {layout.chunk_bytes}")
-        if not isinstance(counters, Mapping) or not all(type(counters.get(k)) is int for k in _COUNTER_FIELDS):
-            raise RecordsError("kernel_records without its counters")
-        chunks = np.frombuffer(blob, dtype=layout.drained_dtype, count=count)
-        return Records(
-            chunks=chunks,
-            layout=layout,
-            counters=RingCounters(**{k: counters[k] for k in _COUNTER_FIELDS}),
-            ring_id=int(msg.get("ring_id") or 0),
-            warp_slots=int(msg.get("warp_slots") or WARP_SLOTS),
-            generation_changed=bool(msg.get("generation_changed")),
-        )
-    except (KeyError, TypeError) as exc:
-        raise RecordsError(f"malformed kernel_records ({type(exc).__name__}: {exc})") from None
-    except ValueError as exc:
-        raise RecordsError(str(exc)) from None
+    """Check and read a ``kernel_records`` message without copying its chunks.
+
+    Every field must be one a drain can have sent: a known layout, a chunk count that matches
+    the bytes, counters that are integers in 0..2**63, a ring id in 0..2**64 and warp slots in
+    1..256 (null or absent read as 0 and 64), and chunks that the drain's own checks pass (no more
+    events and payloads than a chunk has words, 5 to 8 id bits, fewer than 256 SMs). Anything
+    else raises :class:`RecordsError`: the batch is damaged, and decoding it could only mislead.
+    """
+    layout_id, count, blob, counters = msg.get("layout"), msg.get("count"), msg.get("chunks"), msg.get("counters")
+    if type(layout_id) is not int or layout_id not in LAYOUTS:
+        shown = f"0x{layout_id:x}" if type(layout_id) is int else _shown(layout_id)
+        raise RecordsError(f"kernel_records of an unknown ring layout {shown}")
+    layout = LAYOUTS[layout_id]
+    if type(count) is not int or not isinstance(blob, bytes | bytearray | memoryview):
+        raise RecordsError("kernel_records without a count and chunk bytes")
+    if count < 0 or len(blob) != count * layout.chunk_bytes:
+        raise RecordsError(f"kernel_records holds {len(blob)} bytes for {count} chunks of {layout.chunk_bytes}")
+    if not isinstance(counters, Mapping) or not all(
+        _in_range(counters.get(k), 0, _COUNTER_END) for k in _COUNTER_FIELDS
+    ):
+        raise RecordsError("kernel_records without its counters (integers from 0 to 2**63)")
+    ring_id = _optional(msg.get("ring_id"), 0)
+    if not _in_range(ring_id, 0, _RING_ID_END):
+        raise RecordsError(f"kernel_records of an impossible ring id {_shown(ring_id)}")
+    warp_slots = _optional(msg.get("warp_slots"), WARP_SLOTS)
+    if not _in_range(warp_slots, 1, _WARP_SLOTS_END):
+        raise RecordsError(f"kernel_records with an impossible warp_slots {_shown(warp_slots)}")
+    chunks = np.frombuffer(blob, dtype=layout.drained_dtype, count=count)
+    why = _impossible_chunks(chunks, layout, warp_slots)
+    if why:
+        raise RecordsError(f"kernel_records holds {why}")
+    return Records(
+        chunks=chunks,
+        layout=layout,
+        counters=RingCounters(**{k: counters[k] for k in _COUNTER_FIELDS}),
+        ring_id=ring_id,
+        warp_slots=warp_slots,
+        generation_changed=bool(msg.get("generation_changed")),
+    )
+
+
+def _optional(value: Any, default: int) -> Any:
+    return default if value is None else value
+
+
+def _in_range(value: Any, low: int, end: int) -> bool:
+    return type(value) is int and low <= value < end
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _impossible_chunks(chunks: np.ndarray[Any, np.dtype[np.void]], layout: ChunkLayout, warp_slots: int) -> str:
+    """Why some chunk could not have come from a drain (its own sanity checks), or ``""``."""
+    if not len(chunks):
+        return ""
+    n_events = chunks["n_events"].astype(np.int64)
+    if (n_events + chunks["n_payloads"] > layout.body_words).any():
+        return f"a chunk with more events and payloads than its {layout.body_words} words"
+    id_bits = chunks["id_bits"]
+    if ((id_bits < ID_BITS_MIN) | (id_bits > ID_BITS_MAX)).any():
+        return f"a chunk whose events have fewer than {ID_BITS_MIN} or more than {ID_BITS_MAX} id bits"
+    if int(chunks["segment"].max()) // warp_slots >= _SMS:
+        return f"a chunk of an SM beyond the {_SMS} an event can name"
+    return ""

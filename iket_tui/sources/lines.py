@@ -77,18 +77,27 @@ class KernelEvents:
 
     def __init__(self) -> None:
         self.tables = EventTables()
+        self.damaged = 0
+        """``kernel_records`` skipped because their fields are impossible (see :func:`records_from_message`)."""
+        self.bad_tables = 0
+        """``kernel_module`` messages skipped because their event table cannot be read."""
 
     def events(self, msg: m.Message) -> list[m.Message]:
-        """The events of ``msg`` if it is a ``kernel_records``; learns tables from ``kernel_module``."""
+        """The events of ``msg`` if it is a ``kernel_records``; learns tables from ``kernel_module``.
+        A damaged one of either is counted and gives no events."""
         kind = msg.get("type")
-        try:
-            if kind == m.KERNEL_MODULE:
+        if kind == m.KERNEL_MODULE:
+            try:
                 self.tables.add(module_from_message(msg))
-                return []
-            if kind != m.KERNEL_RECORDS:
-                return []
+            except EventTableError:
+                self.bad_tables += 1
+            return []
+        if kind != m.KERNEL_RECORDS:
+            return []
+        try:
             records = records_from_message(msg)
-        except (EventTableError, RecordsError):
+        except RecordsError:
+            self.damaged += 1
             return []
         events = decode(records.chunks, self.tables, records.layout, records.warp_slots)
         values = payload_values(events)
@@ -115,6 +124,15 @@ class KernelEvents:
                 }
             )
         return out
+
+    def notes(self) -> tuple[str, ...]:
+        """One-line remarks for the user about what could not be expanded."""
+        notes: list[str] = []
+        if self.damaged:
+            notes.append(f"skipped {self.damaged} damaged kernel_records batches")
+        if self.bad_tables:
+            notes.append(f"skipped {self.bad_tables} kernel_module messages without a readable event table")
+        return tuple(notes)
 
 
 def _fields(kind: str, msg: m.Message) -> str:
