@@ -3,10 +3,15 @@
 Start it with :func:`start` in code, with ``IKET_TUI=1`` in the environment at interpreter
 start (see :mod:`iket_tui.agent.autostart`), or with ``iket-tui run -- CMD``. It never imports
 TileLang: it begins watching TileLang compiles when the program imports TileLang.
+
+A compile aborted from outside (``iket-tui abort``, or the UI's abort key) raises
+:class:`CompileAborted` from ``tilelang.compile`` or ``tilelang.lower``; it derives from
+``BaseException``, so catch it by name to go on.
 """
 
+from iket_tui.agent.abort import CompileAborted
 from iket_tui.agent.kernel_options import KernelOptions
 from iket_tui.agent.lifecycle import Agent, current, start, stop
 from iket_tui.agent.registry import ClientStats
 
-__all__ = ["Agent", "ClientStats", "KernelOptions", "current", "start", "stop"]
+__all__ = ["Agent", "ClientStats", "CompileAborted", "KernelOptions", "current", "start", "stop"]

@@ -154,6 +154,12 @@ class IRStore:
             )
         return released
 
+    def names(self, compile_id: int) -> dict[int, str]:
+        """The name of every pass of ``compile_id`` held, by sequence number (empty when none is)."""
+        with self._lock:
+            held = self._compiles.get(compile_id)
+            return {} if held is None else {seq: str(found[0]) for seq, found in list(held.passes.items())}
+
     def module_before(self, compile_id: int, seq: int) -> Any:
         """The module pass ``seq`` of ``compile_id`` was given, if held."""
         with self._lock:

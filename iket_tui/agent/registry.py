@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Final
 
 from iket_tui.agent.ir_store import IRStore
 from iket_tui.agent.pass_notes import HeldNotes
+from iket_tui.agent.running import RunningCompiles
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.messages import Message, Outgoing, PassTuple
 
@@ -190,6 +191,8 @@ class Registry:
         """The running compiles that may hold passes back as notes."""
         self.ir_store = ir_store if ir_store is not None else IRStore()
         """The IR of this process's recent compiles, for ``ir`` requests and failure captures."""
+        self.running = RunningCompiles()
+        """The compiles running now and their threads, for capturing a stuck pass and aborting."""
         self.produced = 0
         self.observer_errors = 0
         self.agent: Agent | None = None
@@ -278,6 +281,19 @@ class Registry:
     def open_passes(self) -> int:
         return self._open_passes
 
+    def open_in(self, compile_id: int) -> list[Outgoing]:
+        """The start of every pass and codegen step of ``compile_id`` still running, oldest first
+        (the caller collects held notes first, to see the passes noted but not yet told)."""
+        with self._lock:
+            found = [item for key, item in self._open.items() if key[1] == compile_id and key[0] in _RUNS]
+        return [msg for _index, msg in sorted(found, key=itemgetter(0))]
+
+    def compile_begin_of(self, compile_id: int) -> Message | None:
+        """The ``compile_begin`` of ``compile_id`` while it runs."""
+        with self._lock:
+            found = self._open.get((m.COMPILE_BEGIN, compile_id, 0))
+        return found[1] if found is not None and isinstance(found[1], dict) else None
+
     def open_messages(self) -> list[Outgoing]:
         """The start of every compile, context, codegen and pass still open, oldest first."""
         self.held_notes.collect()
@@ -329,6 +345,7 @@ class Registry:
         self._clients = ()
         self.held_notes = HeldNotes()
         self.ir_store.forget()
+        self.running.forget()
         self.produced = 0
         self.observer_errors = 0
         self.agent = None
@@ -343,6 +360,8 @@ _OPENS: Final[dict[str, str | None]] = {
     m.CODEGEN_BEGIN: None,
     m.PASS_START: "seq",
 }
+_RUNS: Final = frozenset({m.PASS_START, m.CODEGEN_BEGIN})
+"""What a compile runs: passes, and codegen steps."""
 _CLOSES: Final[dict[str, str]] = {
     m.PASS_CONTEXT_EXIT: m.PASS_CONTEXT_ENTER,
     m.CODEGEN_END: m.CODEGEN_BEGIN,

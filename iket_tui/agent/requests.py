@@ -6,6 +6,11 @@
 ``stacks``: the Python stack of every thread of this process, as ``sys._current_frames`` sees
 it right now (a thread inside a C++ pass shows the Python frames that called into it). The
 agent's own threads are marked, so a client can leave them out.
+
+``stuck``: what a reproducer of a hang needs, from the running pass of a compile (see
+:mod:`iket_tui.agent.stuck`). ``abort``: make a running compile fail with ``CompileAborted`` (see
+:mod:`iket_tui.agent.abort`); it waits up to a few seconds to say what came of it, on this
+client's thread.
 """
 
 from __future__ import annotations
@@ -13,19 +18,19 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import traceback
 from typing import Any
 
+from iket_tui.agent import abort, stuck
 from iket_tui.agent.ir_store import IRStore, IRUnavailable
+from iket_tui.agent.registry import Registry, registry
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.messages import Message
 
-MAX_FRAMES = 200
-"""Frames kept per thread, innermost first (a runaway recursion is cut, and says so)."""
 
-
-def answer(msg: Message, ir_store: IRStore) -> Message:
-    """The response to one ``request`` message; ``ir`` requests are answered from ``ir_store``."""
+def answer(msg: Message, ir_store: IRStore, on: Registry | None = None) -> Message:
+    """The response to one ``request`` message; ``ir`` requests are answered from ``ir_store``,
+    ``stuck`` and ``abort`` requests from the running compiles of ``on`` (the process's registry
+    by default)."""
     request_id = msg.get("id")
     request_id = request_id if type(request_id) is int else 0
     what = msg.get("what")
@@ -34,6 +39,8 @@ def answer(msg: Message, ir_store: IRStore) -> Message:
         return m.response(id=request_id, what=what, t_ns=now, ok=True, threads=python_stacks())
     if what == m.WHAT_IR:
         return _ir(msg, ir_store, request_id, now)
+    if what in (m.WHAT_STUCK, m.WHAT_ABORT):
+        return _about_running(msg, on if on is not None else registry, request_id, now)
     return m.response(
         id=request_id, what=str(what), t_ns=now, ok=False, error=f"this agent cannot answer {what!r} requests"
     )
@@ -47,8 +54,7 @@ def python_stacks() -> list[dict[str, Any]]:
     for ident, frame in sys._current_frames().items():
         thread = threads.get(ident)
         name = thread.name if thread is not None else f"thread {ident}"
-        summary = traceback.extract_stack(frame)
-        cut = max(0, len(summary) - MAX_FRAMES)
+        cut, frames = stuck.frame_dicts(frame)
         out.append(
             {
                 "id": ident,
@@ -57,14 +63,25 @@ def python_stacks() -> list[dict[str, Any]]:
                 "daemon": bool(thread is not None and thread.daemon),
                 "agent": name.startswith("iket-tui"),
                 "cut": cut,
-                "frames": [
-                    {"file": f.filename, "line": f.lineno or 0, "function": f.name, "code": (f.line or "").strip()}
-                    for f in summary[cut:]
-                ],
+                "frames": frames,
             }
         )
     out.sort(key=lambda thread: (not thread["main"], thread["agent"], thread["name"]))
     return out
+
+
+def _about_running(msg: Message, on: Registry, request_id: int, now: int) -> Message:
+    """``stuck`` (``compile`` and ``seq`` optional) or ``abort`` (``compile`` optional)."""
+    what = str(msg.get("what"))
+    compile_id, seq = msg.get("compile"), msg.get("seq")
+    if any(value is not None and type(value) is not int for value in (compile_id, seq)):
+        error = f"a {what} request names a compile and a pass by their numbers, or neither"
+        return m.response(id=request_id, what=what, t_ns=now, ok=False, error=error)
+    try:
+        fields = stuck.capture_stuck(on, compile_id, seq) if what == m.WHAT_STUCK else abort.abort(on, compile_id)
+    except stuck.NothingRunning as exc:
+        return m.response(id=request_id, what=what, t_ns=now, ok=False, error=str(exc))
+    return m.response(id=request_id, what=what, t_ns=time.monotonic_ns(), ok=True, **fields)
 
 
 def _ir(msg: Message, ir_store: IRStore, request_id: int, now: int) -> Message:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager, suppress
@@ -37,9 +38,11 @@ from tilelang.instrumentation import (
     register_pass_instrumentation_tool,
     unregister_pass_instrumentation_tool,
 )
+from tvm import transform
 from tvm.ir.instrument import pass_instrument
+from tvm.target import Target
 
-from iket_tui.agent import capture, compiling, failures
+from iket_tui.agent import abort, capture, compiling, failures
 from iket_tui.agent.pass_notes import NotingCompile, PassNotes
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
@@ -60,7 +63,23 @@ try:  # the phase, read in one C call between two passes; TileLang's public read
 except ImportError:  # pragma: no cover - another TileLang
     _phase_now = current_pass_phase
 
-_PassRecorder: Final = pass_instrument(PassNotes)
+
+class ScopedPassNotes(PassNotes):
+    """The notes of one ``PassContext`` that also, at the context's first pass, have the compile
+    keep the target and pass context in force there (once per context, on the compiler's thread:
+    only that thread can read them, and a stuck pass's reproducer needs them)."""
+
+    def __init__(self, compile: CompileWatcher, *, keep_ir: bool, phase_now: Callable[[], str | None]) -> None:
+        super().__init__(compile, keep_ir=keep_ir, phase_now=phase_now)
+        self.watcher = compile
+        self.begun = False  # every context's first pass begins it, not only the compile's first
+
+    def _begin(self, mod: Any) -> None:
+        super()._begin(mod)
+        self.watcher.keep_scope(self.context)
+
+
+_PassRecorder: Final = pass_instrument(ScopedPassNotes)
 """The notes of one ``PassContext``, as the TVM pass instrument of that context."""
 
 
@@ -69,6 +88,10 @@ def register(registry: Registry) -> None:
     register_pass_instrumentation_tool(TOOL_NAME, lambda: CompileWatcher(registry))
     try:
         capture.watch_nvcc()
+    except Exception:
+        registry.observer_errors += 1
+    try:
+        abort.register_with_tvm()
     except Exception:
         registry.observer_errors += 1
 
@@ -109,6 +132,7 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
         self._finished = False
         self._failing: tuple[int, str, dict[str, Any]] | None = None  # seq, name, scope of the failed pass
         self._failed_codegen: tuple[str, dict[str, Any], capture.NvccRun | None] | None = None  # step, scope, nvcc
+        self._thread_id: int | None = None  # the compiler's thread
 
     # TileLang's tool interface
 
@@ -117,6 +141,8 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
         with self.lock:
             if self._label is None:
                 self._label = current_pass_instrument_context() or _session_name()
+            if self._thread_id is None:
+                self._thread_id = threading.get_ident()
             self._seen()
             instrument = _PassRecorder(self, keep_ir=self.registry.ir_store.limit > 0, phase_now=_phase_now)
             self.add_context(instrument)
@@ -150,6 +176,9 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
             self.registry.observer_errors += 1
         finally:
             self.release_notes()
+            if self.compile_id is not None:
+                ended = self.registry.running.ended(self.compile_id, failures.describe(error) if error else None)
+                abort.forget_unraised(ended)
 
     def _finish(self, error: BaseException | None) -> None:
         if self._finished:
@@ -171,15 +200,14 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
         self._held_exits.clear()
         captured = self._captured_failure(compile_id) if error is not None else None
         if error is not None and captured is not None:
-            emit(
-                m.compile_failure(
-                    compile=compile_id,
-                    error=described,
-                    error_type=failures.type_name(error),
-                    t_ns=time.monotonic_ns(),
-                    **captured,
-                )
+            failure = m.compile_failure(
+                compile=compile_id,
+                error=described,
+                error_type=failures.type_name(error),
+                t_ns=time.monotonic_ns(),
+                **captured,
             )
+            emit({**failure, **self._aborted(compile_id, error)})
         now = time.monotonic_ns()
         emit(
             m.compile_end(
@@ -195,6 +223,15 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
             )
         )
         self.registry.ir_store.compile_ended(compile_id)
+
+    def _aborted(self, compile_id: int, error: BaseException) -> dict[str, Any]:
+        """What a ``compile_failure`` adds for a compile aborted from outside: how long its pass
+        had been running, and the pass's own source when it is the user's (see docs/protocol.md)."""
+        running = self.registry.running.get(compile_id)
+        asked = running.abort if running is not None else None
+        if asked is None or not isinstance(error, abort.CompileAborted):
+            return {}
+        return {"aborted_after_ns": asked.running_ns, "pass_source": asked.pass_source}
 
     def _captured_failure(self, compile_id: int) -> dict[str, Any] | None:
         """What was kept of the failed codegen step or pass, as ``compile_failure`` fields."""
@@ -268,6 +305,14 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
 
     # Internals
 
+    @_never_raises
+    def keep_scope(self, context: int) -> None:
+        """Keep the target and pass context in force in pass context ``context`` (its first pass runs now)."""
+        if self.compile_id is not None:
+            self.registry.running.keep_scope(
+                self.compile_id, context, Target.current(allow_none=True), transform.PassContext.current()
+            )
+
     def _seen(self, now: int | None = None) -> None:
         if self._first_seen_ns is None:
             self._first_seen_ns = time.monotonic_ns() if now is None else now
@@ -291,6 +336,7 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
             )
         )
         self.compile_id = compile_id
+        self.registry.running.began(compile_id, self._thread_id or threading.get_ident())
         for context, t_ns in self._early_contexts:
             self.registry.emit(m.pass_context(m.PASS_CONTEXT_ENTER, compile=compile_id, context=context, t_ns=t_ns))
         self._early_contexts.clear()

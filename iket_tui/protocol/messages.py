@@ -92,6 +92,48 @@ WHAT_STACKS: Final = "stacks"
 """The Python stack of every thread of the target, innermost frame last."""
 WHAT_IR: Final = "ir"
 """The TVMScript of the module before or after one pass (``compile``, ``seq``, ``which``)."""
+WHAT_STUCK: Final = "stuck"
+"""What a reproducer of a hang needs: the module the running pass of a compile was given, the
+pass, its place in the pipeline, the target and the pass-context configuration (``compile`` and
+``seq`` optional: the pass running longest by default); see :data:`STUCK_FIELDS`."""
+WHAT_ABORT: Final = "abort"
+"""Make a running compile fail: ``CompileAborted`` raised in its thread (``compile`` optional:
+the one whose pass runs longest by default); see :data:`ABORT_FIELDS`."""
+
+STUCK_FIELDS: Final = (
+    "compile",
+    "seq",
+    "name",
+    "context",
+    "depth",
+    "parent",
+    "parent_name",
+    "phase",
+    "pipeline",
+    "kernel",
+    "label",
+    "running_ns",
+    "target",
+    "config_json",
+    "ir_script",
+    "ir_json",
+    "ir_missing",
+    "pass_source",
+    "pid",
+    "frames",
+)
+"""The fields of an ``ok`` answer to :data:`WHAT_STUCK`; see ``docs/protocol.md``."""
+ABORT_FIELDS: Final = ("compile", "name", "seq", "running_ns", "message", "state", "compile_error", "where", "pid")
+"""The fields of an ``ok`` answer to :data:`WHAT_ABORT`; see ``docs/protocol.md``."""
+ABORT_ABORTED: Final = "aborted"
+"""``state`` of an abort answer: the compile failed with the exception."""
+ABORT_ENDED: Final = "ended"
+"""``state``: the compile ended otherwise (it finished, or failed on its own) before the exception was raised."""
+ABORT_RAISED: Final = "raised"
+"""``state``: the exception was raised in the compiling thread, and the compile has not ended yet."""
+ABORT_NATIVE: Final = "native"
+"""``state``: the compiling thread is inside native code and has not run Python since; the
+exception waits until it does."""
 
 # Pass rows (protocol 1.1): a pass event inside a batch as
 # [type, compile, context, name, seq, depth, parent, phase, t_ns, extra]
