@@ -7,15 +7,18 @@ malformed and leaves the model as it was.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 
 class Malformed(Exception):
     """A message whose fields do not have the types the protocol documents."""
 
 
-MALFORMED = Malformed()
-"""Raised as is: a handler on the hot path allocates no exception per bad message."""
+MALFORMED: Final = Malformed
+"""What a handler raises for a malformed message. It is the class, not a shared instance: each
+raise makes an exception that dies once the session has counted it, whereas an instance raised
+again and again would keep the traceback of every raise, and with it every frame and message
+it passed through."""
 MALFORMED_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 """What reading a field of the wrong shape raises; counted as malformed too."""
 ABSENT: Any = object()
