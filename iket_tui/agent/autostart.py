@@ -13,6 +13,8 @@ Knobs, all optional:
   another process instead of a GPU ring).
 - ``IKET_TUI_IR_COMPILES=<compiles>``, ``IKET_TUI_IR_MEMORY=<size>``: how much IR of recent
   compiles the agent holds for ``ir`` requests (:mod:`iket_tui.agent.ir_store`).
+- ``IKET_TUI_SOCKET_DIR=<directory>``: where the agent's socket goes, rather than the user's
+  runtime directory (:mod:`iket_tui.endpoints`); clients look there too when it is set.
 
 Nothing here may stop the program: any problem is one line on stderr and the program runs on
 without the agent (or with the default for a bad knob).

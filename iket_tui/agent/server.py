@@ -90,8 +90,9 @@ class AgentServer:
         that sees the file can always connect.
         """
         endpoints.ensure_runtime_dir()
+        endpoints.check_socket_path(self.path)
         endpoints.list_endpoints(clean_stale=True)
-        binding = self.path.with_name(f".{self.path.name}.binding")
+        binding = endpoints.binding_path_for(self.path)
         # Same pid and start time: any file under these names is a leftover of this very process.
         binding.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

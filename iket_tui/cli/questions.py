@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from iket_tui.cli.errors import UsageError
+from iket_tui.cli.errors import UsageError, say
 from iket_tui.cli.targets import target_socket
-from iket_tui.endpoints import list_endpoints, process_argv, runtime_dir, uptime_seconds
+from iket_tui.endpoints import list_endpoints, process_argv, runtime_dir, runtime_dir_problem, uptime_seconds
 from iket_tui.sources.socket import SocketSource
 
 
@@ -49,14 +49,19 @@ def cmd_ir(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    """Print this user's live agents, one a line: pid, uptime, socket and command."""
-    endpoints = list_endpoints()
+    """Print this user's live agents, one a line: pid, uptime, socket and command. Only agents
+    that listen are listed, and none from a runtime directory that may not be trusted (why is
+    said on stderr)."""
+    problem = runtime_dir_problem()
+    if problem is not None:
+        say(problem.says("its sockets are not listed"))
+    endpoints = list_endpoints(listening_only=True)
     if not endpoints:
         print(f"no live iket-tui agents of this user (in {runtime_dir()})")
         return 0
     rows = [("PID", "UPTIME", "SOCKET", "COMMAND")]
     for endpoint in endpoints:
-        command = " ".join(process_argv(endpoint.pid)) or "?"
+        command = " ".join(" ".join(process_argv(endpoint.pid)).split()) or "?"  # one line, whatever argv holds
         uptime = _uptime(uptime_seconds(endpoint.start_time))
         rows.append((str(endpoint.pid), uptime, str(endpoint.path), command))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from iket_tui.cli.errors import say
-from iket_tui.endpoints import EndpointError, resolve_target
+from iket_tui.endpoints import EndpointError, NoAgentError, resolve_target
 
 
 def target_socket(target: str, *, start_agent: bool) -> Path:
@@ -13,9 +13,7 @@ def target_socket(target: str, *, start_agent: bool) -> Path:
     agent gets one started in it."""
     try:
         return resolve_target(target)
-    except EndpointError as exc:
-        if not target.isdigit() or "runs no iket-tui agent" not in str(exc):
-            raise
+    except NoAgentError as exc:
         if not start_agent:
             raise EndpointError(f"{exc}; `iket-tui attach {target}` or --start-agent starts one in it") from None
     from iket_tui.sources.inject import inject_agent

@@ -1,9 +1,10 @@
 """Live events from an agent's Unix socket, batched for the UI and optionally recorded.
 
 The source connects, refuses a peer of another user, exchanges hellos (a foreign socket or
-another major protocol version is a one-line error), then reads frames strictly and hands
-them out about every 30 ms. Whatever arrived before an error or a hang-up is delivered
-before the state that ends the stream. Pass events batched as pass rows are handed out as
+another major protocol version is a one-line error), refuses an agent that is not the process
+the socket is named after, then reads frames strictly and hands them out about every 30 ms.
+Whatever arrived before an error or a hang-up is delivered before the state that ends the
+stream. Pass events batched as pass rows are handed out as
 rows, as a replay does (see :mod:`iket_tui.protocol.messages`). Requests go out on the same
 socket; each is settled by one :class:`~iket_tui.sources.base.Answer` in a batch: the agent's
 response, or why none came (overdue, or the stream ended first).
@@ -23,7 +24,18 @@ from pathlib import Path
 from typing import cast
 
 from iket_tui import __version__
-from iket_tui.endpoints import EndpointError, check_peer, process_start_time
+from iket_tui.endpoints import (
+    EndpointError,
+    ForeignPeerError,
+    check_peer,
+    endpoint_of,
+    in_runtime_dir,
+    must_run_as,
+    owner_out_of_reach,
+    peer_pid,
+    process_start_time,
+    too_long_to_connect,
+)
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, decode_body, encode_message
 from iket_tui.protocol.frames import FrameError
@@ -118,6 +130,7 @@ class SocketSource:
         except OSError as exc:
             raise SourceError(f"{self.path}: connection lost while greeting the agent ({_why(exc)})") from None
         hello = self._check_hello(self._read_hello(sock))
+        self._check_identity(sock, hello)
         self.agent_hello = hello
         argv = hello.get("argv")
         command = " ".join(str(a) for a in argv) if isinstance(argv, list) else ""
@@ -189,6 +202,9 @@ class SocketSource:
     # -- connecting ---------------------------------------------------------------------
 
     def _open_socket(self) -> socket.socket:
+        too_long = too_long_to_connect(self.path)
+        if too_long is not None:
+            raise SourceError(too_long)
         deadline = time.monotonic() + self._connect_retry_s
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -196,6 +212,11 @@ class SocketSource:
                 sock.connect(str(self.path))
                 check_peer(sock)
                 return sock
+            except ForeignPeerError as exc:
+                sock.close()
+                raise SourceError(
+                    f"{self.path}: peer runs as uid {exc.uid}, so the agent belongs to uid {exc.uid}; {must_run_as()}"
+                ) from None
             except EndpointError as exc:
                 sock.close()
                 raise SourceError(f"{self.path}: {exc}") from None
@@ -248,6 +269,30 @@ class SocketSource:
             raise SourceError(f"{self.path}: {exc}") from None
         self.received += 1
         return hello
+
+    def _check_identity(self, sock: socket.socket, hello: m.Message) -> None:
+        """Refuse an agent that is not the process the socket is named after (``<pid>-<start
+        time>.sock``, as a pid given resolves to): its hello must name that pid and start time,
+        and in the runtime directory, where only local agents listen, the kernel must say that
+        process serves the socket. A socket of another name is whoever answers (a forwarded
+        one, say), shown by the pid its hello names."""
+        named = endpoint_of(self.path)
+        if named is None:
+            return
+        why = "refusing it (another program listens at that socket)"
+        if hello["pid"] != named.pid:
+            raise SourceError(f"{self.path}: the agent there says it is pid {hello['pid']}, not pid {named.pid}; {why}")
+        if hello["start_time"] != named.start_time:
+            raise SourceError(
+                f"{self.path}: the agent there says pid {named.pid} started at {hello['start_time']},"
+                f" not at {named.start_time} (clock ticks since boot); {why}"
+            )
+        if in_runtime_dir(self.path):
+            served_by = peer_pid(sock)
+            if served_by not in (0, named.pid):
+                raise SourceError(
+                    f"{self.path}: the agent there is served by pid {served_by}, not by pid {named.pid}; {why}"
+                )
 
     # -- streaming ----------------------------------------------------------------------
 
@@ -465,5 +510,8 @@ def _connect_error(path: Path, exc: OSError) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return f"{path}: connection refused (a stale socket: its agent is gone)"
     if isinstance(exc, PermissionError):
+        owner = owner_out_of_reach(path)
+        if owner is not None and owner != os.getuid():
+            return f"{path}: permission denied: the agent belongs to uid {owner}; {must_run_as()}"
         return f"{path}: permission denied (another user's socket?)"
     return f"{path}: cannot connect ({_why(exc)})"

@@ -1,9 +1,11 @@
 """A stand-in agent in its own process, speaking the real protocol (or breaking it on purpose).
 
 Run as a script: ``python fake_agent.py MODE [--socket PATH] [--uid N] [--sent FILE]
-[--exit-code N]``. It listens on PATH (default: this process's socket in the runtime
-directory, as the real agent does), prints ``ready PATH`` and serves one client after
-another:
+[--exit-code N] [--as-pid PID] [--claim-pid PID]``. It listens on PATH (default: this
+process's socket in the runtime directory, as the real agent does; with ``--as-pid``, the
+socket of that other process, as an impostor would), prints ``ready PATH`` and serves one
+client after another. ``--claim-pid`` makes its hello name that process (its pid and start
+time) rather than its own.
 
 - ``normal``: hello, sync, one compile with its passes in one ``batch`` frame, a heartbeat, bye, then exits.
 - ``unknown``: like ``normal`` with messages of a future type in between.
@@ -54,7 +56,10 @@ def _serve(args: argparse.Namespace) -> int:
         path = Path(args.socket)
     else:
         ensure_runtime_dir()
-        path = socket_path_for(pid, start)
+        listen_as = args.as_pid if args.as_pid is not None else pid
+        path = socket_path_for(listen_as, process_start_time(listen_as) or 0)
+    if args.claim_pid is not None:
+        pid, start = args.claim_pid, process_start_time(args.claim_pid) or 0
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen(8)
@@ -181,6 +186,9 @@ class FakeAgent:
         uid: int | None = None,
         sent: Path | None = None,
         exit_code: int = 0,
+        as_pid: int | None = None,
+        claim_pid: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.argv = [sys.executable, str(SCRIPT), mode, "--exit-code", str(exit_code)]
         if socket_path is not None:
@@ -189,6 +197,11 @@ class FakeAgent:
             self.argv += ["--uid", str(uid)]
         if sent is not None:
             self.argv += ["--sent", str(sent)]
+        if as_pid is not None:
+            self.argv += ["--as-pid", str(as_pid)]
+        if claim_pid is not None:
+            self.argv += ["--claim-pid", str(claim_pid)]
+        self.env = env or {}
         self.path = Path()
         self.process: subprocess.Popen[str] | None = None
 
@@ -198,7 +211,7 @@ class FakeAgent:
         return self.process.pid
 
     def __enter__(self) -> FakeAgent:
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         env.pop("IKET_TUI", None)
         self.process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, text=True, env=env)
         assert self.process.stdout is not None
@@ -226,4 +239,6 @@ if __name__ == "__main__":
     parser.add_argument("--uid", type=int)
     parser.add_argument("--sent")
     parser.add_argument("--exit-code", type=int, default=0)
+    parser.add_argument("--as-pid", type=int)
+    parser.add_argument("--claim-pid", type=int)
     sys.exit(_serve(parser.parse_args()))

@@ -172,7 +172,9 @@ def test_another_users_socket_is_refused(runtime_dir: Path) -> None:
     runtime_dir.chmod(0o755)
     with (
         FakeAgent("normal", socket_path=shared / "other.sock", uid=65534) as agent,
-        pytest.raises(SourceError, match="peer runs as uid 65534, not as this user"),
+        pytest.raises(
+            SourceError, match="peer runs as uid 65534, so the agent belongs to uid 65534; iket-tui must run"
+        ),
     ):
         SocketSource(agent.path).connect()
 
