@@ -8,6 +8,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 import msgpack
 
 from iket_tui.protocol.frames import MAX_FRAME_BODY, FrameDecoder, FrameError, encode_frame
+from iket_tui.protocol.limits import MAX_ARRAY, UNPACK_LIMITS
 from iket_tui.protocol.messages import (
     BATCH,
     HELLO,
@@ -23,17 +24,9 @@ from iket_tui.protocol.messages import (
     row_of,
 )
 
-MAX_BATCH_ITEMS = 1_000_000
+MAX_BATCH_ITEMS = MAX_ARRAY
 
-_LIMITS: dict[str, Any] = {
-    "raw": False,
-    "strict_map_key": True,
-    "max_str_len": 4 * 1024 * 1024,
-    "max_bin_len": MAX_FRAME_BODY,
-    "max_array_len": MAX_BATCH_ITEMS,
-    "max_map_len": 10_000,
-    "max_ext_len": 0,
-}
+_LIMITS = UNPACK_LIMITS
 
 _BATCH_HEAD = b"\x82" + msgpack.packb("type") + msgpack.packb(BATCH) + msgpack.packb("messages")
 _ARRAY_HEAD_MAX = 5  # bytes of the largest msgpack array header

@@ -1,0 +1,25 @@
+"""What a reader accepts from one frame, in one place: the limits ``docs/protocol.md`` documents."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+MAX_FRAME_BODY: Final = 16 * 1024 * 1024
+"""Bytes in one frame's body."""
+MAX_STR: Final = 4 * 1024 * 1024
+"""Bytes in one string."""
+MAX_ARRAY: Final = 1_000_000
+"""Items in one array (and messages in one batch)."""
+MAX_MAP: Final = 10_000
+"""Entries in one map."""
+
+UNPACK_LIMITS: Final[dict[str, Any]] = {
+    "raw": False,
+    "strict_map_key": True,
+    "max_str_len": MAX_STR,
+    "max_bin_len": MAX_FRAME_BODY,
+    "max_array_len": MAX_ARRAY,
+    "max_map_len": MAX_MAP,
+    "max_ext_len": 0,
+}
+"""msgpack's own limits, as ``Unpacker`` and ``unpackb`` take them."""
