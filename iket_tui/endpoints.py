@@ -71,9 +71,9 @@ def runtime_dir() -> Path:
     return Path(f"/tmp/iket-tui-{os.getuid()}")
 
 
-def ensure_runtime_dir() -> Path:
-    """Create the runtime directory with mode 0700 and check that it is ours and private."""
-    path = runtime_dir()
+def ensure_runtime_dir(path: Path | None = None) -> Path:
+    """Create the runtime directory (or ``path``) with mode 0700 and check that it is ours and private."""
+    path = path or runtime_dir()
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = path.lstat()
     if not stat.S_ISDIR(st.st_mode):

@@ -5,6 +5,11 @@ close (the target exiting, or :func:`iket_tui.agent.stop`) the socket file goes 
 no new client can arrive; then every client gets what its queue holds and a ``bye``,
 within a bounded wait, and a client that does not read by then is simply hung up on.
 
+The socket file can disappear under a running agent (a tmp cleaner, a logout removing the
+runtime directory) or be replaced: the accept thread looks every :data:`WATCH_S` and binds
+again at the same path, so new clients find the agent where they look; clients already
+connected are not affected.
+
 A client that breaks the protocol or a client's limits, or that runs as another user, is
 refused: hung up on, counted, and named in one line on the ``iket_tui.agent`` logger (silent
 unless the program configures logging) and in :attr:`AgentServer.refusals`.
@@ -15,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import socket
+import stat
 import sys
 import threading
 import time
@@ -34,6 +41,8 @@ DEFAULT_HANDSHAKE_TIMEOUT_S = 5.0
 MAX_CLIENTS = 64
 """Clients served at once, handshakes included; one more is refused."""
 REFUSALS_KEPT = 16
+WATCH_S = 1.0
+"""How often the accept thread checks that the socket file is still this agent's."""
 
 log = logging.getLogger("iket_tui.agent")
 
@@ -73,7 +82,8 @@ class AgentServer:
             send_buffer=send_buffer,
         )
         self._listener: socket.socket | None = None
-        self._inode: int | None = None
+        self._inode: tuple[int, int] | None = None  # the socket file's device and inode
+        self._cannot_rebind: str | None = None  # why binding again failed last, said once
         self._sessions: list[ClientSession] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -84,14 +94,19 @@ class AgentServer:
         """Why the latest clients were refused, one line each, oldest first."""
 
     def start(self) -> None:
-        """Create the socket file (mode 0600) and start accepting clients.
-
-        The socket is bound and listening under a hidden name first, then renamed: a client
-        that sees the file can always connect.
-        """
+        """Create the socket file (mode 0600) and start accepting clients."""
         endpoints.ensure_runtime_dir()
         endpoints.check_socket_path(self.path)
         endpoints.list_endpoints(clean_stale=True)
+        self._listener, self._inode = self._bind()
+        threading.Thread(target=self._accept_loop, name="iket-tui accept", daemon=True).start()
+
+    def _bind(self) -> tuple[socket.socket, tuple[int, int]]:
+        """A socket listening at :attr:`path`, and the file's identity.
+
+        It is bound and listening under a hidden name first, then renamed over whatever is at
+        the path: a client that sees the file can always connect.
+        """
         binding = endpoints.binding_path_for(self.path)
         # Same pid and start time: any file under these names is a leftover of this very process.
         binding.unlink(missing_ok=True)
@@ -101,13 +116,12 @@ class AgentServer:
             os.chmod(binding, 0o600)
             listener.listen(16)
             os.replace(binding, self.path)
-            self._inode = os.stat(self.path).st_ino
+            st = os.stat(self.path)
         except BaseException:
             listener.close()
             binding.unlink(missing_ok=True)
             raise
-        self._listener = listener
-        threading.Thread(target=self._accept_loop, args=(listener,), name="iket-tui accept", daemon=True).start()
+        return listener, (st.st_dev, st.st_ino)
 
     def wait_for_client(self, timeout: float | None) -> bool:
         """Block until some client has received its catch-up and ``sync``; ``False`` on timeout."""
@@ -157,8 +171,18 @@ class AgentServer:
         for session in self._sessions:
             session.abandon()
 
-    def _accept_loop(self, listener: socket.socket) -> None:
+    def _accept_loop(self) -> None:
         while True:
+            listener = self._listener
+            if self._closed or listener is None:
+                return
+            try:
+                ready, _, _ = select.select([listener], [], [], WATCH_S)
+            except (OSError, ValueError):  # closed meanwhile
+                ready = [listener]
+            if not ready:
+                self._keep_socket_file()
+                continue
             try:
                 conn, _addr = listener.accept()
             except OSError:
@@ -166,18 +190,63 @@ class AgentServer:
                     return
                 time.sleep(0.05)
                 continue
-            session = ClientSession(conn, self._registry, self._settings, self._synced.set, self._refused)
-            with self._lock:
-                if self._closed:
-                    conn.close()
-                    return
-                self._sessions = [s for s in self._sessions if s.thread.is_alive()]
-                crowded = len(self._sessions) >= MAX_CLIENTS
-                if not crowded:
-                    self._sessions.append(session)
-                    session.start()
-            if crowded:
-                self._refuse_crowd(conn)
+            self._serve(conn)
+
+    def _serve(self, conn: socket.socket) -> None:
+        session = ClientSession(conn, self._registry, self._settings, self._synced.set, self._refused)
+        with self._lock:
+            if self._closed:
+                conn.close()
+                return
+            self._sessions = [s for s in self._sessions if s.thread.is_alive()]
+            crowded = len(self._sessions) >= MAX_CLIENTS
+            if not crowded:
+                self._sessions.append(session)
+                session.start()
+        if crowded:
+            self._refuse_crowd(conn)
+
+    def _keep_socket_file(self) -> None:
+        """Bind again at :attr:`path` when the file there is no longer this agent's socket."""
+        try:
+            st = os.stat(self.path)
+            if (st.st_dev, st.st_ino) == self._inode and stat.S_ISSOCK(st.st_mode):
+                return
+        except OSError:
+            pass
+        try:
+            endpoints.ensure_runtime_dir(self.path.parent)
+            listener, inode = self._bind()
+        except (OSError, endpoints.EndpointError) as exc:
+            why = str(exc)
+            if why != self._cannot_rebind:
+                self._cannot_rebind = why
+                log.info("cannot bind %s again: %s", self.path, why)
+            return
+        self._cannot_rebind = None
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                old, self._listener, self._inode = self._listener, listener, inode
+        if closed:
+            listener.close()
+            self._unlink(inode)
+            return
+        log.info("bound %s again: it was removed or replaced", self.path)
+        if old is not None:
+            self._take_waiting(old)
+            old.close()
+
+    def _take_waiting(self, listener: socket.socket) -> None:
+        """Serve the clients that connected to a listener about to be closed before it went."""
+        listener.setblocking(False)
+        while True:
+            try:
+                conn, _addr = listener.accept()
+            except OSError:
+                return
+            conn.setblocking(True)
+            self._serve(conn)
 
     def _refuse_crowd(self, conn: socket.socket) -> None:
         try:
@@ -194,10 +263,11 @@ class AgentServer:
             self.refusals.append(reason)
         log.info("refused %s", reason)
 
-    def _unlink(self) -> None:
-        """Remove the socket file if it is still the one this server created."""
+    def _unlink(self, inode: tuple[int, int] | None = None) -> None:
+        """Remove the socket file if it is still the one this server created (or ``inode``)."""
         try:
-            if os.stat(self.path).st_ino == self._inode:
+            st = os.stat(self.path)
+            if (st.st_dev, st.st_ino) == (inode or self._inode):
                 self.path.unlink()
         except OSError:
             pass
