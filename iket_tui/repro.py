@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from iket_tui.outputs import make_directory, write_files
 from iket_tui.protocol import messages as m
 
 NAMESPACES = {"tl": "tilelang.transform", "tir": "tvm.tir.transform", "tirx": "tvm.tir.transform"}
@@ -89,15 +90,15 @@ def write(messages: Iterable[m.Item], directory: Path, compile_id: int | None = 
             f"the failed pass of compile {compile_id} was captured without its module: {failure.get('ir_missing')}"
         )
     name = str(failure.get("name"))
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "module.json").write_text(module_json, encoding="utf-8")
+    files = {"module.json": module_json}
     if isinstance(failure.get("ir_script"), str):
-        (directory / "before.py").write_text(failure["ir_script"], encoding="utf-8")
+        files["before.py"] = failure["ir_script"]
     config = failure.get("config_json")
     if isinstance(config, str):
-        (directory / "config.json").write_text(config, encoding="utf-8")
+        files["config.json"] = config
     runnable = name.partition(".")[0] in NAMESPACES
-    (directory / "repro.py").write_text(_script(failure, ends.get(compile_id), source), encoding="utf-8")
+    files["repro.py"] = _script(failure, ends.get(compile_id), source)
+    write_directory(directory, files)
     note = (
         f"python {directory / 'repro.py'} runs {name} on the module it was given"
         if runnable
@@ -105,6 +106,15 @@ def write(messages: Iterable[m.Item], directory: Path, compile_id: int | None = 
         "module.json and before.py hold its input"
     )
     return Repro(directory, compile_id, name, runnable, note)
+
+
+def write_directory(directory: Path, files: dict[str, str]) -> None:
+    """Write ``files`` (name: text) into ``directory``, made if missing, as :mod:`iket_tui.outputs`
+    writes: never through a link, never into another user's directory, and every name checked
+    before any is written. Raises :class:`~iket_tui.outputs.OutputError` (a refusal, one line)
+    or the ``OSError`` of a failed write."""
+    make_directory(directory)
+    write_files((directory / name, text.encode("utf-8")) for name, text in files.items())
 
 
 def first_diagnostic(output: str) -> str | None:
@@ -129,9 +139,7 @@ def _write_codegen(failure: m.Message, end: m.Message | None, directory: Path, s
     if not isinstance(code, str):
         why = failure.get("source_missing") or "not captured"
         raise ReproError(f"compile {compile_id} failed in codegen ({step}) without the source nvcc was given: {why}")
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "kernel.cu").write_text(code, encoding="utf-8", newline="")
-    (directory / "repro.py").write_text(_codegen_script(failure, end, source), encoding="utf-8")
+    write_directory(directory, {"kernel.cu": code, "repro.py": _codegen_script(failure, end, source)})
     cut = failure.get("source_missing")
     if isinstance(cut, str):
         note = f"kernel.cu is incomplete ({cut}): nvcc will not see what it rejected"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
+
+from iket_tui.outputs import OutputError, check_directory, check_file
 
 PROG = "iket-tui"
 EXIT_BAD_INPUT = 2
@@ -22,11 +23,17 @@ def say(message: str) -> None:
 
 
 def check_writable(path: Path) -> None:
-    """Fail with a usage error before any work when ``path`` cannot be written, rather than after it."""
-    if path.is_dir():
-        raise UsageError(f"{path}: is a directory")
-    parent = path.parent
-    if not parent.is_dir():
-        raise UsageError(f"{path}: no such directory {parent}")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UsageError(f"{path}: permission denied")
+    """Fail with a usage error before any work when ``path`` cannot or must not be written (a
+    link planted there, another user's directory: see :mod:`iket_tui.outputs`), rather than after it."""
+    try:
+        check_file(path)
+    except OutputError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def check_directory_writable(path: Path) -> None:
+    """The same for a directory to write files into (``repro -o DIR``)."""
+    try:
+        check_directory(path)
+    except OutputError as exc:
+        raise UsageError(str(exc)) from None

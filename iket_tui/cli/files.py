@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from iket_tui.cli.errors import UsageError, check_writable, say
+from iket_tui.cli.errors import UsageError, check_directory_writable, check_writable, say
 from iket_tui.cli.show import show
+from iket_tui.outputs import OutputError, write_file
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.lines import KernelEvents, TextLines, json_line
 from iket_tui.sources.reading import RecordingReader, recording_notes
@@ -57,9 +58,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         document = export(session, args.format, name=args.file.name)
     except ExportError as exc:
         raise UsageError(f"{args.file}: {exc}") from None
+    data = json.dumps(document, separators=(",", ":"), allow_nan=False).encode("utf-8")
     try:
-        with open(args.output, "w", encoding="utf-8") as out:
-            json.dump(document, out, separators=(",", ":"), allow_nan=False)
+        write_file(args.output, data)  # under a private name, then renamed onto it: see iket_tui.outputs
+    except OutputError as exc:
+        raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{args.output}: {exc.strerror or type(exc).__name__}") from None
     for note in recording_notes(reader.info, verb="read"):
@@ -73,12 +76,15 @@ def cmd_repro(args: argparse.Namespace) -> int:
     its ``repro.py`` cannot make the failure happen by itself."""
     from iket_tui.repro import ReproError, write
 
+    check_directory_writable(args.output)
     reader = RecordingReader(args.file)
     messages = list(reader)
     try:
         found = write(messages, args.output, args.compile, source=reader.info.source)
     except ReproError as exc:
         raise UsageError(f"{args.file}: {exc}") from None
+    except OutputError as exc:
+        raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{args.output}: {exc.strerror or type(exc).__name__}") from None
     say(f"wrote a reproducer of compile {found.compile} ({found.name}) to {found.directory}: {found.note}")

@@ -4,7 +4,9 @@ The file is :data:`~iket_tui.protocol.recording.MAGIC`, a ``recording`` frame, e
 exactly as it came off the socket, a ``checkpoint`` every so many messages or about every
 second, and an ``end`` frame when closed. Data is handed to the operating system after every
 chunk the caller writes (:meth:`RecordingWriter.flush`), so a recorder killed with SIGKILL
-leaves a file whose complete frames all replay.
+leaves a file whose complete frames all replay. The file is created as
+:func:`iket_tui.outputs.create_growing` says: never through a link, and under its final name
+from its first frame on.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from iket_tui import __version__
+from iket_tui.outputs import OutputError, create_growing
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import encode_message
 from iket_tui.protocol.recording import MAGIC
@@ -45,13 +48,14 @@ class RecordingWriter:
         self._since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
         self._closed = False
+        header = m.recording(created_unix=time.time(), software_version=__version__, source=source)
         try:
-            self._file: BinaryIO = open(self.path, "wb")  # noqa: SIM115 - lives as long as the writer
+            fd = create_growing(self.path, MAGIC + encode_message(header))
+        except OutputError as exc:
+            raise SourceError(f"cannot write {exc}") from None
         except OSError as exc:
             raise SourceError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-        header = m.recording(created_unix=time.time(), software_version=__version__, source=source)
-        self._write_raw(MAGIC + encode_message(header))
-        self.flush()
+        self._file: BinaryIO = open(fd, "wb")  # noqa: SIM115 - lives as long as the writer
 
     @property
     def closed(self) -> bool:

@@ -1,0 +1,195 @@
+"""Where commands write what a user names (``record -o``, ``--record``, ``export -o``, ``repro -o``):
+never through a link planted at that name, never into another user's directory, an existing
+file replaced whole; each refusal is one line and exit code 2, before any work."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import FakeAgent, assert_one_line_error, run_iket
+
+from iket_tui.protocol import messages as m
+from iket_tui.sources.reading import read_recording
+from iket_tui.sources.recorder import RecordingWriter
+
+PRECIOUS = "a file the link points to\n"
+OTHER_UID = 65534
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory of another user")
+
+
+def _failed_compile(path: Path) -> Path:
+    """A small recording of a compile whose pass failed, with what the agent captured of it."""
+    writer = RecordingWriter(path, source="pid 1: python fails.py")
+    common: dict[str, Any] = {"compile": 2, "context": 0, "seq": 4, "depth": 0, "parent": None, "phase": None}
+    writer.write(m.compile_begin(compile=2, label="stage=jit-lower, kernel=bad", kernel="bad", target="cuda", t_ns=10))
+    writer.write(m.pass_start(name="tl.LayoutInference", t_ns=20, **common))
+    writer.write(m.pass_incomplete(name="tl.LayoutInference", t_ns=30, error="InternalError: conflict", **common))
+    writer.write(
+        m.compile_failure(
+            compile=2,
+            stage="pass",
+            seq=4,
+            name="tl.LayoutInference",
+            error="InternalError: conflict",
+            error_type="tvm.error.InternalError",
+            t_ns=35,
+            ir_json='{"root": 1}',
+            ir_script="# from tvm.script import tir as T\n",
+            target="cuda",
+        )
+    )
+    writer.write(
+        m.compile_end(
+            compile=2,
+            label="stage=jit-lower, kernel=bad",
+            t_ns=40,
+            duration_ns=30,
+            ok=False,
+            error="InternalError: conflict",
+            error_type="tvm.error.InternalError",
+            stage="pass",
+        )
+    )
+    writer.close("target exited")
+    return path
+
+
+@pytest.fixture
+def recording(tmp_path: Path) -> Path:
+    return _failed_compile(tmp_path / "failed.msgpack")
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A file a planted link points to; no command may change it."""
+    path = tmp_path / "victim" / "precious.txt"
+    path.parent.mkdir()
+    path.write_text(PRECIOUS)
+    return path
+
+
+def _plant_link(at: Path, to: Path) -> Path:
+    at.symlink_to(to)
+    return at
+
+
+def _foreign_directory(path: Path) -> Path:
+    path.mkdir(mode=0o777)
+    path.chmod(0o777)
+    os.chown(path, OTHER_UID, OTHER_UID)
+    return path
+
+
+def _untouched(victim: Path) -> None:
+    assert victim.read_text() == PRECIOUS
+    assert sorted(p.name for p in victim.parent.iterdir()) == ["precious.txt"]
+
+
+def _no_leftovers(directory: Path, *expected: str) -> None:
+    assert sorted(p.name for p in directory.iterdir()) == sorted(expected)
+
+
+@pytest.mark.parametrize("command", ["record", "attach", "run"])
+def test_a_link_planted_at_a_recordings_name_is_refused_and_what_it_points_to_is_untouched(
+    command: str, tmp_path: Path, victim: Path
+) -> None:
+    link = _plant_link(tmp_path / "run.msgpack", victim)
+    with FakeAgent("normal") as agent:
+        argv = {
+            "record": ("record", str(agent.pid), "-o", str(link)),
+            "attach": ("attach", str(agent.pid), "--record", str(link)),
+            "run": ("run", "--no-ui", "--record", str(link), "--", "true"),
+        }[command]
+        result = run_iket(*argv, timeout=30)
+        assert agent.process is not None and agent.process.poll() is None, "connected before refusing"
+    assert_one_line_error(result, f"{link}: is a symbolic link (to {victim}): ", "remove it or name another file")
+    _untouched(victim)
+    assert link.is_symlink()
+
+
+def test_a_link_planted_at_an_exports_name_is_refused(tmp_path: Path, recording: Path, victim: Path) -> None:
+    link = _plant_link(tmp_path / "trace.json", victim)
+    assert_one_line_error(run_iket("export", str(recording), "-o", str(link)), f"{link}: is a symbolic link")
+    _untouched(victim)
+
+
+def test_a_link_planted_as_a_reproducers_directory_is_refused(tmp_path: Path, recording: Path, victim: Path) -> None:
+    link = _plant_link(tmp_path / "repro", victim.parent)
+    assert_one_line_error(run_iket("repro", str(recording), "-o", str(link)), f"{link}: is a symbolic link")
+    _untouched(victim)
+
+
+def test_a_link_planted_inside_a_reproducers_directory_is_refused_before_anything_is_written(
+    tmp_path: Path, recording: Path, victim: Path
+) -> None:
+    out = tmp_path / "repro"
+    out.mkdir()
+    link = _plant_link(out / "repro.py", victim)
+    assert_one_line_error(run_iket("repro", str(recording), "-o", str(out)), f"{link}: is a symbolic link")
+    _untouched(victim)
+    _no_leftovers(out, "repro.py")
+
+
+def test_a_hard_link_at_the_output_is_replaced_not_written_through(
+    tmp_path: Path, recording: Path, victim: Path
+) -> None:
+    trace = tmp_path / "trace.json"
+    os.link(victim, trace)
+    result = run_iket("export", str(recording), "-o", str(trace))
+    assert result.returncode == 0, result.stderr
+    _untouched(victim)
+    assert trace.read_text().startswith("{")
+    with FakeAgent("normal") as agent:
+        os.link(victim, tmp_path / "run.msgpack")
+        assert run_iket("record", str(agent.pid), "-o", str(tmp_path / "run.msgpack")).returncode == 0
+    _untouched(victim)
+    assert read_recording(tmp_path / "run.msgpack")[1].ended
+
+
+@needs_root
+@pytest.mark.parametrize("command", ["record", "export", "repro into", "repro beside"])
+def test_a_directory_of_another_user_is_refused(command: str, tmp_path: Path, recording: Path) -> None:
+    foreign = _foreign_directory(tmp_path / "theirs")
+    with FakeAgent("normal") as agent:
+        argv = {
+            "record": ("record", str(agent.pid), "-o", str(foreign / "run.msgpack")),
+            "export": ("export", str(recording), "-o", str(foreign / "trace.json")),
+            "repro into": ("repro", str(recording), "-o", str(foreign)),
+            "repro beside": ("repro", str(recording), "-o", str(foreign / "repro")),
+        }[command]
+        result = run_iket(*argv)
+    assert_one_line_error(result, f"{foreign}: belongs to uid {OTHER_UID}, not to this user (uid 0)")
+    _no_leftovers(foreign)
+
+
+def test_an_existing_file_is_replaced_whole_keeping_its_mode_and_nothing_is_left_beside(
+    tmp_path: Path, recording: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    trace = out_dir / "trace.json"
+    trace.write_text("x" * 10_000_000)
+    trace.chmod(0o600)
+    result = run_iket("export", str(recording), "-o", str(trace))
+    assert result.returncode == 0, result.stderr
+    assert trace.read_text().startswith('{"traceEvents":') and trace.stat().st_size < 10_000
+    assert stat.S_IMODE(trace.stat().st_mode) == 0o600
+    repro = out_dir / "repro"
+    assert run_iket("repro", str(recording), "-o", str(repro)).returncode == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((repro / "repro.py").stat().st_mode) == 0o666 & ~umask
+    assert run_iket("repro", str(recording), "-o", str(repro)).returncode == 0
+    _no_leftovers(repro, "before.py", "module.json", "repro.py")
+    _no_leftovers(out_dir, "repro", "trace.json")
+
+
+@pytest.mark.skipif(not Path("/dev/null").exists(), reason="needs /dev/null")
+def test_a_device_is_written_in_place(recording: Path) -> None:
+    result = run_iket("export", str(recording), "-o", "/dev/null")
+    assert (result.returncode, result.stderr) == (0, "iket-tui: wrote 2 events to /dev/null\n")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
