@@ -10,11 +10,18 @@ same error come back in a fresh process, without the original program:
 - a failed codegen step: the CUDA source nvcc rejected and nvcc's arguments. The reproducer
   runs nvcc on that source through TileLang's ``compile_cuda``, with the installed TileLang's
   include directories in place of those of the install that recorded it.
+- a hang: a pass that was still running when the agent captured it (a ``stuck`` answer, from a
+  live target or a recording), or one aborted from outside (a ``compile_failure`` with
+  ``CompileAborted``). The reproducer runs that pass alone on the module it was given, in a
+  thread, and after a timeout says whether it still runs (exit code :data:`HANG_EXIT`) with the
+  pass's Python stack, or that it returned. A pass of the user's own is rebuilt from the file
+  its code was seen in, which the reproducer then needs.
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +36,15 @@ NAMESPACES = {"tl": "tilelang.transform", "tir": "tvm.tir.transform", "tirx": "t
 CODEGEN: Final = "codegen"
 """The ``stage`` of a ``compile_failure`` that failed in codegen (nvcc); ``"pass"`` (or none, from
 older agents) is a failed pass."""
+
+HANG_EXIT: Final = 3
+"""The exit code of a hang reproducer whose pass is still running at its timeout."""
+
+MIN_HANG_TIMEOUT_S: Final = 10.0
+"""A hang reproducer waits twice what the pass had run when captured, and at least this long."""
+
+ABORTED: Final = "CompileAborted"
+"""The type of the error of a compile aborted from outside (``iket-tui abort``)."""
 
 _DIAGNOSTIC: Final = re.compile(r"\S: (?:fatal )?error\b")
 """A compiler diagnostic such as ``kernel.cu(21): error: identifier "f" is undefined``."""
@@ -84,6 +100,8 @@ def write(messages: Iterable[m.Item], directory: Path, compile_id: int | None = 
         raise ReproError(f"compile {compile_id} failed, but the agent captured no failed pass for it")
     if failure.get("stage") == CODEGEN:
         return _write_codegen(failure, ends.get(compile_id), directory, source)
+    if str(failure.get("error_type") or "").rpartition(".")[2] == ABORTED:
+        return write_hang(_hang_of(failure), directory, source, ends.get(compile_id))
     module_json = failure.get("ir_json")
     if not isinstance(module_json, str):
         raise ReproError(
@@ -289,4 +307,255 @@ except RuntimeError as error:
     raise RuntimeError(text[cut:] if cut > 0 else text) from None
 print("repro: nvcc compiled kernel.cu without error: the failure did not reproduce here", file=sys.stderr)
 sys.exit(1)
+"""
+
+
+# Hangs
+
+
+def stuck_in(messages: Iterable[m.Item], compile_id: int | None = None) -> m.Message:
+    """The newest capture of a stuck pass in a recording (an ``ok`` answer to a ``stuck``
+    request; of ``compile_id`` if given), as :func:`write_hang` takes it."""
+    found: m.Message | None = None
+    for item in messages:
+        if not isinstance(item, dict) or item.get("type") != m.RESPONSE:
+            continue
+        if item.get("what") != m.WHAT_STUCK or item.get("ok") is not True:
+            continue
+        if compile_id is None or item.get("compile") == compile_id:
+            found = item
+    if found is None:
+        which = f" of compile {compile_id}" if compile_id is not None else ""
+        raise ReproError(
+            f"this recording holds no capture of a stuck pass{which} (R on a running pass in the UI, "
+            "while it records, captures one; iket-tui repro TARGET --stuck asks a live target)"
+        )
+    return found
+
+
+def hang_timeout(running_ns: object) -> float:
+    """How long a hang reproducer waits by default: twice what the pass had run, at least
+    :data:`MIN_HANG_TIMEOUT_S`."""
+    running_s = running_ns / 1e9 if isinstance(running_ns, int) else 0.0
+    return max(MIN_HANG_TIMEOUT_S, round(2 * running_s, 1))
+
+
+def write_hang(capture: m.Message, directory: Path, source: str = "", end: m.Message | None = None) -> Repro:
+    """Write the reproducer of a hung pass into ``directory``: ``module.json`` (the module the pass
+    was given), ``before.py`` (the same as TVMScript), ``config.json``, ``stack.txt`` (where the
+    compiling thread was, when captured) and ``repro.py``."""
+    compile_id = int(capture.get("compile") or 0)
+    name = str(capture.get("name"))
+    module_json = capture.get("ir_json")
+    if not isinstance(module_json, str):
+        raise ReproError(
+            f"the stuck pass {name} of compile {compile_id} was captured without its module: "
+            f"{capture.get('ir_missing')}"
+        )
+    files = {"module.json": module_json}
+    if isinstance(capture.get("ir_script"), str):
+        files["before.py"] = capture["ir_script"]
+    if isinstance(capture.get("config_json"), str):
+        files["config.json"] = capture["config_json"]
+    frames = capture.get("frames")
+    if isinstance(frames, list) and frames:
+        files["stack.txt"] = _stack_text(frames)
+    files["repro.py"] = _hang_script(capture, end, source)
+    write_directory(directory, files)
+    where = _pass_source(capture)
+    script = directory / "repro.py"
+    if name.partition(".")[0] in NAMESPACES:
+        timeout = hang_timeout(capture.get("running_ns"))
+        note = f"python {script} runs {name} alone on the module it was given, for {timeout:g} s"
+        return Repro(directory, compile_id, name, True, note)
+    if where is not None:
+        note = (
+            f"{name} is a pass of your own, in {where['file']} ({where['function']}): python {script} imports that "
+            "file to rebuild it, so it needs that file too (--pass-source FILE where it lives elsewhere)"
+        )
+        return Repro(directory, compile_id, name, True, note)
+    note = (
+        f"{name} is not one of TileLang's or TVM's passes, and no Python code of it was seen (it runs natively): "
+        f"repro.py cannot rebuild it without --pass-source FILE; module.json and before.py hold its input"
+    )
+    return Repro(directory, compile_id, name, False, note)
+
+
+def _hang_of(failure: m.Message) -> m.Message:
+    """A ``compile_failure`` of an aborted compile, as the capture of a stuck pass."""
+    return {**failure, "running_ns": failure.get("aborted_after_ns"), "frames": None}
+
+
+def _pass_source(capture: m.Message) -> dict[str, Any] | None:
+    where = capture.get("pass_source")
+    if isinstance(where, dict) and isinstance(where.get("file"), str):
+        return {"file": where["file"], "function": str(where.get("function") or "?"), "module": where.get("module")}
+    return None
+
+
+def _stack_text(frames: list[Any]) -> str:
+    lines = ["The compiling thread's Python stack when the pass was captured (innermost last):\n"]
+    for frame in frames:
+        if not isinstance(frame, dict):
+            continue
+        lines.append(f'  File "{frame.get("file")}", line {frame.get("line")}, in {frame.get("function")}\n')
+        if frame.get("code"):
+            lines.append(f"    {frame['code']}\n")
+    return "".join(lines)
+
+
+def _hang_script(capture: m.Message, end: m.Message | None, source: str) -> str:
+    running = capture.get("running_ns")
+    running_s = f"{running / 1e9:.1f} s" if isinstance(running, int) else "a while"
+    label = capture.get("label") or (end.get("label") if end is not None else None)
+    label = _quotable(str(label)) if label else ""
+    source = _quotable(source)
+    where = _pass_source(capture)
+    place = (
+        f"pass {capture.get('seq')} of compile {capture.get('compile')}"
+        + (f", depth {capture.get('depth')} inside {capture.get('parent_name')}" if capture.get("parent_name") else "")
+        + (f", {label}" if label else "")
+    )
+    pipeline = capture.get("pipeline")
+    before = ""
+    if isinstance(pipeline, list) and len(pipeline) > 1:
+        before = "Passes that ran before it in that compile: " + ", ".join(_quotable(str(p)) for p in pipeline[:-1])
+        before = "\n".join(textwrap.wrap(before, 100)) + "\n"
+    needs = ""
+    if where is not None and str(capture.get("name")).partition(".")[0] not in NAMESPACES:
+        needs = (
+            f"It needs the pass's own source: {_quotable(where['file'])} (function {where['function']}), which it\n"
+            "imports as a module to find the pass by its name (give --pass-source FILE where it lives elsewhere).\n"
+        )
+    elif where is not None:
+        needs = (
+            f"When captured, the pass was running Python code of {_quotable(where['file'])} ({where['function']}),\n"
+            "not TileLang's: if the hang is in that code, this reproducer runs TileLang's own pass without it.\n"
+        )
+    header = (
+        f'"""Reproduces a hang recorded by iket-tui: pass {capture.get("name")} had been running for {running_s}\n'
+        f"({place}){', from ' + source if source else ''}.\n\n"
+        "Run it where TileLang is installed: python repro.py [--timeout S] [--pass-source FILE]\n"
+        "It loads the module that pass was given (module.json; before.py is the same as TVMScript) and runs\n"
+        "that pass alone in a thread, with the same target and pass-context configuration. After the timeout\n"
+        f"(default twice what it had run, at least {MIN_HANG_TIMEOUT_S:g} s) it prints\n"
+        f"'still running after S s: reproduced' with the pass's Python stack and exits {HANG_EXIT}; if the pass\n"
+        "returns, it says so and exits 0 (1 if it raised).\n"
+        f"{needs}{before}"
+        '"""\n'
+    )
+    values: dict[str, Any] = {
+        "PASS": capture.get("name"),
+        "TARGET": capture.get("target"),
+        "NAMESPACES": NAMESPACES,
+        "PASS_SOURCE": where,
+        "DEFAULT_TIMEOUT_S": hang_timeout(running),
+        "HANG_EXIT": HANG_EXIT,
+    }
+    constants = "".join(f"{key} = {value!r}\n" for key, value in values.items())
+    return header + _HANG_BODY.replace("#CONSTANTS\n", constants)
+
+
+_HANG_BODY = """
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+import tilelang  # noqa: F401  (registers TileLang's passes)
+from tilelang import tvm
+
+HERE = Path(__file__).resolve().parent
+#CONSTANTS
+
+
+def arguments():
+    parser = argparse.ArgumentParser(description=f"Run {PASS} alone on the module it was given: does it return?")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+                        help=f"how long to let it run (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--pass-source", type=Path, metavar="FILE", help="the file that defines the pass, if not "
+                        + (PASS_SOURCE["file"] if PASS_SOURCE else "known"))
+    args = parser.parse_args()
+    if not 0 < args.timeout < float("inf"):
+        parser.error(f"--timeout must be a positive number of seconds, not {args.timeout}")
+    return args
+
+
+def own_pass(path):
+    if not path.is_file():
+        sys.exit(f"repro: {PASS} is defined in {path}, which is not here: give its file with --pass-source FILE")
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    for value in list(vars(module).values()):
+        if isinstance(value, tvm.transform.Pass) and str(value.info.name) == PASS:
+            return value
+    factory = getattr(module, PASS.rpartition(".")[2], None)
+    made = factory() if callable(factory) else None
+    if isinstance(made, tvm.transform.Pass) and str(made.info.name) == PASS:
+        return made
+    sys.exit(f"repro: {path} defines no pass named {PASS}")
+
+
+def make_pass(args):
+    namespace, _, short = PASS.partition(".")
+    if args.pass_source is None and namespace in NAMESPACES:
+        factory = getattr(importlib.import_module(NAMESPACES[namespace]), short, None)
+        if factory is not None:
+            return factory()
+    if args.pass_source is not None:
+        return own_pass(args.pass_source)
+    if PASS_SOURCE is not None:
+        return own_pass(Path(PASS_SOURCE["file"]))
+    sys.exit(f"repro: {PASS} is not TileLang's or TVM's: give the file that defines it with --pass-source FILE")
+
+
+args = arguments()
+mod = tvm.ir.load_json((HERE / "module.json").read_text())
+config = {}
+if (HERE / "config.json").exists():
+    config = dict(tvm.ir.load_json((HERE / "config.json").read_text()).items())
+target = tvm.target.Target(TARGET) if TARGET else None
+the_pass = make_pass(args)
+outcome = {}
+
+
+def run():
+    try:
+        with tvm.transform.PassContext(opt_level=3, config=config):
+            if target is not None:
+                with target:
+                    the_pass(mod)
+            else:
+                the_pass(mod)
+    except BaseException as error:
+        outcome["error"] = error
+
+
+runner = threading.Thread(target=run, name=PASS, daemon=True)
+started = time.monotonic()
+runner.start()
+runner.join(args.timeout)
+if runner.is_alive():
+    print(f"still running after {args.timeout:g} s: reproduced")
+    print(f"{PASS} has not returned. Its Python stack (innermost last):")
+    print("".join(traceback.format_stack(sys._current_frames()[runner.ident])).rstrip())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(HANG_EXIT)  # the pass's thread cannot be stopped: leave without waiting for it
+took = time.monotonic() - started
+if "error" in outcome:
+    print(f"repro: {PASS} raised after {took:.1f} s instead of running on:", file=sys.stderr)
+    error = outcome["error"]
+    traceback.print_exception(type(error), error, error.__traceback__)
+    sys.exit(1)
+print(f"{PASS} returned after {took:.1f} s: the hang did not reproduce here")
+sys.exit(0)
 """

@@ -8,7 +8,8 @@ from typing import NoReturn
 
 from iket_tui import __version__
 from iket_tui.cli.errors import EXIT_BAD_INPUT, PROG
-from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay, cmd_repro
+from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
+from iket_tui.cli.hangs import cmd_abort, cmd_repro
 from iket_tui.cli.live import cmd_attach, cmd_demo, cmd_record, cmd_run
 from iket_tui.cli.questions import cmd_ir, cmd_ls, cmd_stacks
 
@@ -118,12 +119,31 @@ def build_parser() -> argparse.ArgumentParser:
     ir.set_defaults(handler=cmd_ir, view="diff")
 
     repro = commands.add_parser(
-        "repro", help="write a self-contained reproducer for a failed compile (a pass or nvcc) in a recording"
+        "repro",
+        help="write a self-contained reproducer for a failed compile (a pass or nvcc) in a recording, "
+        "or with --stuck for a pass that hangs",
     )
-    repro.add_argument("file", type=Path, metavar="FILE")
+    repro.add_argument(
+        "file", type=Path, metavar="FILE", help="a recording; with --stuck also a live TARGET (a pid or socket path)"
+    )
     repro.add_argument("--compile", type=int, metavar="N", help="the failed compile (default: the first one)")
     repro.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the directory to write")
+    repro.add_argument(
+        "--stuck",
+        action="store_true",
+        help="the pass running now in a live TARGET (the longest running, or that of --compile N), "
+        "or the capture of one a recording holds",
+    )
     repro.set_defaults(handler=cmd_repro)
+
+    abort = commands.add_parser(
+        "abort", help="make a running compile of a target fail with CompileAborted; the program goes on"
+    )
+    abort.add_argument("target", metavar="TARGET", help="a pid, or the path of an agent socket")
+    abort.add_argument(
+        "--compile", type=int, metavar="N", help="the compile to abort (default: the one whose pass runs longest)"
+    )
+    abort.set_defaults(handler=cmd_abort)
 
     ls = commands.add_parser("ls", help="list the live agents of this user")
     ls.set_defaults(handler=cmd_ls)

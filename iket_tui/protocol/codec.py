@@ -8,7 +8,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 import msgpack
 
 from iket_tui.protocol.frames import MAX_FRAME_BODY, FrameDecoder, FrameError, encode_frame
-from iket_tui.protocol.limits import MAX_ARRAY, UNPACK_LIMITS
+from iket_tui.protocol.limits import MAX_ARRAY, MAX_FRAME_OBJECTS, OBJECTS_CHECKED_ABOVE, UNPACK_LIMITS
 from iket_tui.protocol.messages import (
     BATCH,
     HELLO,
@@ -26,14 +26,74 @@ from iket_tui.protocol.messages import (
 
 MAX_BATCH_ITEMS = MAX_ARRAY
 
-_LIMITS = UNPACK_LIMITS
-
 _BATCH_HEAD = b"\x82" + msgpack.packb("type") + msgpack.packb(BATCH) + msgpack.packb("messages")
 _ARRAY_HEAD_MAX = 5  # bytes of the largest msgpack array header
+_BATCH_OBJECTS = 6  # the batch map, its two keys and two values (one the messages array)
 
 
 class ProtocolError(Exception):
     """The peer or file broke the protocol; the message is a one-line explanation."""
+
+
+class _Refused(ValueError):
+    """A body that msgpack would decode but the protocol does not allow."""
+
+
+_NOT_A_STRING_KEY = "a map key that is not a string"
+
+
+def _string_keys(entries: dict[Any, Any]) -> dict[Any, Any]:
+    # msgpack's strict_map_key already refuses every key but str and bytes.
+    if bytes in map(type, entries):
+        raise _Refused(_NOT_A_STRING_KEY)
+    return entries
+
+
+class _ObjectCount:
+    """Counts what a body decodes to as msgpack builds it, bottom up, and stops it at
+    :data:`MAX_FRAME_OBJECTS` (before the rest of it is ever built)."""
+
+    __slots__ = ("objects",)
+
+    def __init__(self) -> None:
+        self.objects = 0
+
+    def array(self, items: list[Any]) -> list[Any]:
+        self.objects += 1 + len(items)
+        if self.objects > MAX_FRAME_OBJECTS:
+            raise _Refused(f"a frame of more than {MAX_FRAME_OBJECTS:,} objects")
+        return items
+
+    def map(self, entries: dict[Any, Any]) -> dict[Any, Any]:
+        self.objects += 1 + 2 * len(entries)
+        if self.objects > MAX_FRAME_OBJECTS:
+            raise _Refused(f"a frame of more than {MAX_FRAME_OBJECTS:,} objects")
+        return _string_keys(entries)
+
+
+def _unpack(body: bytes) -> Any:
+    """A body decoded within the protocol's limits: msgpack's, string keys only, and at most
+    :data:`MAX_FRAME_OBJECTS` objects (counted only where the body is large enough to hold more)."""
+    if len(body) <= OBJECTS_CHECKED_ABOVE:
+        return msgpack.unpackb(body, object_hook=_string_keys, **UNPACK_LIMITS)
+    count = _ObjectCount()
+    return msgpack.unpackb(body, object_hook=count.map, list_hook=count.array, **UNPACK_LIMITS)
+
+
+def objects_in(value: Any) -> int:
+    """What ``value`` counts against :data:`MAX_FRAME_OBJECTS` once decoded: 1 for each array
+    or map, plus its items, or twice its entries, and so on inside them."""
+    count = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += 1 + 2 * len(item)
+            stack.extend(inner for inner in item.values() if isinstance(inner, dict | list | tuple))
+        elif isinstance(item, list | tuple):
+            count += 1 + len(item)
+            stack.extend(inner for inner in item if isinstance(inner, dict | list | tuple))
+    return count
 
 
 def encode_message(msg: Message) -> bytes:
@@ -47,8 +107,9 @@ def encode_batch(msgs: Sequence[Item | PassTuple], *, rows: bool = True) -> byte
     its own, as a map. A pass event may be given as a pass row already (a list, or a tuple as the
     agent builds them), which is written as it is.
 
-    Messages that together exceed a frame's limit are spread over as many frames as needed, in
-    order; a single message beyond the limit raises :class:`FrameError`.
+    Messages that together exceed a frame's limits (its bytes, or the objects it decodes to) are
+    spread over as many frames as needed, in order; a single message beyond the byte limit raises
+    :class:`FrameError`.
     """
     if len(msgs) == 1:
         return encode_message(as_message(msgs[0]))
@@ -59,7 +120,9 @@ def encode_batch(msgs: Sequence[Item | PassTuple], *, rows: bool = True) -> byte
         items = [as_message(msg) for msg in msgs]
     if len(items) <= MAX_BATCH_ITEMS:
         body = msgpack.packb({"type": BATCH, "messages": items}, use_bin_type=True)
-        if len(body) <= MAX_FRAME_BODY:
+        if len(body) <= OBJECTS_CHECKED_ABOVE or (
+            len(body) <= MAX_FRAME_BODY and objects_in({"type": BATCH, "messages": items}) <= MAX_FRAME_OBJECTS
+        ):
             return encode_frame(body)
     return b"".join(_split_batch(msgs, items))
 
@@ -68,16 +131,19 @@ def _split_batch(msgs: Sequence[Item | PassTuple], items: list[Any]) -> Iterator
     """The frames of a batch too large for one: consecutive runs of messages that each fit."""
     packer = msgpack.Packer(use_bin_type=True)
     room = MAX_FRAME_BODY - len(_BATCH_HEAD) - _ARRAY_HEAD_MAX
+    room_objects = MAX_FRAME_OBJECTS - _BATCH_OBJECTS
     first = 0
     run: list[bytes] = []
-    size = 0
+    size = objects = 0
     for index, item in enumerate(items):
         packed = packer.pack(item)
-        if run and (size + len(packed) > room or len(run) == MAX_BATCH_ITEMS):
+        cost = 1 + objects_in(item)
+        if run and (size + len(packed) > room or objects + cost > room_objects or len(run) == MAX_BATCH_ITEMS):
             yield _batch_frame(msgs, first, run, packer)
-            first, run, size = index, [], 0
+            first, run, size, objects = index, [], 0, 0
         run.append(packed)
         size += len(packed)
+        objects += cost
     if run:
         yield _batch_frame(msgs, first, run, packer)
 
@@ -91,7 +157,9 @@ def _batch_frame(msgs: Sequence[Item | PassTuple], first: int, run: list[bytes],
 def decode_body(body: bytes) -> Message:
     """One frame body as a message map; raises :class:`ProtocolError` on anything else."""
     try:
-        obj = msgpack.unpackb(body, **_LIMITS)
+        obj = _unpack(body)
+    except _Refused as exc:
+        raise ProtocolError(f"undecodable message body ({exc})") from None
     except Exception as exc:  # msgpack raises several unrelated types on bad input
         raise ProtocolError(f"undecodable message body ({type(exc).__name__})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
@@ -106,7 +174,9 @@ class MessageDecoder(Generic[_T]):
     """Feed bytes, iterate messages of known types.
 
     Messages of unknown types (a newer peer) are skipped and counted in :attr:`unknown`. In
-    resync mode (recordings) damaged frames and undecodable bodies are skipped and counted;
+    resync mode (recordings) damaged frames are skipped (their bytes counted by the frame
+    decoder), undecodable bodies are skipped and counted in :attr:`undecodable` (frames), and
+    items of a batch that are neither messages nor pass rows in :attr:`undecodable_items`;
     otherwise they raise :class:`ProtocolError`.
 
     Pass rows inside a batch come out as the maps they stand for; with ``rows=True`` they come
@@ -127,6 +197,7 @@ class MessageDecoder(Generic[_T]):
         self._rows = rows
         self.unknown = 0
         self.undecodable = 0
+        self.undecodable_items = 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self.frames.feed(data)
@@ -145,11 +216,11 @@ class MessageDecoder(Generic[_T]):
             raise ProtocolError(str(exc)) from None
         out: list[Any] = []
         append = out.append
-        unpackb = msgpack.unpackb
+        unpack = _unpack
         known = KNOWN_TYPES
         for body in bodies:
             try:
-                msg = unpackb(body, **_LIMITS)
+                msg = unpack(body)
                 kind = msg["type"]
             except Exception:
                 msg = None
@@ -199,7 +270,9 @@ class MessageDecoder(Generic[_T]):
         its own frame (and a pass row for its shape)."""
         inner = batch.get("messages")
         if type(inner) is not list:
-            self._bad("batch without a 'messages' array")
+            if not self._resync:
+                raise ProtocolError("batch without a 'messages' array")
+            self.undecodable += 1
             return
         append = out.append
         keep_rows = self._rows
@@ -229,9 +302,10 @@ class MessageDecoder(Generic[_T]):
         self._bad("batch holds something that is not a message")
 
     def _bad(self, why: str) -> None:
+        """A batch item that cannot be read: an error live, skipped and counted in a recording."""
         if not self._resync:
             raise ProtocolError(why)
-        self.undecodable += 1
+        self.undecodable_items += 1
 
 
 def check_hello(msg: Message, *, expect_role: str) -> None:

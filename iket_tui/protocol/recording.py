@@ -50,6 +50,10 @@ class RecordingDecoder(Generic[_T]):
         return self._decoder.undecodable
 
     @property
+    def undecodable_items(self) -> int:
+        return self._decoder.undecodable_items
+
+    @property
     def unknown(self) -> int:
         return self._decoder.unknown
 

@@ -31,6 +31,7 @@ class RecordingInfo:
     cut_at: int | None = None
     skipped_bytes: int = 0
     undecodable: int = 0
+    undecodable_items: int = 0
     unknown: int = 0
     ended: bool = False
     source: str = ""
@@ -96,6 +97,7 @@ class RecordingReader(Generic[_T]):
         info.messages += len(batch)
         info.skipped_bytes = decoder.skipped_bytes
         info.undecodable = decoder.undecodable
+        info.undecodable_items = decoder.undecodable_items
         info.unknown = decoder.unknown
         if batch:
             last = batch[-1]  # a cleanly closed recording ends on its end frame
@@ -121,6 +123,8 @@ def recording_notes(info: RecordingInfo, *, verb: str = "read") -> tuple[str, ..
         notes.append(f"skipped {info.skipped_bytes} damaged bytes")
     if info.undecodable:
         notes.append(f"skipped {info.undecodable} undecodable frames")
+    if info.undecodable_items:
+        notes.append(f"skipped {info.undecodable_items} undecodable messages inside batch frames")
     if info.unknown:
         notes.append(f"skipped {info.unknown} messages of types this iket-tui does not know (a newer recorder?)")
     return tuple(notes)

@@ -145,7 +145,7 @@ def test_a_batch_holding_junk_is_refused_or_skipped() -> None:
     lenient = MessageDecoder(resync=True)
     lenient.feed(encode_frame(body))
     assert lenient.drain() == [good]
-    assert (lenient.undecodable, lenient.unknown) == (1, 1)
+    assert (lenient.undecodable, lenient.undecodable_items, lenient.unknown) == (0, 1, 1)
 
 
 @given(st.lists(st.sampled_from(["frame", "garbage", "damaged", "batch", "future"]), max_size=12))
@@ -169,8 +169,9 @@ def test_drain_and_iteration_agree_on_any_stream(parts: list[str]) -> None:
     one.feed(stream)
     two.feed(stream)
     assert [*one, *one.finish()] == [*two.drain(), *two.finish()]
-    assert (one.unknown, one.undecodable, one.frames.skipped_bytes) == (
+    assert (one.unknown, one.undecodable, one.undecodable_items, one.frames.skipped_bytes) == (
         two.unknown,
         two.undecodable,
+        two.undecodable_items,
         two.frames.skipped_bytes,
     )

@@ -1,0 +1,290 @@
+"""A compile that never returns, handed to someone and got out of, with real TileLang: a program
+whose pass of its own loops in Python (or blocks in libc's ``pause()``) is captured with
+``iket-tui repro PID --stuck``, the reproducer hangs the same way in a fresh process without the
+program, and ``iket-tui abort PID`` makes the compile fail while the program goes on to its next
+compile. A pass in native code takes the abort only when it returns to Python, and ``abort``
+says so."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+from live_target import WAIT_S, Stuck, main_code, socket_of, stacks_of
+
+from iket_tui.model.nodes import FAILED
+from iket_tui.model.session import Session
+from iket_tui.model.visible_rows import Row
+from iket_tui.protocol import messages as m
+from iket_tui.sources.reading import read_recording
+from iket_tui.sources.requests import ask
+from iket_tui.sources.socket import SocketSource
+from iket_tui.ui.row_painter import Columns, RowState, RowStyles, paint_row
+
+TARGETS = Path(__file__).parent / "targets"
+PASSES = TARGETS / "hang_passes.py"
+SPIN_CODE = "while turns >= 0:  # a Python loop that never ends"
+PAUSE_CODE = "_libc.pause()  # blocks in native code until a signal is handled"
+ABORTED = re.compile(r"aborted by iket-tui after \d+(\.\d)? s in hang_test\.(SpinForever|PauseForever)")
+
+
+@dataclass
+class Hanging:
+    program: subprocess.Popen[str]
+    pid: str
+    path: Path
+    gate: Path
+    recording: Path
+    recorder: subprocess.Popen[str]
+    env: dict[str, str]
+
+    def output_until(self, line: str) -> list[str]:
+        """The program's lines up to and including ``line`` (it prints as it goes)."""
+        assert self.program.stdout is not None
+        seen: list[str] = []
+        while line not in seen:
+            got = self.program.stdout.readline()
+            assert got, f"the program ended before saying {line!r}: {seen}"
+            seen.append(got.rstrip("\n"))
+        return seen
+
+    def finish(self) -> tuple[list[m.Message], Session]:
+        """Let the program end, and the recording of its stream close; what was recorded."""
+        self.gate.touch()
+        assert self.program.wait(WAIT_S) == 0
+        assert self.recorder.wait(WAIT_S) == 0, self.recorder.stderr
+        messages, _ = read_recording(self.recording)
+        session = Session()
+        session.apply(messages)
+        return messages, session
+
+
+def _iket(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "iket_tui", *args], capture_output=True, text=True, timeout=WAIT_S, env=env, cwd=cwd
+    )
+
+
+def _fresh_python(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``python ARGS`` in ``cwd``, without the agent and without the program; and how long it took."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("IKET_TUI")}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=WAIT_S, cwd=cwd, env=env)
+    return done, time.monotonic() - started
+
+
+@pytest.fixture
+def hanging(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hanging]:
+    """The program stuck in its own pass (``spin`` or ``pause``, the test's parameter), under
+    the agent, recorded from its start by ``iket-tui record``."""
+    runtime = Path(tempfile.mkdtemp(prefix="ik"))  # short: socket paths are limited to 107 bytes
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    env = {**os.environ, "IKET_TUI": "1", "IKET_TEST_HANG": request.param, "IKET_TEST_GATE": str(tmp_path / "gate")}
+    program = subprocess.Popen(
+        [sys.executable, "hang_target.py"], cwd=TARGETS, env=env, stdout=subprocess.PIPE, text=True
+    )
+    quiet = {**env, "IKET_TUI": ""}
+    recorder: subprocess.Popen[str] | None = None
+    try:
+        path = socket_of(program)  # type: ignore[arg-type]
+        recording = tmp_path / "run.msgpack"
+        recorder = subprocess.Popen(
+            [sys.executable, "-m", "iket_tui", "record", str(program.pid), "-o", str(recording)],
+            env=quiet,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        function = "spin_forever" if request.param == "spin" else "pause_forever"
+        deadline = time.monotonic() + WAIT_S
+        while not any(function in frame["function"] for frame in _main_frames(stacks_of(path))):
+            assert time.monotonic() < deadline, "the program never reached its hanging pass"
+            time.sleep(0.2)
+        yield Hanging(program, str(program.pid), path, tmp_path / "gate", recording, recorder, quiet)
+    finally:
+        program.kill()
+        program.wait()
+        if recorder is not None:
+            recorder.kill()
+            recorder.wait()
+        patch.undo()
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _main_frames(response: m.Message) -> list[dict[str, Any]]:
+    main = next(thread for thread in response["threads"] if thread["main"])
+    frames: list[dict[str, Any]] = main["frames"]
+    return frames
+
+
+def _reproduces(directory: Path, code: str, function: str, cwd: Path) -> None:
+    """``repro.py --timeout 5`` in a fresh process: still running after 5 s, exit 3, with the stack."""
+    ran, took = _fresh_python(str(directory / "repro.py"), "--timeout", "5", cwd=cwd)
+    assert ran.returncode == 3, ran.stderr[-3000:]
+    lines = ran.stdout.splitlines()
+    assert lines[0] == "still running after 5 s: reproduced"
+    assert lines[-2:] == [f'  File "{PASSES}", line {_line_of(code)}, in {function}', f"    {code}"]
+    assert 5 <= took < 60
+
+
+def _line_of(code: str) -> int:
+    return next(number for number, line in enumerate(PASSES.read_text().splitlines(), 1) if line.strip() == code)
+
+
+def _tree_rows(session: Session, compile_id: int) -> tuple[str, str]:
+    """The compile's row and its failed pass's row, as the tree paints them."""
+    comp = session.tree.compiles[compile_id - 1]
+    assert comp.failing is not None
+    look = RowState(expanded=True, cursor=False, now_ns=session.last_t_ns, search="")
+    paint = [
+        paint_row(session.tree, Row(node, level, True), look, Columns(160), RowStyles())
+        for node, level in ((comp, 1), (comp.failing, 4))
+    ]
+    return paint[0].text.rstrip(), paint[1].text.rstrip()
+
+
+@pytest.mark.parametrize("hanging", ["spin"], indirect=True)
+def test_a_python_loop_is_reproduced_elsewhere_and_aborted_while_the_program_goes_on(
+    hanging: Hanging, tmp_path: Path
+) -> None:
+    out = tmp_path / "repro"
+    written = _iket("repro", hanging.pid, "--stuck", "-o", str(out), env=hanging.env)
+    assert written.returncode == 0, written.stderr
+    (said,) = written.stderr.splitlines()
+    assert re.fullmatch(
+        rf"iket-tui: wrote a reproducer of the stuck pass hang_test\.SpinForever \(pass \d+ of compile 1, running "
+        rf"for \d+\.\d s\) to {out}: hang_test\.SpinForever is a pass of your own, in {PASSES} \(spin_forever\): "
+        rf"python {out}/repro\.py imports that file to rebuild it, so it needs that file too "
+        r"\(--pass-source FILE where it lives elsewhere\)",
+        said,
+    ), said
+    assert sorted(path.name for path in out.iterdir()) == [
+        "before.py",
+        "config.json",
+        "module.json",
+        "repro.py",
+        "stack.txt",
+    ]
+    assert SPIN_CODE in (out / "stack.txt").read_text()
+    _reproduces(out, SPIN_CODE, "spin_forever", tmp_path)
+
+    aborted = _iket("abort", hanging.pid, env=hanging.env)
+    assert aborted.returncode == 0, aborted.stderr
+    (line,) = aborted.stdout.splitlines()
+    message = line.removeprefix("compile 1 failed: CompileAborted: ").removesuffix("; the program goes on")
+    assert ABORTED.fullmatch(message), line
+    assert hanging.output_until("vector_add lowered") == [
+        "hanging",
+        f"caught CompileAborted: {message}",
+        "vector_add lowered",
+    ]
+
+    messages, session = hanging.finish()
+    first, second = session.tree.compiles
+    assert (first.status, first.error, second.status.value) == (FAILED, f"CompileAborted: {message}", "done")
+    assert first.failing is not None and (first.failing.name, first.failing.status) == (
+        "hang_test.SpinForever",
+        FAILED,
+    )
+    compile_row, pass_row = _tree_rows(session, 1)
+    assert compile_row.startswith(f"  ▼ ✗ gemm CompileAborted: {message} ")
+    assert re.fullmatch(r" +▼ ✗ hang_test\.SpinForever +failed +pipeline_cuda +\d+\.\d\d s +\d+\.\d\d s", pass_row)
+
+    # The failure was captured as any failure is, and `repro` on the recording makes a hang of it.
+    again = tmp_path / "again"
+    from_recording = _iket("repro", str(hanging.recording), "-o", str(again), env=hanging.env)
+    assert from_recording.returncode == 0, from_recording.stderr
+    assert from_recording.stderr.startswith(
+        f"iket-tui: wrote a reproducer of compile 1 (hang_test.SpinForever) to {again}"
+    )
+    _reproduces(again, SPIN_CODE, "spin_forever", tmp_path)
+    none = _iket("repro", str(hanging.recording), "--stuck", "-o", str(tmp_path / "none"), env=hanging.env)
+    assert none.returncode == 2 and len(none.stderr.splitlines()) == 1
+    assert "this recording holds no capture of a stuck pass" in none.stderr
+    assert not any(msg.get("what") == m.WHAT_STUCK for msg in messages if isinstance(msg, dict))
+
+
+@pytest.mark.parametrize("hanging", ["pause"], indirect=True)
+def test_a_pass_blocked_in_native_code_is_reproduced_and_the_abort_says_it_waits(
+    hanging: Hanging, tmp_path: Path
+) -> None:
+    # A client that records the stream and asks for the capture: the recording holds it.
+    recorded = tmp_path / "asked.msgpack"
+    source = SocketSource(hanging.path, record_to=recorded)
+    try:
+        source.connect()
+        capture = ask(source, m.WHAT_STUCK)
+    finally:
+        source.close_and_wait("done")
+    assert capture["ok"] and capture["name"] == "hang_test.PauseForever"
+    out = tmp_path / "repro"
+    written = _iket("repro", str(recorded), "--stuck", "-o", str(out), env=hanging.env)
+    assert written.returncode == 0, written.stderr
+    assert written.stderr.startswith(
+        f"iket-tui: wrote a reproducer of the stuck pass hang_test.PauseForever (pass {capture['seq']} of compile 1, "
+        f"running for {capture['running_ns'] / 1e9:.1f} s) to {out}: "
+    )
+    _reproduces(out, PAUSE_CODE, "pause_forever", tmp_path)
+
+    aborted = _iket("abort", hanging.pid, env=hanging.env)
+    assert aborted.returncode == 1, aborted.stderr
+    lines = aborted.stdout.splitlines()
+    assert lines[:2] == [
+        "compile 1 is inside native code: its thread has run no Python since the abort was asked.",
+        f"It is in hang_test.PauseForever; its innermost Python frame: {PASSES}:{_line_of(PAUSE_CODE)} in "
+        f"pause_forever: {PAUSE_CODE}",
+    ]
+    assert lines[-2:] == [
+        f"Next: `iket-tui stacks {hanging.pid} --native` shows where it is (S, then n, in the UI); ending the process",
+        f"(kill {hanging.pid}) is your call.",
+    ]
+    assert hanging.program.poll() is None, "nothing was killed"
+
+    # SIGUSR1 ends pause(); the program's handler is Python code, where the pending abort is raised at
+    # once, so the compile fails with it and the program goes on.
+    os.kill(int(hanging.pid), signal.SIGUSR1)
+    said = hanging.output_until("vector_add lowered")
+    assert said[0] == "hanging" and said[-1] == "vector_add lowered"
+    (caught,) = [line for line in said if line.startswith("caught ")]
+    assert ABORTED.fullmatch(caught.removeprefix("caught CompileAborted: ")), said
+    assert "gemm lowered" not in said
+
+    _, session = hanging.finish()
+    first, second = session.tree.compiles
+    assert first.status is FAILED and first.error == caught.removeprefix("caught ")
+    assert second.status.value == "done"
+
+
+def test_a_tilelang_pass_is_rebuilt_by_name_and_says_so_when_it_returns(stuck: Stuck, tmp_path: Path) -> None:
+    """The demo's slowed tl.InjectSoftwarePipeline: TileLang's own pass runs in the reproducer,
+    and it returns, since the slowness was the demo's Python around it, which the reproducer names."""
+    assert "time.sleep(seconds)" in main_code(stuck.first)
+    out = tmp_path / "repro"
+    written = _iket("repro", str(stuck.program.pid), "--stuck", "-o", str(out), env=stuck.env)
+    assert written.returncode == 0, written.stderr
+    assert re.search(
+        rf"\) to {out}: python {out}/repro\.py runs tl\.InjectSoftwarePipeline alone on the module it was given, "
+        r"for \d+(\.\d)? s$",
+        written.stderr.strip(),
+    ), written.stderr
+    script = (out / "repro.py").read_text()
+    assert "When captured, the pass was running Python code of " in script and "kernels.py (run)" in script
+    ran, _ = _fresh_python(str(out / "repro.py"), "--timeout", "60", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert re.fullmatch(
+        r"tl\.InjectSoftwarePipeline returned after \d+\.\d s: the hang did not reproduce here\n", ran.stdout
+    ), ran.stdout
