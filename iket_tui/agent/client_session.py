@@ -5,6 +5,10 @@ client that reads slowly or not at all. The compiler only ever touches this clie
 queue (:class:`iket_tui.agent.registry.ClientQueue`). A peer that is not an iket-tui client
 of this user, or that disappears, is closed and forgotten; the target never notices.
 
+A client that lost its connection (its agent was stopped and started again in the same
+process) names in its hello the events it already has (``resume``): its catch-up then holds
+only what came after them, and its ``sync`` says how many of those the backlog no longer held.
+
 A client only ever sends a hello and small requests, so what it sends is read with a client's
 tight limits (:data:`MAX_CLIENT_FRAME`): a larger frame is refused at its header, before any of
 it is buffered or decoded, and a frame within the limit decodes to a bounded number of objects
@@ -41,6 +45,9 @@ MAX_CLIENT_FRAME: Final = 64 * 1024
 """The largest frame body a client may send: a hello or a request is a few hundred bytes."""
 MAX_PENDING_REPLIES: Final = 8
 """Answers a client may have waiting to be sent; until they are, its further requests are not read."""
+CAP_RESUME: Final = "resume"
+"""The capability of an agent that takes up a client's stream where it left it (``resume`` in
+the client's hello)."""
 
 
 class Refusal(Exception):
@@ -104,6 +111,7 @@ class ClientSession:
         self._bye_reason = "exit"
         self._queue: ClientQueue | None = None
         self._rows = False  # whether the client reads pass rows (it speaks protocol 1.1 or later)
+        self._resume: int | None = None  # the events the client has already, from its hello
         self._replies: deque[Message] = deque()  # answers to requests, sent before the next batch
         self._reply_room = threading.Semaphore(MAX_PENDING_REPLIES)
         self._received = ClientFrames()
@@ -180,17 +188,18 @@ class ClientSession:
             for msg in frames:
                 check_hello(msg, expect_role="client")
                 self._rows = tuple(msg["proto"]) >= PASS_ROWS_SINCE
+                resume = msg.get("resume")
+                self._resume = resume if type(resume) is int and resume >= 0 else None
                 sock.settimeout(None)
                 return  # what came after the hello stays in the decoder for _serve_requests
             if received > MAX_HELLO_BYTES:
                 raise Refusal(f"sent no hello in the first {MAX_HELLO_BYTES} bytes")
 
     def _stream(self, queue: ClientQueue, catch_up: CatchUp) -> None:
-        for start in range(0, len(catch_up.messages), BATCH):
-            self._send_messages(catch_up.messages[start : start + BATCH])
-        self._send_messages(
-            [m.sync(t_ns=time.monotonic_ns(), backlog=catch_up.backlog, backlog_lost=catch_up.backlog_lost)]
-        )
+        messages, sync = _catch_up_after(catch_up, self._resume)
+        for start in range(0, len(messages), BATCH):
+            self._send_messages(messages[start : start + BATCH])
+        self._send_messages([{**sync, "t_ns": time.monotonic_ns()}])
         self._on_synced()
         heartbeat_ns = int(self._settings.heartbeat_s * 1e9)
         next_beat = time.monotonic_ns() + heartbeat_ns
@@ -308,6 +317,32 @@ class ClientSession:
             self._sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._sock.close()
+
+
+def _catch_up_after(catch_up: CatchUp, resume: int | None) -> tuple[list[Outgoing], Message]:
+    """The catch-up for a client that already has the first ``resume`` events of this process
+    (all of it for a new client), and the ``sync`` that ends it (``t_ns`` to fill in).
+
+    The ``sync`` names ``produced``, the events produced before the catch-up; for a client that
+    resumes, ``backlog`` counts the events it is sent and ``backlog_lost`` those it did not have
+    that the backlog no longer holds. A ``resume`` beyond what this process produced (another
+    process's count) is ignored.
+    """
+    produced = catch_up.produced_before
+    first = catch_up.backlog_lost  # the index of the oldest event the backlog holds
+    fresh = {"produced": produced}
+    if resume is None or resume > produced:
+        sync = m.sync(t_ns=0, backlog=catch_up.backlog, backlog_lost=catch_up.backlog_lost)
+        return catch_up.messages, {**sync, **fresh}
+    if resume < first:
+        # Events between what it had and the oldest held are lost; open items older than the
+        # backlog come again, since which of them the client had cannot be told.
+        sync = m.sync(t_ns=0, backlog=catch_up.backlog, backlog_lost=first - resume)
+        return catch_up.messages, {**sync, **fresh, "resumed": resume}
+    had = resume - first
+    held = catch_up.messages[len(catch_up.messages) - catch_up.backlog + had :]
+    sync = m.sync(t_ns=0, backlog=catch_up.backlog - had, backlog_lost=0)
+    return held, {**sync, **fresh, "resumed": resume}
 
 
 def _encode(batch: list[Outgoing], registry: Registry, *, rows: bool) -> tuple[bytes, int]:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import iket_tui
 from iket_tui import endpoints
-from iket_tui.agent.client_session import ClientSession, SessionSettings
+from iket_tui.agent.client_session import CAP_RESUME, ClientSession, SessionSettings
 from iket_tui.agent.registry import DEFAULT_QUEUE, Registry
 from iket_tui.protocol import messages as m
 
@@ -72,7 +72,7 @@ class AgentServer:
                 pid=self.pid,
                 start_time=start_time,
                 software_version=iket_tui.__version__,
-                capabilities=[m.CAP_PASSES],
+                capabilities=[m.CAP_PASSES, CAP_RESUME],
                 argv=endpoints.process_argv(self.pid) or list(sys.argv),
                 t_ns=time.monotonic_ns(),
             ),

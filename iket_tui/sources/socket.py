@@ -4,10 +4,16 @@ The source connects, refuses a peer of another user, exchanges hellos (a foreign
 another major protocol version is a one-line error), refuses an agent that is not the process
 the socket is named after, then reads frames strictly and hands them out about every 30 ms.
 Whatever arrived before an error or a hang-up is delivered before the state that ends the
-stream. Pass events batched as pass rows are handed out as
-rows, as a replay does (see :mod:`iket_tui.protocol.messages`). Requests go out on the same
-socket; each is settled by one :class:`~iket_tui.sources.base.Answer` in a batch: the agent's
-response, or why none came (overdue, or the stream ended first).
+stream. Pass events batched as pass rows are handed out as rows, as a replay does (see
+:mod:`iket_tui.protocol.messages`). Requests go out on the same socket; each is settled by one
+:class:`~iket_tui.sources.base.Answer` in a batch: the agent's response, or why none came
+(overdue, or the stream ended first).
+
+An agent that goes away while its process runs on (stopped and started again in the same
+process, or hanging up without a bye) is reconnected to at the same socket for a while: the
+new connection takes the stream up where the old one left it (nothing twice), and the gap is
+shown in the batches' notes and counted (:attr:`SocketSource.reconnections`; the events of
+the gap that the agent no longer held, as its ``sync``'s ``backlog_lost``).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import cast
 
@@ -33,6 +39,7 @@ from iket_tui.endpoints import (
     must_run_as,
     owner_out_of_reach,
     peer_pid,
+    process_alive,
     process_start_time,
     too_long_to_connect,
 )
@@ -45,6 +52,11 @@ from iket_tui.sources.recorder import RecordingWriter
 _RECV_SIZE = 256 * 1024
 _MAX_BATCH = 20_000
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
+DEFAULT_RECONNECT_S = 30.0
+CAP_RESUME = "resume"  # an agent's capability: it takes up a client's stream where it left it
+_DYING_S = 0.3  # a killed process closes its sockets a moment before it is seen to have died
+_RETRY_S = 0.1
+_NOT_EVENTS = frozenset({m.HELLO, m.HEARTBEAT, m.SYNC, m.DROPPED, m.BYE, m.RESPONSE})
 
 
 class SocketSource:
@@ -65,6 +77,7 @@ class SocketSource:
         hello_timeout_s: float = 10.0,
         connect_retry_s: float = 0.0,
         batch_interval_s: float = 0.03,
+        reconnect_s: float = DEFAULT_RECONNECT_S,
     ) -> None:
         self.path = Path(path)
         self.description = f"socket {self.path}"
@@ -75,7 +88,15 @@ class SocketSource:
         self.end_reason: str | None = None
         self.received = 0
         self.unknown = 0
+        self.reconnections = 0
+        """Times the stream was taken up again after its agent went away and came back."""
         self._hello_timeout_s = hello_timeout_s
+        self._reconnect_s = reconnect_s
+        self._resumable = False  # a local agent that takes a stream up again: worth reconnecting to
+        self._produced_seen: int | None = None  # the agent's events this client has or knows lost
+        self._unknown_before = 0  # unknown messages of earlier connections
+        self._gap_started: float | None = None  # when the agent went away, until its sync is back
+        self._gap_notes: list[str] = []
         self._connect_retry_s = connect_retry_s
         self._batch_interval_s = batch_interval_s
         self._decoder = MessageDecoder(rows=True)
@@ -124,13 +145,8 @@ class SocketSource:
 
     def _connect(self) -> m.Message:
         sock = self._open_socket()
-        self._sock = sock
-        try:
-            sock.sendall(encode_message(_client_hello()))
-        except OSError as exc:
-            raise SourceError(f"{self.path}: connection lost while greeting the agent ({_why(exc)})") from None
-        hello = self._check_hello(self._read_hello(sock))
-        self._check_identity(sock, hello)
+        hello = self._greet(sock)
+        self._resumable = CAP_RESUME in (hello.get("caps") or ()) and peer_pid(sock) == hello["pid"]
         self.agent_hello = hello
         argv = hello.get("argv")
         command = " ".join(str(a) for a in argv) if isinstance(argv, list) else ""
@@ -207,27 +223,48 @@ class SocketSource:
             raise SourceError(too_long)
         deadline = time.monotonic() + self._connect_retry_s
         while True:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                sock.connect(str(self.path))
-                check_peer(sock)
-                return sock
-            except ForeignPeerError as exc:
-                sock.close()
-                raise SourceError(
-                    f"{self.path}: peer runs as uid {exc.uid}, so the agent belongs to uid {exc.uid}; {must_run_as()}"
-                ) from None
-            except EndpointError as exc:
-                sock.close()
-                raise SourceError(f"{self.path}: {exc}") from None
-            except (FileNotFoundError, ConnectionRefusedError) as exc:
-                sock.close()
+                return self._connect_once()
+            except _NotListening as exc:
                 if time.monotonic() >= deadline or self._closed:
-                    raise SourceError(_connect_error(self.path, exc)) from None
+                    raise SourceError(_connect_error(self.path, exc.cause)) from None
                 time.sleep(0.05)
-            except OSError as exc:
-                sock.close()
-                raise SourceError(_connect_error(self.path, exc)) from None
+
+    def _connect_once(self) -> socket.socket:
+        """A connection to a peer of this user; :class:`_NotListening` when nothing listens at
+        the path (yet), :class:`SourceError` when it cannot be connected to at all."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(self.path))
+            check_peer(sock)
+            return sock
+        except ForeignPeerError as exc:
+            sock.close()
+            raise SourceError(
+                f"{self.path}: peer runs as uid {exc.uid}, so the agent belongs to uid {exc.uid}; {must_run_as()}"
+            ) from None
+        except EndpointError as exc:
+            sock.close()
+            raise SourceError(f"{self.path}: {exc}") from None
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            sock.close()
+            raise _NotListening(exc) from None
+        except OSError as exc:
+            sock.close()
+            raise SourceError(_connect_error(self.path, exc)) from None
+
+    def _greet(self, sock: socket.socket, resume: int | None = None) -> m.Message:
+        """Exchange hellos on a new connection (``resume``: the events this client has of an
+        earlier one) and check who answers; returns the agent's hello."""
+        with self._send_lock:
+            self._sock = sock
+        try:
+            sock.sendall(encode_message(_client_hello(resume)))
+        except OSError as exc:
+            raise _GoneWhileGreeting(f"{self.path}: connection lost while greeting the agent ({_why(exc)})") from None
+        hello = self._check_hello(self._read_hello(sock))
+        self._check_identity(sock, hello)
+        return hello
 
     def _read_hello(self, sock: socket.socket) -> bytes:
         deadline = time.monotonic() + self._hello_timeout_s
@@ -255,7 +292,9 @@ class SocketSource:
                     continue
                 data = _recv(sock)
                 if not data:
-                    raise SourceError(f"{self.path}: the peer hung up before saying hello (not an iket-tui agent?)")
+                    raise _GoneWhileGreeting(
+                        f"{self.path}: the peer hung up before saying hello (not an iket-tui agent?)"
+                    )
                 self._feed(data)
 
     def _check_hello(self, body: bytes) -> m.Message:
@@ -276,10 +315,15 @@ class SocketSource:
         and in the runtime directory, where only local agents listen, the kernel must say that
         process serves the socket. A socket of another name is whoever answers (a forwarded
         one, say), shown by the pid its hello names."""
+        why = "refusing it (another program listens at that socket)"
+        first = self.agent_hello
+        if first is not None and (hello["pid"], hello["start_time"]) != (first["pid"], first["start_time"]):
+            raise SourceError(
+                f"{self.path}: pid {hello['pid']} answers there now, not pid {first['pid']} that did; {why}"
+            )
         named = endpoint_of(self.path)
         if named is None:
             return
-        why = "refusing it (another program listens at that socket)"
         if hello["pid"] != named.pid:
             raise SourceError(f"{self.path}: the agent there says it is pid {hello['pid']}, not pid {named.pid}; {why}")
         if hello["start_time"] != named.start_time:
@@ -297,16 +341,29 @@ class SocketSource:
     # -- streaming ----------------------------------------------------------------------
 
     def _stream(self) -> Iterator[SourceBatch]:
+        """Every connection's stream, one after another while the agent comes back (see :meth:`_reconnect`)."""
+        while True:
+            gap = yield from self._follow()
+            if gap is None:
+                return
+            if not (yield from self._reconnect(gap)):
+                return
+
+    def _follow(self) -> Generator[SourceBatch, None, str | None]:
+        """The stream of the current connection, to its end. Returns why its agent went away
+        while its process runs on (its last messages yielded, the stream to be taken up again),
+        or ``None`` once the batch that ends the stream is yielded."""
         sock = self._sock
         assert sock is not None
         failure = self._drain()
-        yield SourceBatch(messages=self._take(), state=SourceState.LIVE, answers=self._take_answers())
+        yield SourceBatch(
+            messages=self._take(), state=SourceState.LIVE, notes=self._take_gap_notes(), answers=self._take_answers()
+        )
         if failure is not None:
             yield from self._fail(failure)
-            return
+            return None
         if self._bye is not None:
-            yield from self._end("the target said bye")
-            return
+            return (yield from self._said_bye())
         flush_at = 0.0
         with selectors.DefaultSelector() as sel:
             sel.register(sock, selectors.EVENT_READ)
@@ -317,7 +374,7 @@ class SocketSource:
                     wait = flush_at if wait is None else min(wait, flush_at)
                 events = sel.select(None if wait is None else max(0.0, wait - time.monotonic()))
                 if self._closed:
-                    return
+                    return None
                 if any(key.fileobj is self._wake_r for key, _ in events):
                     with contextlib.suppress(OSError):
                         self._wake_r.recv(4096)
@@ -327,24 +384,162 @@ class SocketSource:
                         data = _recv(sock)
                     except OSError as exc:
                         yield from self._fail(f"lost the connection to {self.who}: {_why(exc)}")
-                        return
+                        return None
                     if not data:
+                        if self._may_come_back():
+                            return "hung up"
                         yield from self._hang_up()
-                        return
+                        return None
                     self._feed(data)
                     failure = self._drain()
                     if failure is not None:
                         yield from self._fail(failure)
-                        return
+                        return None
                     if self._bye is not None:
-                        yield from self._end("the target said bye")
-                        return
+                        return (yield from self._said_bye())
                     if self._pending and not had_pending:
                         flush_at = time.monotonic() + self._batch_interval_s
                 self._settle_overdue()
                 due = self._pending and (time.monotonic() >= flush_at or len(self._pending) >= _MAX_BATCH)
-                if due or self._answers:
-                    yield SourceBatch(messages=self._take(), answers=self._take_answers())
+                if due or self._answers or self._gap_notes:
+                    notes = self._take_gap_notes()
+                    yield SourceBatch(messages=self._take(), notes=notes, answers=self._take_answers())
+
+    def _said_bye(self) -> Generator[SourceBatch, None, str | None]:
+        """After a ``bye``: the end of the stream, or ``"stopped"`` when the agent was stopped
+        while its process runs on (it may be started again)."""
+        assert self._bye is not None
+        if self._bye.get("reason") == "stopped" and self._may_come_back():
+            return "stopped"
+        yield from self._end("the target said bye")
+        return None
+
+    def _may_come_back(self) -> bool:
+        """Whether the agent, gone from this connection, may be reconnected to: it takes up a
+        stream, it is local, and its process still runs a moment later."""
+        hello = self.agent_hello
+        if not self._resumable or self._closed or hello is None:
+            return False
+        deadline = time.monotonic() + _DYING_S
+        while process_alive(hello["pid"], hello["start_time"]):
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def _reconnect(self, gap: str) -> Generator[SourceBatch, None, bool]:
+        """Wait for the agent of the same process to listen at the socket again (for at most
+        ``reconnect_s``) and connect, naming the events this client has: ``True`` once it
+        answered, with its stream to follow; else the batch that ends the stream is yielded."""
+        hello = self.agent_hello
+        assert hello is not None
+        pid, start = hello["pid"], hello["start_time"]
+        if gap == "stopped":
+            note = f"the agent of pid {pid} stopped; waiting up to {self._reconnect_s:g} s for it to start again"
+            lost = "its agent stopped"
+        else:
+            note = f"pid {pid} hung up without a bye but still runs; reconnecting for up to {self._reconnect_s:g} s"
+            lost = "it hung up without a bye"
+        self._settle_all(f"no answer: the connection to pid {pid} was lost ({lost})")
+        yield SourceBatch(
+            messages=self._take(), state=SourceState.CONNECTING, notes=(note,), answers=self._take_answers()
+        )
+        with self._send_lock:
+            if self._sock is not None:
+                self._sock.close()
+        started = time.monotonic()
+        while not self._closed:
+            if not process_alive(pid, start):
+                yield from self._end("the target exited while its agent was away")
+                return False
+            if time.monotonic() - started >= self._reconnect_s:
+                self.end_reason = f"the agent of pid {pid} did not come back within {self._reconnect_s:g} s"
+                yield SourceBatch(state=SourceState.ENDED, notes=(self.end_reason,))
+                return False
+            try:
+                sock = self._connect_once()
+            except _NotListening:
+                self._wait(_RETRY_S)
+                continue
+            except SourceError as exc:
+                yield from self._fail(str(exc))
+                return False
+            self._new_connection()
+            try:
+                again = self._greet(sock, resume=self._produced_seen)
+            except _GoneWhileGreeting:  # an agent still starting, or stopping again
+                sock.close()
+                self._wait(_RETRY_S)
+                continue
+            except SourceError as exc:
+                yield from self._fail(str(exc))
+                return False
+            self._bye = None
+            self._gap_started = started
+            self.reconnections += 1
+            self._pending.append(again)
+            self._record(self._decoder.frames.consumed, [again])
+            return True
+        return False
+
+    def _new_connection(self) -> None:
+        """Start decoding (and recording) a new connection's stream from its first byte."""
+        self._unknown_before += self._decoder.unknown
+        self._decoder = MessageDecoder(rows=True)
+        self._unrecorded = bytearray()  # what the old connection left of a frame is lost with it
+        self._recorded = 0
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep, but wake at once when the source is closed."""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            if sel.select(seconds):
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(4096)
+
+    def _count(self, msgs: list[m.Item], unknown: int) -> None:
+        """Keep count of the agent's events this client has, received or reported lost (a
+        ``sync`` says how many came before it, a ``bye`` how many in all), to take its stream up
+        again after a gap; a resumed stream's ``sync`` ends the gap's note."""
+        seen = self._produced_seen
+        for msg in msgs:
+            if type(msg) is not dict:
+                if seen is not None:
+                    seen += 1
+                continue
+            kind = msg["type"]
+            if kind == m.SYNC:
+                seen = _produced_before(msg)
+                self._gap_over(msg)
+            elif seen is None:
+                continue
+            elif kind not in _NOT_EVENTS:
+                seen += 1
+            elif kind == m.DROPPED and type(msg.get("count")) is int:
+                seen += msg["count"]
+            elif kind == m.BYE and type(msg.get("produced")) is int:
+                seen = msg["produced"]
+        self._produced_seen = None if seen is None else seen + unknown
+
+    def _gap_over(self, sync: m.Message) -> None:
+        started, self._gap_started = self._gap_started, None
+        if started is None or self.agent_hello is None:
+            return
+        lost = sync.get("backlog_lost")
+        gone = (
+            "nothing of the gap was lost"
+            if lost == 0
+            else f"{lost} events of the gap were lost (its agent no longer held them)"
+        )
+        self._gap_notes.append(
+            f"reconnected to pid {self.agent_hello['pid']} after {time.monotonic() - started:.1f} s without its agent;"
+            f" {gone}"
+        )
+
+    def _take_gap_notes(self) -> tuple[str, ...]:
+        taken = tuple(self._gap_notes)
+        self._gap_notes.clear()
+        return taken
 
     def _feed(self, data: bytes) -> None:
         self._decoder.feed(data)
@@ -374,7 +569,9 @@ class SocketSource:
         except ProtocolError as exc:
             failure = f"protocol error from {self.who}: {exc}"
         self.received += len(fresh)
-        self.unknown = self._decoder.unknown
+        unknown = self._unknown_before + self._decoder.unknown
+        self._count(fresh, unknown - self.unknown)
+        self.unknown = unknown
         self._pending.extend(fresh)
         try:
             self._record(good, fresh)
@@ -420,9 +617,10 @@ class SocketSource:
         yield SourceBatch(state=SourceState.FAILED, error=error, notes=self._notes(), answers=self._take_answers())
 
     def _notes(self) -> tuple[str, ...]:
+        notes = self._take_gap_notes()
         if self.unknown:
-            return (f"skipped {self.unknown} messages of types this iket-tui does not know (a newer agent?)",)
-        return ()
+            notes = (*notes, f"skipped {self.unknown} messages of types this iket-tui does not know (a newer agent?)")
+        return notes
 
     # -- requests -----------------------------------------------------------------------
 
@@ -480,9 +678,22 @@ class SocketSource:
                 self._done.set()
 
 
-def _client_hello() -> m.Message:
+class _NotListening(Exception):
+    """Nothing listens at the socket (yet): its file is missing, or stale."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class _GoneWhileGreeting(SourceError):
+    """The peer hung up before its hello (an agent stopping, or not an agent at all)."""
+
+
+def _client_hello(resume: int | None = None) -> m.Message:
+    """This client's hello; ``resume``: the events it already has of the agent it greets."""
     pid = os.getpid()
-    return m.hello(
+    hello = m.hello(
         role="client",
         pid=pid,
         start_time=process_start_time(pid) or 0,
@@ -491,6 +702,16 @@ def _client_hello() -> m.Message:
         argv=list(sys.argv),
         t_ns=time.monotonic_ns(),
     )
+    return hello if resume is None else {**hello, "resume": resume}
+
+
+def _produced_before(sync: m.Message) -> int | None:
+    """The agent's events before a ``sync`` (its ``produced``; an older agent's backlog and loss)."""
+    produced = sync.get("produced")
+    if type(produced) is int:
+        return produced
+    backlog, lost = sync.get("backlog"), sync.get("backlog_lost")
+    return backlog + lost if type(backlog) is int and type(lost) is int else None
 
 
 def _recv(sock: socket.socket) -> bytes:

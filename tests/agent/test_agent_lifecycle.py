@@ -29,7 +29,7 @@ def test_program_without_tilelang_runs_unaffected_and_gets_a_goodbye(tmp_path: P
     assert [e.pid for e in endpoints.list_endpoints()] == [proc.pid]
     client = WireClient(path)
     assert client.agent_hello["pid"] == proc.pid
-    assert client.agent_hello["caps"] == [m.CAP_PASSES]
+    assert client.agent_hello["caps"] == [m.CAP_PASSES, "resume"]
     assert client.agent_hello["argv"][-1].endswith("plain.py")
     catch_up, sync = client.catch_up()
     assert (catch_up, sync["backlog"], sync["backlog_lost"]) == ([], 0, 0)

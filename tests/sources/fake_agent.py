@@ -17,6 +17,11 @@ time) rather than its own.
 - ``garbage``: answers with an HTTP response instead of a hello.
 - ``major``: a hello of protocol version 2.0.
 - ``silent``: reads the client's hello, prints ``greeted`` and never says anything.
+- ``hangup``: an agent that can resume (``resume`` among its capabilities). The first client
+  gets hello, sync, three passes (six events), then, once it sent something (a request, left
+  unanswered) or after 5 s, a hang-up without bye while the process stays up; the next gets
+  hello, a sync, a ``compile_begin`` labelled ``resumed from N`` with the ``resume`` its hello
+  named, three more passes and bye, and the process exits.
 
 ``--sent FILE`` appends every byte sent to FILE, so a test can compare a recording with
 exactly what went over the wire. Imported, the module offers :class:`FakeAgent`, which
@@ -26,6 +31,7 @@ starts one and waits for it to listen.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import select
 import socket
@@ -95,10 +101,14 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if args.mode == "major":
         hello["proto"] = [2, 0]
+    if args.mode == "hangup":
+        hello["caps"] = [m.CAP_PASSES, "resume"]
+    served = 0
     try:
         while True:
             conn, _ = server.accept()
             decoder = MessageDecoder()
+            client_hello: m.Message = {}
             while True:
                 data = conn.recv(65536)
                 if not data:
@@ -107,6 +117,7 @@ def _serve(args: argparse.Namespace) -> int:
                 got = list(decoder)
                 if got:
                     check_hello(got[0], expect_role="client")
+                    client_hello = got[0]
                     break
             if args.mode == "silent":
                 print("greeted", flush=True)
@@ -119,6 +130,26 @@ def _serve(args: argparse.Namespace) -> int:
             if args.mode == "major":
                 conn.close()
                 continue
+            if args.mode == "hangup" and served == 0:
+                served += 1
+                msg(conn, {**m.sync(t_ns=time.monotonic_ns(), backlog=0, backlog_lost=0), "produced": 0})
+                passes(conn, 1, 0, 3)
+                conn.settimeout(5)
+                with contextlib.suppress(OSError):
+                    conn.recv(65536)  # whatever the client asks is left unanswered
+                conn.close()
+                continue
+            if args.mode == "hangup":
+                sync = m.sync(t_ns=time.monotonic_ns(), backlog=0, backlog_lost=0)
+                msg(conn, {**sync, "produced": 6, "resumed": client_hello.get("resume")})
+                label = f"resumed from {client_hello.get('resume')}"
+                msg(
+                    conn, m.compile_begin(compile=2, label=label, kernel="add", target="cuda", t_ns=time.monotonic_ns())
+                )
+                passes(conn, 2, 0, 3)
+                msg(conn, m.bye(t_ns=time.monotonic_ns(), produced=13, dropped=0, reason="exit"))
+                conn.close()
+                return int(args.exit_code)
             msg(conn, m.sync(t_ns=time.monotonic_ns(), backlog=0, backlog_lost=0))
             msg(
                 conn,
