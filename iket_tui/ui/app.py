@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from threading import BoundedSemaphore
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
 from textual import on, work
@@ -45,8 +45,12 @@ from iket_tui.ui.messages import BatchArrived, ModelChanged, ResponseArrived, Sa
 from iket_tui.ui.pass_tree_view import ColumnHeader, PassTreeView
 from iket_tui.ui.search_bar import SearchBar
 
+if TYPE_CHECKING:
+    from iket_tui.ui.hang_screens import StuckPass
+
 _TREE_ACTIONS = frozenset(
     {"toggle_details", "search", "search_next", "search_previous", "toggle_follow", "ir", "stacks", "timing"}
+    | {"stuck_repro", "abort"}
 )
 """Actions of the pass tree's screen, not offered over the kernels, stacks, timing or IR screens."""
 
@@ -83,6 +87,8 @@ class IketApp(App[int]):
         Binding("S", "stacks", "Stacks"),
         Binding("i", "ir", "IR", show=False),
         Binding("T", "timing", "Timing"),
+        Binding("R", "stuck_repro", "Repro", show=False),
+        Binding("A", "abort", "Abort", show=False),
         Binding("space", "playback_pause", "Pause", show=False, priority=True),
         Binding("s,full_stop", "step", "Step"),
         Binding("left_square_bracket", "slower", "Slower"),
@@ -453,6 +459,39 @@ class IketApp(App[int]):
         if self._timing is None:
             self._timing = PassTiming(self.pass_tree)
         self.push_screen(TimingScreen(self.pass_tree, now_ns=self.now_ns, timing=self._timing))
+
+    def action_stuck_repro(self) -> None:
+        """A reproducer of the running pass under the cursor (or of its compile), written to a directory."""
+        from iket_tui.ui.hang_screens import ReproPane
+
+        stuck = self._running_pass()
+        if stuck is not None:
+            process = self.session.process
+            self.push_screen(ReproPane(self.request, stuck, program=f"pid {process.pid}: {process.command}"))
+
+    def action_abort(self) -> None:
+        """Abort the compile of the running pass under the cursor, once confirmed."""
+        from iket_tui.ui.hang_screens import AbortPane
+
+        stuck = self._running_pass()
+        if stuck is not None:
+            self.push_screen(AbortPane(self.request, stuck))
+
+    def _running_pass(self) -> StuckPass | None:
+        """The pass under the cursor if it runs, else the running pass of the compile under it."""
+        from iket_tui.ui.hang_screens import StuckPass
+
+        node = self.view.cursor
+        comp = node if isinstance(node, CompileNode) else getattr(node, "compile", None)
+        running = node if isinstance(node, PassNode) and node.status is RUNNING else None
+        if running is None and isinstance(comp, CompileNode):
+            newest = _newest_running(comp)
+            running = newest if isinstance(newest, PassNode) else None
+        if running is None:
+            self.notify("put the cursor on a running pass, or on its compile", severity="warning")
+            return None
+        running_ns = max(0, self.now_ns() - running.start_ns)
+        return StuckPass(running.compile.id, running.seq, running.name, running.compile.kernel, running_ns)
 
     def action_stacks(self) -> None:
         """The stacks of the target's threads (S again, or Escape, comes back)."""

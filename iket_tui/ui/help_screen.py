@@ -37,6 +37,8 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
                 "i",
                 "the IR before and after the pass under the cursor, and the diff (b, a, d; / searches, n N; w saves)",
             ),
+            ("R", "a reproducer of the running pass under the cursor (a stuck one), written to iket-repro-cN-pS/"),
+            ("A", "abort the compile of the running pass under the cursor, after y: it fails, the program goes on"),
         ),
     ),
     (

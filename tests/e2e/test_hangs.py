@@ -3,10 +3,11 @@ whose pass of its own loops in Python (or blocks in libc's ``pause()``) is captu
 ``iket-tui repro PID --stuck``, the reproducer hangs the same way in a fresh process without the
 program, and ``iket-tui abort PID`` makes the compile fail while the program goes on to its next
 compile. A pass in native code takes the abort only when it returns to Python, and ``abort``
-says so."""
+says so. The same from the app: ``R`` writes the reproducer, ``A`` then ``y`` aborts."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -33,6 +34,8 @@ from iket_tui.protocol import messages as m
 from iket_tui.sources.reading import read_recording
 from iket_tui.sources.requests import ask
 from iket_tui.sources.socket import SocketSource
+from iket_tui.ui.app import IketApp
+from iket_tui.ui.hang_screens import AbortPane, ReproPane
 from iket_tui.ui.row_painter import Columns, RowState, RowStyles, paint_row
 
 TARGETS = Path(__file__).parent / "targets"
@@ -288,3 +291,54 @@ def test_a_tilelang_pass_is_rebuilt_by_name_and_says_so_when_it_returns(stuck: S
     assert re.fullmatch(
         r"tl\.InjectSoftwarePipeline returned after \d+\.\d s: the hang did not reproduce here\n", ran.stdout
     ), ran.stdout
+
+
+@pytest.mark.parametrize("hanging", ["spin"], indirect=True)
+def test_the_app_writes_the_reproducer_and_aborts_on_its_keys(
+    hanging: Hanging, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where R writes the reproducer
+
+    async def scenario() -> None:
+        app = IketApp(SocketSource(hanging.path))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await _until(pilot, lambda: any(node.name == "hang_test.SpinForever" for node in app.pass_tree.passes))
+            node = next(node for node in app.pass_tree.passes if node.name == "hang_test.SpinForever")
+            app.following = False
+            app.rows.reveal(node)
+            app.view.sync()
+            app.view.select(node)
+            await pilot.press("R")
+            await _until(pilot, lambda: isinstance(app.screen, ReproPane))
+            pane = app.screen
+            assert isinstance(pane, ReproPane)
+            await _until(pilot, lambda: pane.written is not None)
+            directory = tmp_path / f"iket-repro-c1-p{node.seq}"
+            assert pane.directory == directory and (directory / "repro.py").is_file()
+            assert f"python {directory / 'repro.py'} --timeout S" in pane.text()
+            await pilot.press("escape")
+            assert not isinstance(app.screen, ReproPane)
+
+            await pilot.press("A")
+            await _until(pilot, lambda: isinstance(app.screen, AbortPane))
+            confirm = app.screen
+            assert isinstance(confirm, AbortPane)
+            assert confirm.text().startswith("Abort compile 1?\nIt has been in hang_test.SpinForever")
+            await pilot.press("y")
+            await _until(pilot, lambda: confirm.answer is not None)
+            assert confirm.text().startswith("compile 1 aborted\ncompile 1 failed: CompileAborted: aborted by iket-tui")
+            await pilot.press("escape")
+            await _until(pilot, lambda: app.pass_tree.compiles[0].status is FAILED)
+            assert node.status is FAILED
+
+        _reproduces(directory, SPIN_CODE, "spin_forever", tmp_path)
+
+    asyncio.run(scenario())
+    assert hanging.output_until("vector_add lowered")[-1] == "vector_add lowered"
+
+
+async def _until(pilot: Any, condition: Any) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await pilot.pause(0.05)
