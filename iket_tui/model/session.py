@@ -63,6 +63,14 @@ class Session:
         return self.tree.process
 
     @property
+    def session_messages(self) -> int:
+        """Messages applied that are the stream's own traffic rather than compile or pass events
+        (hello, sync, drops, checkpoints, bye, kernel messages, ...): with ``counters.events``,
+        ``counters.heartbeats``, ``counters.malformed`` and ``counters.unknown``, every message
+        applied is counted once."""
+        return self._session_messages
+
+    @property
     def last_t_ns(self) -> int:
         """The latest agent time the stream carried."""
         return max(self._last_t_ns, self.tree.last_t_ns)
@@ -92,31 +100,36 @@ class Session:
         applied = 0
         session = counters.heartbeats + self._session_messages
         msg: Any = None
+        skipped: Any = None  # the latest message counted as unknown or malformed
         for msg in messages:
             try:
                 handler = row_handlers.get(msg[0]) if type(msg) is list else handlers.get(msg["type"])
             except MALFORMED_ERRORS:
                 counters.malformed += 1
+                skipped = msg
                 continue
             if handler is None:
                 if type(msg) is not list and type(msg["type"]) is str:
                     counters.unknown += 1
                 else:
                     counters.malformed += 1
+                skipped = msg
                 continue
             try:
                 handler(msg)
             except bad:
                 counters.malformed += 1
+                skipped = msg
             else:
                 applied += 1
         counters.events += applied - (counters.heartbeats + self._session_messages - session)
-        try:
-            t = msg[8] if type(msg) is list and len(msg) == m.PASS_ROW_LEN else msg["t_ns"]
-        except MALFORMED_ERRORS:
-            t = None
-        if type(t) is int and t > self._last_t_ns:
-            self._last_t_ns = t  # messages arrive in time order; the handlers of rare ones track it too
+        if msg is not skipped:
+            try:
+                t = msg[8] if type(msg) is list and len(msg) == m.PASS_ROW_LEN else msg["t_ns"]
+            except MALFORMED_ERRORS:
+                t = None
+            if type(t) is int and t > self._last_t_ns:
+                self._last_t_ns = t  # messages arrive in time order; the handlers of rare ones track it too
         self.tree.version += 1
         self.version += 1
 
@@ -135,26 +148,31 @@ class Session:
         if t > self._last_t_ns:
             self._last_t_ns = t
 
+    # Each handler reads and checks every field it needs before it changes anything or counts
+    # the message: a malformed one is counted once, as malformed, and leaves the session as it was.
+
     def _hello(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
         if msg.get("role", "agent") != "agent":
+            self._session_messages += 1
             return
         pid = int_field(msg["pid"])
         argv = msg.get("argv") or []
         if not isinstance(argv, list) or not all(type(arg) is str for arg in argv):
             raise MALFORMED
+        version = opt_str_field(msg.get("version"))
         process = self.tree.process
         process.pid = pid
         process.argv = argv
         start_time = msg.get("start_time")
         process.start_time = start_time if type(start_time) is int else None
-        process.version = opt_str_field(msg.get("version"))
+        process.version = version
         caps = msg.get("caps")
         process.capabilities = [cap for cap in caps if type(cap) is str] if isinstance(caps, list) else []
         process.seen_hello = True
         t = msg.get("t_ns")
         if type(t) is int:
             self._seen(t)
+        self._session_messages += 1
 
     def _heartbeat(self, msg: dict[str, Any]) -> None:
         t = int_field(msg["t_ns"])
@@ -173,30 +191,34 @@ class Session:
         self._seen(t)
 
     def _sync(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
         backlog = int_field(msg["backlog"])
         lost = int_field(msg["backlog_lost"])
+        t = int_field(msg["t_ns"])
         self.counters.backlog += backlog
         self.counters.backlog_lost += lost
-        self._seen(int_field(msg["t_ns"]))
+        self._seen(t)
+        self._session_messages += 1
 
     def _dropped(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
         total = int_field(msg["total"])
         int_field(msg["count"])
+        t = int_field(msg["t_ns"])
         self.counters.saw_dropped(total)
-        self._seen(int_field(msg["t_ns"]))
+        self._seen(t)
+        self._session_messages += 1
 
     def _checkpoint(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
         self.counters.saw_dropped(int_field(msg["dropped"]))
+        self._session_messages += 1
 
     def _bye(self, msg: dict[str, Any]) -> None:
-        self._session_messages += 1
+        dropped = int_field(msg["dropped"])
+        t = int_field(msg["t_ns"])
         reason = msg.get("reason")
         self.tree.process.exit_reason = reason if type(reason) is str else "exited"
-        self.counters.saw_dropped(int_field(msg["dropped"]))
-        self._seen(int_field(msg["t_ns"]))
+        self.counters.saw_dropped(dropped)
+        self._seen(t)
+        self._session_messages += 1
 
     def _compile_failure(self, msg: dict[str, Any]) -> None:
         self.tree.compile_failure(msg)
