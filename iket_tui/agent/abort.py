@@ -87,6 +87,7 @@ def abort(registry: Registry, compile_id: int | None = None) -> dict[str, Any]:
         if not registry.running.arm(compile_id, pending, _raise_in):
             raise NothingRunning(f"compile {compile_id} is not running (it ended)")
     state = _outcome(registry, compile_id, pending, before)
+    frame = sys._current_frames().get(running.thread_id) if state in (m.ABORT_RAISED, m.ABORT_NATIVE) else None
     return {
         "compile": compile_id,
         "name": pending.name,
@@ -95,7 +96,7 @@ def abort(registry: Registry, compile_id: int | None = None) -> dict[str, Any]:
         "message": pending.message,
         "state": state,
         "compile_error": pending.error,
-        "where": _where(sys._current_frames().get(running.thread_id)),
+        "where": _where(frame),
         "pid": os.getpid(),
     }
 

@@ -196,6 +196,15 @@ def test_a_python_loop_is_reproduced_elsewhere_and_aborted_while_the_program_goe
         "vector_add lowered",
     ]
 
+    # Nothing runs now: asking again is one line and exit code 2, as is a target that is not there.
+    for args in (("abort", hanging.pid), ("repro", hanging.pid, "--stuck", "-o", str(tmp_path / "late"))):
+        late = _iket(*args, env=hanging.env)
+        assert late.returncode == 2 and late.stdout == ""
+        (why,) = late.stderr.splitlines()
+        assert why.endswith(f": no compile is running in pid {hanging.pid} now"), why
+    gone = _iket("abort", "999999", env=hanging.env)
+    assert (gone.returncode, gone.stderr) == (2, "iket-tui: no process with pid 999999\n")
+
     messages, session = hanging.finish()
     first, second = session.tree.compiles
     assert (first.status, first.error, second.status.value) == (FAILED, f"CompileAborted: {message}", "done")
