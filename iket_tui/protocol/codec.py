@@ -198,18 +198,24 @@ class MessageDecoder(Generic[_T]):
         self.unknown = 0
         self.undecodable = 0
         self.undecodable_items = 0
+        self._failure: ProtocolError | None = None  # strict: the error a drain returned messages before
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self.frames.feed(data)
 
     def __iter__(self) -> Iterator[_T]:
+        if self._failure is not None:
+            raise self._failure
         try:
             yield from self._messages(self.frames)
         except FrameError as exc:
             raise ProtocolError(str(exc)) from None
 
     def drain(self) -> list[_T]:
-        """Every complete message now buffered; the same as ``list(self)``, faster."""
+        """Every complete message now buffered; the same as ``list(self)``, faster. In strict mode
+        the messages before a bad frame are returned first, and the next call raises."""
+        if self._failure is not None:
+            raise self._failure
         try:
             bodies = self.frames.drain()
         except FrameError as exc:
@@ -225,15 +231,23 @@ class MessageDecoder(Generic[_T]):
             except Exception:
                 msg = None
                 kind = None
-            if type(msg) is dict and type(kind) is str and kind in known:
-                if kind == BATCH:
-                    self._flatten(msg, out)
+            kept = len(out)
+            try:
+                if type(msg) is dict and type(kind) is str and kind in known:
+                    if kind == BATCH:
+                        self._flatten(msg, out)
+                    else:
+                        append(msg)
                 else:
-                    append(msg)
-            else:
-                decoded = self._decode(body)
-                if decoded is not None:
-                    append(decoded)
+                    decoded = self._decode(body)
+                    if decoded is not None:
+                        append(decoded)
+            except ProtocolError as exc:
+                del out[kept:]  # a frame is read whole or not at all
+                if not out:
+                    raise
+                self._failure = exc
+                break
         return out
 
     def finish(self) -> Iterator[_T]:

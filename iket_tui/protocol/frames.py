@@ -125,7 +125,8 @@ class FrameDecoder:
             return body
 
     def drain(self) -> list[bytes]:
-        """Every complete frame body now buffered; the same as ``list(self)``, faster."""
+        """Every complete frame body now buffered; the same as ``list(self)``, faster. In strict
+        mode the frames before a bad one are returned first, and the next call raises."""
         bodies: list[bytes] = []
         append = bodies.append
         buf = self._buf
@@ -148,7 +149,13 @@ class FrameDecoder:
         self._pos = pos
         self.frames += len(bodies)
         self.consumed += pos - start
-        bodies.extend(self)  # whatever stopped the fast loop: damage, or the end of the data
+        try:
+            bodies.extend(self)  # whatever stopped the fast loop: damage, or the end of the data
+        except FrameError:
+            if not bodies:
+                raise
+            # The frames before the damage are returned now; the position stays on the damage, so
+            # the next call raises.
         return bodies
 
     def finish(self) -> Iterator[bytes]:

@@ -175,3 +175,21 @@ def test_drain_and_iteration_agree_on_any_stream(parts: list[str]) -> None:
         two.undecodable_items,
         two.frames.skipped_bytes,
     )
+
+
+def test_a_live_drain_returns_what_came_before_the_damage_then_raises() -> None:
+    good = _pass_events(3)
+    bad_body = encode_frame(msgpack.packb([1, 2]))
+    for tail, error in ((b"\xff" * 12, "exceeds"), (bad_body, "not a map")):
+        decoder = MessageDecoder()
+        decoder.feed(b"".join(encode_message(msg) for msg in good) + tail)
+        assert decoder.drain() == good
+        with pytest.raises(ProtocolError, match=error):
+            decoder.drain()
+        with pytest.raises(ProtocolError, match=error):
+            list(decoder)
+    frames = FrameDecoder()
+    frames.feed(encode_message(good[0]) + b"\xff" * 12)
+    assert len(frames.drain()) == 1
+    with pytest.raises(FrameError, match="exceeds"):
+        frames.drain()
