@@ -72,7 +72,9 @@ def runtime_dir() -> Path:
 
 
 def ensure_runtime_dir(path: Path | None = None) -> Path:
-    """Create the runtime directory (or ``path``) with mode 0700 and check that it is ours and private."""
+    """Create the runtime directory (or ``path``) with mode 0700 and check that it is ours and
+    private. iket-tui's own directory is made private if it is not; a directory the user named
+    (``IKET_TUI_SOCKET_DIR``) that others may enter is refused, never changed."""
     path = path or runtime_dir()
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = path.lstat()
@@ -80,7 +82,13 @@ def ensure_runtime_dir(path: Path | None = None) -> Path:
         raise EndpointError(f"{path} is not a directory")
     if st.st_uid != os.getuid():
         raise EndpointError(f"{_foreign_dir(path, st.st_uid)} ({_ELSEWHERE})")
-    if stat.S_IMODE(st.st_mode) & 0o077:
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o077:
+        if os.environ.get(SOCKET_DIR_VARIABLE):
+            raise EndpointError(
+                f"{path} is open to other users (mode {mode:o}):"
+                f" set {SOCKET_DIR_VARIABLE} to a directory that only this user may enter"
+            )
         os.chmod(path, 0o700)
     return path
 

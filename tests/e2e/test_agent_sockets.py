@@ -206,3 +206,24 @@ def test_agents_serve_in_the_socket_directory_the_user_names(tmp_path: Path) -> 
         target.kill()
         target.wait()
         shutil.rmtree(chosen.parent, ignore_errors=True)
+
+
+def test_a_socket_directory_the_user_names_is_never_made_private_by_force(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp is
+    env = {**os.environ, "IKET_TUI_SOCKET_DIR": str(shared)}
+    env.pop("IKET_TUI", None)
+    target = subprocess.run(
+        [sys.executable, "-c", "import iket_tui.agent.autostart"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env=env,
+    )
+    assert target.stderr.splitlines() == [
+        f"iket-tui agent: not started: {shared} is open to other users (mode 1777):"
+        " set IKET_TUI_SOCKET_DIR to a directory that only this user may enter"
+    ]
+    assert shared.stat().st_mode & 0o7777 == 0o1777
+    assert list(shared.iterdir()) == []
