@@ -1,9 +1,10 @@
 """Messages as single lines for ``iket-tui dump``: aligned readable text, or JSON objects.
 
 JSON lines carry each message map unchanged (its keys are the documented field names), a
-pass row as the map it stands for; values JSON cannot hold (bytes, non-finite floats) become
-strings. A ``kernel_records`` batch is summarised (its chunk bytes replaced by the number of
-events they hold); :class:`KernelEvents` expands it into one ``kernel_event`` per event.
+pass row as the map it stands for; values JSON cannot hold (bytes, non-finite floats, arrays
+and maps nested more than 32 deep) become strings. A ``kernel_records`` batch is summarised
+(its chunk bytes replaced by the number of events they hold); :class:`KernelEvents` expands it
+into one ``kernel_event`` per event.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from iket_tui.ring.layout import KIND_MASK, KIND_NAMES, PAYLOAD_NAMES
 from iket_tui.ring.wire import RecordsError, module_from_message, records_from_message
 
 _TYPE_WIDTH = 18
+_DEPTH = 32
+"""Levels of arrays and maps a line shows; a field nested deeper (a reader accepts up to
+msgpack's 1,023) is shown as text saying so."""
 _LEADING = ("compile", "context", "seq", "depth", "parent", "phase", "name")
 _PASS_ORDER = ("compile", "context", "seq", "depth", "parent", "phase", "name")
 
@@ -28,7 +32,7 @@ def json_line(item: m.Item) -> str:
     msg = _as_map(item)
     try:
         return json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return json.dumps(_jsonable(msg), ensure_ascii=False, separators=(",", ":"))
 
 
@@ -161,11 +165,13 @@ def _value(value: Any) -> str:
     return json.dumps(_jsonable(value), ensure_ascii=False)
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, dict | list | tuple) and depth == _DEPTH:
+        return f"<nested deeper than {_DEPTH} levels>"
     if isinstance(value, dict):
-        return {_key(k): _jsonable(v) for k, v in value.items()}
+        return {_key(k): _jsonable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v, depth + 1) for v in value]
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, float) and not math.isfinite(value):
