@@ -141,3 +141,33 @@ def test_connecting_as_root_to_another_users_socket_says_whose_it_is(runtime_dir
         f"{agent.path}: peer runs as uid {OTHER}, so the agent belongs to uid {OTHER};"
         " iket-tui must run as that user to reach it (this is uid 0)"
     )
+
+
+def test_the_real_agent_of_another_user_is_seen_by_pid(runtime_dir: Path) -> None:
+    """The agent binds under a hidden name and renames it: the kernel lists the first name."""
+    python, python_env = _python_of_another_user()
+    theirs = _dir_of(OTHER, runtime_dir)
+    code = "import sys, iket_tui.agent; iket_tui.agent.start(); print('ready', flush=True); sys.stdin.read()"
+    env = {**os.environ, **python_env, "XDG_RUNTIME_DIR": str(theirs), "HOME": "/"}
+    env.pop("IKET_TUI", None)
+    target = subprocess.Popen(
+        [python, "-c", code],
+        env=env,
+        user=OTHER,
+        group=OTHER,
+        cwd="/",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert target.stdout is not None
+        assert target.stdout.readline() == "ready\n"
+        done = _iket("record", str(target.pid), "-o", str(runtime_dir / "never.msgpack"))
+    finally:
+        target.kill()
+        target.wait()
+    assert _one_line_error(done) == (
+        f"the iket-tui agent of process {target.pid} belongs to uid {OTHER};"
+        " iket-tui must run as that user to reach it (this is uid 0)"
+    )
