@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from iket_tui.cli.errors import UsageError, check_writable, say
+from iket_tui.cli.errors import EXIT_BAD_INPUT, UsageError, check_writable, say
 from iket_tui.cli.show import show
 from iket_tui.cli.signals import watch_signals
 from iket_tui.cli.targets import target_socket
@@ -63,7 +63,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    """Watch a program that already runs the agent (or gets one started in it), until the UI closes."""
+    """Watch a program that already runs the agent (or gets one started in it), until the UI closes;
+    exit code 2 when its recording stopped early (the disk filled up: the header said so)."""
     if args.record is not None:
         check_writable(args.record)
     source = SocketSource(target_socket(args.target, start_agent=True), record_to=args.record)
@@ -72,15 +73,18 @@ def cmd_attach(args: argparse.Namespace) -> int:
         code, signum = show(source, args.stuck_after)
     finally:
         source.close_and_wait("the UI was closed")
-    _report_recording(source)
+    stopped_recording = _report_recording(source)
     if source.error:
         raise SourceError(source.error)
-    return 128 + signum if signum is not None else code
+    if signum is not None:
+        return 128 + signum
+    return EXIT_BAD_INPUT if stopped_recording else code
 
 
 def cmd_record(args: argparse.Namespace) -> int:
     """Record a running agent's stream to a file without the UI, until the target exits, the
-    duration passes or a signal stops it; says how many messages it wrote and why it stopped."""
+    duration passes, a signal stops it or the file cannot take more (the disk is full: one line
+    says where it was cut, exit code 2); says how many messages it wrote and why it stopped."""
     check_writable(args.output)
     source = SocketSource(target_socket(args.target, start_agent=args.start_agent), record_to=args.output)
     stopped: list[int] = []
@@ -107,15 +111,18 @@ def cmd_record(args: argparse.Namespace) -> int:
             timer.daemon = True
             timer.start()
         try:
-            _follow(source)
+            _follow(source, stop_recording=True)
         finally:
             if timer is not None:
                 timer.cancel()
             source.close_and_wait()
+    full = _recording_stopped(source)
     if stopped:
         why = "interrupted" if stopped[0] == signal.SIGINT else "terminated"
     elif timed_out.is_set():
         why = f"{args.duration:g} s elapsed"
+    elif full:
+        why = "recording stopped"
     elif source.error:
         why = "failed"
     else:
@@ -128,6 +135,10 @@ def cmd_record(args: argparse.Namespace) -> int:
         f" ({why}){dropped}",
         flush=True,
     )
+    if full and stopped:
+        say(full)
+    elif full:
+        raise SourceError(full)
     if source.error:
         raise SourceError(source.error)
     return 128 + stopped[0] if stopped else 0
@@ -173,11 +184,11 @@ def _run_headless(program: LaunchedProgram, source: SocketSource) -> int:
             if not stopped:
                 say(str(exc))
         else:
-            _follow(source)
+            _follow(source, say_recording_stopped=True)
     source.close_and_wait()
     if source.error:
         say(source.error)
-    _report_recording(source)
+    _report_recording(source, stop_said=True)
     if stopped:
         if program.wait(STOP_GRACE_S) is None:
             say(f"the program (pid {program.pid}) still runs: {program.stop(grace_s=STOP_GRACE_S)}")
@@ -205,11 +216,21 @@ def _run_with_ui(
     return 128 + signum if signum is not None else code
 
 
-def _follow(source: SocketSource) -> None:
-    """Read a source headless until it ends, saying its notes (its error is left to the caller)."""
+def _follow(source: SocketSource, *, stop_recording: bool = False, say_recording_stopped: bool = False) -> None:
+    """Read a source headless until it ends, saying its notes (its error is left to the caller).
+
+    When its recording stops (the disk is full), ``stop_recording`` ends the reading there (the
+    recording was the point; the caller says why), and ``say_recording_stopped`` says why at
+    once and reads on (the program goes on too).
+    """
     for batch in source.batches():
         for note in batch.notes:
             say(note)
+        if batch.recording_stopped is not None:
+            if say_recording_stopped:
+                say(batch.recording_stopped)
+            if stop_recording:
+                source.close("recording stopped")
 
 
 def _exit_code(program: LaunchedProgram) -> int:
@@ -218,9 +239,23 @@ def _exit_code(program: LaunchedProgram) -> int:
     return code
 
 
-def _report_recording(source: SocketSource) -> None:
-    if source.recorder is not None:
-        say(f"recorded {source.recorder.messages} messages to {source.recorder.path}")
+def _report_recording(source: SocketSource, *, stop_said: bool = False) -> str | None:
+    """Say how many messages were recorded, or instead why recording stopped early (the disk
+    is full) where that was not said yet (``stop_said``, or it is the source's error, which
+    the caller says); returns that reason."""
+    recorder = source.recorder
+    if recorder is None:
+        return None
+    if recorder.stopped is None or stop_said:
+        say(f"recorded {recorder.messages} messages to {recorder.path}")
+    elif recorder.stopped != source.error:
+        say(recorder.stopped)
+    return recorder.stopped
+
+
+def _recording_stopped(source: SocketSource) -> str | None:
+    """Why the source's recording stopped before the stream ended (the disk is full), if it did."""
+    return source.recorder.stopped if source.recorder is not None else None
 
 
 def _report_output(program: LaunchedProgram, code: int | None, *, show_tail: bool = True) -> None:

@@ -34,7 +34,9 @@ class SourceBatch:
     ``state`` is set when the source's state changed; ``error`` is a one-line message when
     it failed; ``notes`` are one-line remarks for the user (a recording cut short, say);
     ``answers`` settle requests this client made (their responses are in ``messages`` too, as
-    they are in a recording).
+    they are in a recording); ``recording_stopped`` is set once, when recording the stream to
+    a file stopped while the stream goes on (the disk is full, say): one line saying why and
+    where the file was cut.
     """
 
     messages: tuple[Message, ...] = ()
@@ -42,6 +44,7 @@ class SourceBatch:
     error: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     answers: tuple[Answer, ...] = ()
+    recording_stopped: str | None = None
 
 
 class EventSource(Protocol):

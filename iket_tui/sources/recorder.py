@@ -1,27 +1,53 @@
-"""Writes the stream a client receives into a recording file that survives its writer being killed.
+"""Writes the stream a client receives into a recording file that survives its writer being killed,
+and a disk that fills up under it.
 
 The file is :data:`~iket_tui.protocol.recording.MAGIC`, a ``recording`` frame, every frame
 exactly as it came off the socket, a ``checkpoint`` every so many messages or about every
 second, and an ``end`` frame when closed. Data is handed to the operating system after every
 chunk the caller writes (:meth:`RecordingWriter.flush`), so a recorder killed with SIGKILL
-leaves a file whose complete frames all replay. The file is created as
-:func:`iket_tui.outputs.create_growing` says: never through a link, and under its final name
-from its first frame on.
+leaves a file whose complete frames all replay.
+
+The file is created as :func:`iket_tui.outputs.create_growing` says: never through a link,
+under its final name from its first frame on. A write that fails (the disk is full) stops the
+recording for good: the file is cut back to the end of its last whole frame, so that no half
+frame follows what it holds, an ``end`` frame saying why is added where it still fits, and
+:class:`RecordingStopped` says where it was cut. The stream being recorded is not the
+writer's to stop.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import NamedTuple
 
 from iket_tui import __version__
-from iket_tui.outputs import OutputError, create_growing
+from iket_tui.outputs import OutputError, PartialWrite, create_growing, write_all
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import encode_message
 from iket_tui.protocol.recording import MAGIC
 from iket_tui.sources.base import SourceError
+
+_FLUSH_AT = 256 * 1024
+"""Bytes held before they are handed to the operating system without waiting for :meth:`RecordingWriter.flush`."""
+
+
+class RecordingStopped(SourceError):
+    """Writing a recording failed for good (the disk is full); the one-line message says why,
+    where the file was cut, and how many messages it holds, all of which replay."""
+
+
+class _Mark(NamedTuple):
+    """What the file holds once the held bytes up to ``end`` are written: whole frames only."""
+
+    end: int
+    messages: int
+    dropped: int
+    t_ns: int
 
 
 class RecordingWriter:
@@ -29,6 +55,8 @@ class RecordingWriter:
 
     ``messages`` counts stream messages written (not the recording's own header, checkpoint and
     end frames); ``dropped`` is the largest loss count the agent reported to this client.
+    ``size`` is the bytes in the file, and ``stopped`` the one-line reason it stopped early
+    (``None`` while it records, or once it closed normally).
     """
 
     def __init__(
@@ -42,20 +70,31 @@ class RecordingWriter:
         self.path = Path(path)
         self.messages = 0
         self.dropped = 0
+        self.size = 0
+        self.stopped: str | None = None
         self._last_t_ns = 0
         self._checkpoint_every = checkpoint_every
         self._checkpoint_interval_s = checkpoint_interval_s
         self._since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
+        self._held = bytearray()  # whole frames not yet handed to the operating system
+        self._marks: list[_Mark] = []  # where each held chunk of frames ends
+        self._written = _Mark(0, 0, 0, 0)  # what the file holds
         self._closed = False
         header = m.recording(created_unix=time.time(), software_version=__version__, source=source)
+        head = MAGIC + encode_message(header)
         try:
-            fd = create_growing(self.path, MAGIC + encode_message(header))
+            self._fd = create_growing(self.path, head)
         except OutputError as exc:
             raise SourceError(f"cannot write {exc}") from None
         except OSError as exc:
+            if exc.errno in _FULL:
+                raise SourceError(
+                    f"{_why(exc)}: {self.path} cannot hold even a recording's header; nothing was recorded"
+                ) from None
             raise SourceError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-        self._file: BinaryIO = open(fd, "wb")  # noqa: SIM115 - lives as long as the writer
+        self.size = len(head)
+        self._written = _Mark(self.size, 0, 0, 0)
 
     @property
     def closed(self) -> bool:
@@ -63,49 +102,100 @@ class RecordingWriter:
 
     def write_frames(self, data: bytes, msgs: Sequence[m.Item]) -> None:
         """Append complete frames exactly as received, given the messages they hold (maps or
-        pass rows, each one message)."""
+        pass rows, each one message). Raises :class:`RecordingStopped` when the file cannot
+        take them; a stopped or closed writer takes nothing more."""
         if self._closed:
             return
-        self._write_raw(data)
         self.messages += len(msgs)
         self._since_checkpoint += len(msgs)
         for msg in msgs:
             self._account(msg)
+        self._hold(data)
         if self._since_checkpoint >= self._checkpoint_every or (
             time.monotonic() - self._last_checkpoint >= self._checkpoint_interval_s
         ):
             self._checkpoint()
+        if len(self._held) >= _FLUSH_AT:
+            self.flush()
 
     def write(self, msg: m.Message) -> None:
         """Append one message (encoded here)."""
         self.write_frames(encode_message(msg), [msg])
 
     def flush(self) -> None:
-        """Hand everything written so far to the operating system."""
-        if self._closed:
+        """Hand everything written so far to the operating system; raises :class:`RecordingStopped`
+        when it cannot."""
+        if self._closed or not self._held:
             return
         try:
-            self._file.flush()
-        except OSError as exc:
-            raise SourceError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+            write_all(self._fd, self._held)
+        except PartialWrite as exc:
+            self._stop(exc)
+        self.size += len(self._held)
+        self._written = self._marks[-1]._replace(end=self.size)
+        self._held.clear()
+        self._marks.clear()
 
     def close(self, reason: str) -> None:
-        """Write the ``end`` frame and close the file; later calls do nothing."""
+        """Write the ``end`` frame and close the file; later calls do nothing. Raises
+        :class:`RecordingStopped` when the file could not take what was left to write."""
         if self._closed:
             return
         try:
             end = m.end(messages=self.messages, dropped=self.dropped, t_ns=self._last_t_ns, reason=reason)
-            self._write_raw(encode_message(end))
-            self._file.flush()
+            self._hold(encode_message(end))
+            self.flush()
         finally:
-            self._closed = True
-            self._file.close()
+            self._close()
+
+    def _hold(self, frames: bytes) -> None:
+        self._held += frames
+        self._marks.append(_Mark(len(self._held), self.messages, self.dropped, self._last_t_ns))
 
     def _checkpoint(self) -> None:
         msg = m.checkpoint(messages=self.messages, dropped=self.dropped, t_ns=self._last_t_ns)
-        self._write_raw(encode_message(msg))
+        self._hold(encode_message(msg))
         self._since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
+
+    def _stop(self, exc: PartialWrite) -> None:
+        """Keep the whole frames that made it into the file and nothing after them, add an
+        ``end`` frame if it fits, close, and raise :class:`RecordingStopped`."""
+        kept = self._written
+        for mark in self._marks:
+            if mark.end <= exc.written:
+                kept = mark._replace(end=self.size + mark.end)
+        self.size, self.messages, self.dropped, self._last_t_ns = kept
+        self._cut()
+        why = _why(exc)
+        end = m.end(
+            messages=self.messages, dropped=self.dropped, t_ns=self._last_t_ns, reason=f"recording stopped: {why}"
+        )
+        try:
+            write_all(self._fd, encode_message(end))
+        except PartialWrite:
+            self._cut()
+        self.stopped = (
+            f"recording stopped, {why}: {self.path} was cut at byte {self.size}, "
+            f"after {self.messages} messages (all of them replay)"
+        )
+        self._close()
+        raise RecordingStopped(self.stopped)
+
+    def _cut(self) -> None:
+        """Cut the file back to :attr:`size`, dropping a partly written frame (a device cannot be cut)."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, self.size)
+            os.lseek(self._fd, self.size, os.SEEK_SET)
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._held.clear()
+        self._marks.clear()
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
 
     def _account(self, msg: m.Item) -> None:
         t_ns = m.t_ns_of(msg)
@@ -120,8 +210,15 @@ class RecordingWriter:
             if isinstance(total, int) and total > self.dropped:
                 self.dropped = total
 
-    def _write_raw(self, data: bytes) -> None:
-        try:
-            self._file.write(data)
-        except OSError as exc:
-            raise SourceError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _why(exc: OSError) -> str:
+    """A failed write in the user's words: ``the disk is full``, or the system's reason."""
+    if exc.errno == errno.ENOSPC:
+        return "the disk is full"
+    if exc.errno == errno.EDQUOT:
+        return "the disk quota is used up"
+    text = exc.strerror or str(exc)
+    return text[:1].lower() + text[1:]

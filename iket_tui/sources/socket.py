@@ -19,6 +19,7 @@ the gap that the agent no longer held, as its ``sync``'s ``backlog_lost``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import selectors
 import socket
@@ -47,7 +48,7 @@ from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, decode_body, encode_message
 from iket_tui.protocol.frames import FrameError
 from iket_tui.sources.base import Answer, SourceBatch, SourceError, SourceState
-from iket_tui.sources.recorder import RecordingWriter
+from iket_tui.sources.recorder import RecordingStopped, RecordingWriter
 
 _RECV_SIZE = 256 * 1024
 _MAX_BATCH = 20_000
@@ -64,7 +65,9 @@ class SocketSource:
 
     :meth:`connect` may be called first to report a bad target before any UI starts;
     :meth:`batches` connects itself otherwise. With ``record_to`` every frame received,
-    the agent's hello included, is written to that recording as it arrives. After the stream
+    the agent's hello included, is written to that recording as it arrives; a recording that
+    cannot go on (the disk is full) stops there, the stream goes on, and the next batch says
+    so in ``recording_stopped``. After the stream
     ends, :attr:`error` holds the one-line failure (``None`` when it ended normally) and
     :attr:`end_reason` says why it ended.
     """
@@ -101,6 +104,7 @@ class SocketSource:
         self._batch_interval_s = batch_interval_s
         self._decoder = MessageDecoder(rows=True)
         self._unrecorded = bytearray()  # received bytes not yet written to the recording
+        self._recording_stopped: str | None = None  # why recording stopped, for the next batch
         self._recorded = 0  # stream bytes accounted for: recorded, or skipped when not recording
         self._sock: socket.socket | None = None
         self._pending: list[m.Item] = []
@@ -191,7 +195,8 @@ class SocketSource:
                 self.error = str(exc)
                 yield SourceBatch(state=SourceState.FAILED, error=self.error)
                 return
-            yield from self._stream()
+            for batch in self._stream():
+                yield self._with_recording_news(batch)
         finally:
             self._shutdown()
 
@@ -585,10 +590,18 @@ class SocketSource:
         if size <= 0:
             return
         if self.recorder is not None:
-            self.recorder.write_frames(bytes(self._unrecorded[:size]), msgs)
-            self.recorder.flush()
+            try:
+                self.recorder.write_frames(bytes(self._unrecorded[:size]), msgs)
+                self.recorder.flush()
+            except RecordingStopped as exc:  # the file stops here; the stream goes on without it
+                self._recording_stopped = str(exc)
         del self._unrecorded[:size]
         self._recorded = upto
+
+    def _with_recording_news(self, batch: SourceBatch) -> SourceBatch:
+        """``batch``, telling that recording stopped if it did since the last batch."""
+        stopped, self._recording_stopped = self._recording_stopped, None
+        return batch if stopped is None else dataclasses.replace(batch, recording_stopped=stopped)
 
     def _hang_up(self) -> Iterator[SourceBatch]:
         if self._decoder.frames.pending:

@@ -130,6 +130,7 @@ class IketApp(App[int]):
         self.source_state = SourceState.CONNECTING
         self.source_error: str | None = None
         self.notes: list[str] = []
+        self.recording_stopped: str | None = None  # why recording the stream to a file stopped early
         self.batches_received = 0
         self._held: list[tuple[Message, ...]] = []
         self._paused_now_ns = 0
@@ -246,6 +247,8 @@ class IketApp(App[int]):
         if batch.error:
             self.source_error = batch.error
         self.notes += batch.notes
+        if batch.recording_stopped:
+            self.recording_stopped = batch.recording_stopped
         messages = batch.messages
         if self.paused:
             self._held.append(messages)
@@ -387,6 +390,7 @@ class IketApp(App[int]):
             mode=self._mode(),
             message=message,
             message_is_error=self.source_error is not None,
+            recording=self.recording_stopped or "",
             kernels=session.kernels.headline(),
             silent_for=self._silent_for(now_s) if connection is Connection.SILENT else "",
         )

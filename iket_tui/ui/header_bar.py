@@ -23,6 +23,19 @@ class HeaderState:
     message_is_error: bool = False
     kernels: str = ""  # kernel tracing: events read and lost, or why there is no ring
     silent_for: str = ""  # with connection "silent": for how long, and since when
+    recording: str = ""  # why recording to a file stopped, once it did; shown until the end
+
+    @property
+    def message_line(self) -> str:
+        """The message line: a stopped recording (after the source's error, if any), else the
+        source's error or latest note."""
+        if self.message and self.recording and self.message_is_error:
+            return f"{self.message}  ·  {self.recording}"
+        return self.recording or self.message
+
+    @property
+    def message_line_is_error(self) -> bool:
+        return self.message_is_error or bool(self.recording)
 
     @property
     def connection_text(self) -> str:
@@ -89,11 +102,14 @@ class HeaderBar(Vertical):
             widget = self.query_one("#header-mode", Static)
             widget.update(state.mode)
             widget.display = bool(state.mode)
-        if old is None or (old.message, old.message_is_error) != (state.message, state.message_is_error):
+        if old is None or (old.message_line, old.message_line_is_error) != (
+            state.message_line,
+            state.message_line_is_error,
+        ):
             widget = self.query_one("#header-message", Static)
-            widget.update(state.message)
-            widget.display = bool(state.message)
-            widget.set_class(state.message_is_error, "-error")
+            widget.update(state.message_line)
+            widget.display = bool(state.message_line)
+            widget.set_class(state.message_line_is_error, "-error")
 
     def text(self) -> str:
         """The header as plain text (what a user reads)."""
@@ -101,5 +117,5 @@ class HeaderBar(Vertical):
         if state is None:
             return ""
         parts = [state.target, state.connection_text, f"{state.rate} ev/s", f"{state.events:,} events"]
-        parts += [state.loss, state.kernels, state.mode, state.message]
+        parts += [state.loss, state.kernels, state.mode, state.message_line]
         return "  ".join(part for part in parts if part)

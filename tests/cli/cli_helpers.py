@@ -121,6 +121,12 @@ class Terminal:
                 self._abort(f"{text!r} never appeared")
             self._read(0.1)
 
+    def read_for(self, seconds: float) -> None:
+        """Keep reading the screen for ``seconds``; what it draws meanwhile lands in :attr:`output`."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self._read(0.05)
+
     def press(self, keys: bytes) -> None:
         os.write(self.fd, keys)
 
