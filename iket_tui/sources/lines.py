@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from iket_tui.protocol import messages as m
@@ -20,6 +21,9 @@ from iket_tui.ring.layout import KIND_MASK, KIND_NAMES, PAYLOAD_NAMES
 from iket_tui.ring.wire import RecordsError, module_from_message, records_from_message
 
 _TYPE_WIDTH = 18
+_PLAIN = re.compile(r"[^\s\"'=]+")
+"""A value shown as it is: no spaces, quotes or equals signs."""
+_NO_SPACE = re.compile(r"\S+")
 _DEPTH = 32
 """Levels of arrays and maps a line shows; a field nested deeper (a reader accepts up to
 msgpack's 1,023) is shown as text saying so."""
@@ -106,21 +110,27 @@ class KernelEvents:
         events = decode(records.chunks, self.tables, records.layout, records.warp_slots)
         values = payload_values(events)
         out: list[m.Message] = []
+        names: dict[int, tuple[dict[int, str], tuple[str, ...]]] = {}
         for event, value in zip(events.tolist(), values.tolist(), strict=True):
             t_ns, _payload, event_id, kind_bits, payload_type, kernel, launch, x, y, z, module, sm, warp = event
-            table = self.tables.module(module)
-            name = next((e.name for e in table.events if e.event_id == event_id), None) if table else None
+            known = names.get(module)
+            if known is None:
+                table = self.tables.module(module)
+                known = names[module] = (
+                    ({e.event_id: e.name for e in table.events}, table.kernels) if table else ({}, ())
+                )
+            event_names, kernels = known
             out.append(
                 {
                     "type": "kernel_event",
                     "module": module,
-                    "kernel": table.kernels[kernel] if table and kernel < len(table.kernels) else kernel,
+                    "kernel": kernels[kernel] if kernel < len(kernels) else kernel,
                     "launch": launch,
                     "block": [x, y, z],
                     "warp": warp,
                     "sm": sm,
                     "event": event_id,
-                    "name": name,
+                    "name": event_names.get(event_id),
                     "kind": KIND_NAMES[kind_bits & KIND_MASK],
                     "gpu_t_ns": t_ns,
                     "payload": value,
@@ -142,26 +152,37 @@ class KernelEvents:
 def _fields(kind: str, msg: m.Message) -> str:
     order = _PASS_ORDER if kind in m.PASS_EVENTS else _LEADING
     keys = [k for k in order if k in msg] + [k for k in msg if k not in order and k not in ("type", "t_ns")]
-    return " ".join(_field(key, msg[key]) for key in keys)
+    return " ".join([_field(key, msg[key]) for key in keys])
 
 
 def _field(key: str, value: Any) -> str:
-    if key == "traceback" and isinstance(value, str):
-        return f"traceback=<{len(value.splitlines())} lines>"
-    if key.endswith("_ns") and isinstance(value, int) and not isinstance(value, bool):
-        return f"{key.removesuffix('_ns')}={value / 1e6:.3f}ms"
-    if key == "name" and isinstance(value, str) and value and not any(c.isspace() for c in value):
-        return value
+    kind = type(value)
+    if kind is int:
+        return f"{key[:-3]}={value / 1e6:.3f}ms" if key.endswith("_ns") else f"{key}={value}"
+    if type(value) is str:
+        if key == "traceback":
+            return f"traceback=<{len(value.splitlines())} lines>"
+        if _PLAIN.fullmatch(value):
+            return value if key == "name" else f"{key}={value}"
+        if key == "name" and _NO_SPACE.fullmatch(value):
+            return value
+    elif value is None:
+        return f"{key}=-"
     return f"{key}={_value(value)}"
 
 
 def _value(value: Any) -> str:
+    kind = type(value)
     if value is None:
         return "-"
-    if isinstance(value, str) and value and not any(c.isspace() or c in "\"'=" for c in value):
+    if type(value) is str and _PLAIN.fullmatch(value):
         return value
-    if isinstance(value, bytes):
+    if kind is int:
+        return str(value)
+    if kind is bytes:
         return f"<{len(value)} bytes>"
+    if kind is list and len(value) <= 8 and all(type(item) is int for item in value):
+        return f"[{', '.join(map(str, value))}]"
     return json.dumps(_jsonable(value), ensure_ascii=False)
 
 
