@@ -1,4 +1,4 @@
-"""The ``iket-tui`` command line: run, attach, record, replay, dump, export, repro, stacks, ir, ls, demo."""
+"""The ``iket-tui`` command line: one subcommand per job (``iket-tui --help`` lists them)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
-        say("choose a command: run, attach, record, replay, dump, export, stacks, ir, ls or demo (see --help)")
+        say(f"choose a command: {', '.join(_commands(parser))} (see --help)")
         return EXIT_BAD_INPUT
     try:
         return handler(args)
@@ -52,3 +52,10 @@ def _silence_stdout() -> None:
     """Point stdout at /dev/null, so that a reader that went away (``| head``) causes no error at exit."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[str]:
+    """The subcommands, in the order --help lists them."""
+    return [
+        name for action in parser._actions if isinstance(action, argparse._SubParsersAction) for name in action.choices
+    ]
