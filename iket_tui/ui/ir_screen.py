@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from iket_tui.model.nodes import PassNode
+from iket_tui.outputs import OutputError, write_file
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.ir import view_of
@@ -104,7 +105,10 @@ class IRScreen(Screen[None]):
         suffix = "diff" if self.shown == "diff" else "py"
         path = self.save_dir / f"iket-ir-c{self.node.compile.id}-p{self.node.seq}-{self.shown}.{suffix}"
         try:
-            path.write_text(self.text, encoding="utf-8")
+            write_file(path, self.text.encode("utf-8"))
+        except OutputError as exc:
+            self.notify(str(exc), severity="error")
+            return
         except OSError as exc:
             self.notify(f"cannot write {path}: {exc.strerror or exc}", severity="error")
             return

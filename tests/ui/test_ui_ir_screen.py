@@ -3,6 +3,8 @@ that Enter starts, an empty Enter drops and Escape leaves alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual.app import App
 from textual.pilot import Pilot
 from ui_driving import app_test, wait_until
@@ -26,8 +28,9 @@ def _node() -> PassNode:
 
 
 class IRApp(App[None]):
-    def __init__(self) -> None:
+    def __init__(self, save_dir: Path | None = None) -> None:
         super().__init__()
+        self.save_dir = save_dir
         node = _node()
         answer = m.response(
             id=0, what=m.WHAT_IR, t_ns=0, ok=True, name=node.name, before=BEFORE, after=AFTER, after_missing=None
@@ -36,7 +39,7 @@ class IRApp(App[None]):
         self.node = node
 
     def on_mount(self) -> None:
-        screen = IRScreen(self.target, self.node)
+        screen = IRScreen(self.target, self.node, save_dir=self.save_dir)
         self.target.screen = screen
         self.push_screen(screen)
 
@@ -88,3 +91,24 @@ async def test_enter_searches_an_empty_enter_drops_it_escape_leaves_it() -> None
         await pilot.press(*["backspace"] * 7, "enter")
         assert screen.search_status() == "" and screen.body.matches is None
         assert screen.title_text() == f"IR before {screen.what} · 40 lines"
+
+
+@app_test
+async def test_w_saves_the_view_and_never_writes_through_a_planted_link(tmp_path: Path) -> None:
+    app = IRApp(save_dir=tmp_path)
+    async with app.run_test(size=(60, 12)) as pilot:
+        screen = await _the_diff(app, pilot)
+        saved = tmp_path / f"iket-ir-c{app.node.compile.id}-p{app.node.seq}-diff.diff"
+        await pilot.press("w")
+        assert saved.read_text(encoding="utf-8") == screen.text
+
+        victim = tmp_path / "victim"
+        victim.write_text("keep me", encoding="utf-8")
+        saved.unlink()
+        saved.symlink_to(victim)
+        await pilot.press("w")
+        await pilot.pause()
+        assert victim.read_text(encoding="utf-8") == "keep me"
+        assert saved.is_symlink()
+        (notice,) = [n for n in app._notifications if "symbolic link" in n.message]
+        assert notice.severity == "error"
