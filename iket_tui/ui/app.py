@@ -238,6 +238,8 @@ class IketApp(App[int]):
     @on(BatchArrived)
     def _batch_arrived(self, message: BatchArrived) -> None:
         self._in_flight.release()
+        if self._source_closed:
+            return  # the app is closing: what is still in flight has nowhere to be shown
         self.batches_received += 1
         batch = message.batch
         now_s = self.clock()
@@ -270,6 +272,8 @@ class IketApp(App[int]):
 
     @on(SourceFinished)
     def _source_finished(self, message: SourceFinished) -> None:
+        if self._source_closed:
+            return
         if message.error:
             self.source_error = message.error
             self.source_state = SourceState.FAILED
