@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from iket_tui import __version__
+from iket_tui.cli import serve as serving
 from iket_tui.cli.errors import EXIT_BAD_INPUT, PROG
 from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
 from iket_tui.cli.hangs import cmd_abort, cmd_repro
@@ -157,6 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
     kernel_options(demo)
     ui_options(demo)
     demo.set_defaults(handler=cmd_demo)
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the UI of replay, attach or run to a browser (textual-serve)",
+        description=serving.DESCRIPTION,
+        epilog=serving.EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serving.add_arguments(serve)
+    serve.set_defaults(handler=serving.cmd_serve)
     return parser
 
 

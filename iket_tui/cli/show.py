@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from textual.app import App
 
 UI_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WEB_DRIVER = "textual.drivers.web_driver:WebDriver"  # what textual-serve names in TEXTUAL_DRIVER
 
 
 def show(source: EventSource, stuck_after_s: float, *, sample_kernels: Path | None = None) -> tuple[int, int | None]:
@@ -49,7 +51,10 @@ def show(source: EventSource, stuck_after_s: float, *, sample_kernels: Path | No
 
 def require_terminal() -> None:
     """Refuse, in one line, to draw the UI where nobody can see it: a UI writing escape codes
-    into a pipe or a file would never end by itself."""
+    into a pipe or a file would never end by itself. Textual's web driver is let through: its
+    pipes lead to a browser, through ``iket-tui serve``."""
+    if os.environ.get("TEXTUAL_DRIVER") == WEB_DRIVER:
+        return
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
             "the UI needs a terminal on stdin and stdout; without one, `iket-tui record TARGET -o FILE`"
