@@ -9,6 +9,11 @@ A client that lost its connection (its agent was stopped and started again in th
 process) names in its hello the events it already has (``resume``): its catch-up then holds
 only what came after them, and its ``sync`` says how many of those the backlog no longer held.
 
+A client may name in its hello the passes it wants (``filter``, see
+:mod:`~iket_tui.agent.pass_filter`): its sender leaves the others out of each batch it writes,
+catch-up included, and says how many in its ``sync``, heartbeats and ``bye``. The compiler's
+thread never sees a filter: it queues every event for every client alike.
+
 A client only ever sends a hello and small requests, so what it sends is read with a client's
 tight limits (:data:`MAX_CLIENT_FRAME`): a larger frame is refused at its header, before any of
 it is buffered or decoded, and a frame within the limit decodes to a bounded number of objects
@@ -27,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from iket_tui.agent.pass_filter import FILTER_FIELD, FilterError, PassChoice, PassFilter
 from iket_tui.agent.registry import CatchUp, ClientQueue, Registry
 from iket_tui.agent.requests import answer
 from iket_tui.endpoints import EndpointError, check_peer, peer_pid
@@ -112,6 +118,7 @@ class ClientSession:
         self._queue: ClientQueue | None = None
         self._rows = False  # whether the client reads pass rows (it speaks protocol 1.1 or later)
         self._resume: int | None = None  # the events the client has already, from its hello
+        self._filter: PassFilter | None = None  # the passes the client wants, from its hello
         self._replies: deque[Message] = deque()  # answers to requests, sent before the next batch
         self._reply_room = threading.Semaphore(MAX_PENDING_REPLIES)
         self._received = ClientFrames()
@@ -190,6 +197,11 @@ class ClientSession:
                 self._rows = tuple(msg["proto"]) >= PASS_ROWS_SINCE
                 resume = msg.get("resume")
                 self._resume = resume if type(resume) is int and resume >= 0 else None
+                if FILTER_FIELD in msg:
+                    try:
+                        self._filter = PassFilter(PassChoice.of_hello(msg))
+                    except FilterError as exc:
+                        raise Refusal(f"sent {exc}") from None
                 sock.settimeout(None)
                 return  # what came after the hello stays in the decoder for _serve_requests
             if received > MAX_HELLO_BYTES:
@@ -197,6 +209,10 @@ class ClientSession:
 
     def _stream(self, queue: ClientQueue, catch_up: CatchUp) -> None:
         messages, sync = _catch_up_after(catch_up, self._resume)
+        pass_filter = self._filter
+        if pass_filter is not None:
+            messages = pass_filter.apply(messages)
+            sync = {**sync, **pass_filter.counts()}
         for start in range(0, len(messages), BATCH):
             self._send_messages(messages[start : start + BATCH])
         self._send_messages([{**sync, "t_ns": time.monotonic_ns()}])
@@ -213,7 +229,9 @@ class ClientSession:
             self._registry.held_notes.collect(QUIET_NS)
             batch = queue.take(BATCH)
             if batch:
-                queue.mark_delivered(lost=self._send_messages(batch))
+                # What this client's filter leaves out counts as delivered to it, and in its filter's counts.
+                sent = batch if pass_filter is None else pass_filter.apply(batch)
+                queue.mark_delivered(lost=self._send_messages(sent) if sent else 0)
             reported_drops = self._report_drops(queue, reported_drops)
             if closing and not batch:
                 self._say_bye(queue)
@@ -284,11 +302,11 @@ class ClientSession:
             open_passes=registry.open_passes,
             observer_errors=registry.observer_errors,
         )
-        self._send_messages([beat])
+        self._send_messages([beat if self._filter is None else {**beat, **self._filter.counts()}])
 
     def _say_bye(self, queue: ClientQueue) -> None:
         bye = m.bye(t_ns=time.monotonic_ns(), produced=queue.produced, dropped=queue.dropped, reason=self._bye_reason)
-        self._send_messages([bye])
+        self._send_messages([bye if self._filter is None else {**bye, **self._filter.counts()}])
 
     def _send_messages(self, batch: list[Outgoing]) -> int:
         """Write ``batch``; returns how many of its messages could not be encoded and were left out."""
