@@ -26,9 +26,9 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from iket_tui import __version__
 from iket_tui.endpoints import (
@@ -81,6 +81,7 @@ class SocketSource:
         connect_retry_s: float = 0.0,
         batch_interval_s: float = 0.03,
         reconnect_s: float = DEFAULT_RECONNECT_S,
+        filters: Mapping[str, Any] | None = None,
     ) -> None:
         self.path = Path(path)
         self.description = f"socket {self.path}"
@@ -93,6 +94,8 @@ class SocketSource:
         self.unknown = 0
         self.reconnections = 0
         """Times the stream was taken up again after its agent went away and came back."""
+        self.filters: dict[str, Any] = dict(filters or {})
+        """The passes asked of the agent (``passes`` globs, ``depth``): sent in every hello; empty for all."""
         self._hello_timeout_s = hello_timeout_s
         self._reconnect_s = reconnect_s
         self._resumable = False  # a local agent that takes a stream up again: worth reconnecting to
@@ -264,7 +267,7 @@ class SocketSource:
         with self._send_lock:
             self._sock = sock
         try:
-            sock.sendall(encode_message(_client_hello(resume)))
+            sock.sendall(encode_message(_client_hello(resume, self.filters)))
         except OSError as exc:
             raise _GoneWhileGreeting(f"{self.path}: connection lost while greeting the agent ({_why(exc)})") from None
         hello = self._check_hello(self._read_hello(sock))
@@ -703,8 +706,9 @@ class _GoneWhileGreeting(SourceError):
     """The peer hung up before its hello (an agent stopping, or not an agent at all)."""
 
 
-def _client_hello(resume: int | None = None) -> m.Message:
-    """This client's hello; ``resume``: the events it already has of the agent it greets."""
+def _client_hello(resume: int | None = None, filters: Mapping[str, Any] | None = None) -> m.Message:
+    """This client's hello; ``resume``: the events it already has of the agent it greets;
+    ``filters``: the passes it wants (see "Filters" in docs/protocol.md), all when empty."""
     pid = os.getpid()
     hello = m.hello(
         role="client",
@@ -715,6 +719,8 @@ def _client_hello(resume: int | None = None) -> m.Message:
         argv=list(sys.argv),
         t_ns=time.monotonic_ns(),
     )
+    if filters:
+        hello["filter"] = dict(filters)
     return hello if resume is None else {**hello, "resume": resume}
 
 
