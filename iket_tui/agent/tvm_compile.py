@@ -1,0 +1,395 @@
+"""One compile of plain Apache TVM, told to the registry as events: its pass contexts and passes
+(noted by :mod:`~iket_tui.agent.pass_notes`), its codegen steps, and how it ended, with what
+``iket-tui repro`` needs of a failure. :mod:`~iket_tui.agent.tvm_tool` makes TVM call it.
+
+A failing pass is left without its after-pass callback: the passes still open when the exception
+leaves the compile's entry point are incomplete with that exception, innermost context first;
+a context left by the exception before that (one a pass entered itself) reports its open passes
+without an error, and they are held until the error is known. The failed pass's module is
+captured on the failure path only. Nothing here may raise into the compiler: a failure of the
+watcher is counted in the registry.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from typing import Any, Final
+
+from tvm import ir as tvm_ir
+from tvm import transform
+from tvm.target import Target
+
+from iket_tui.agent import abort, capture, failures
+from iket_tui.agent.pass_notes import NotingCompile, PassNotes
+from iket_tui.agent.registry import Registry
+from iket_tui.protocol import messages as m
+from iket_tui.protocol.messages import Message, PassTuple
+
+COMPILER: Final = "tvm"
+"""The ``compiler`` field of the ``compile_begin`` and ``compile_failure`` of a plain TVM compile."""
+
+
+class TvmPassNotes(PassNotes):
+    """The notes of one pass context of a compile; at the context's first pass the compile keeps
+    the target and pass context in force, for a stuck pass's reproducer."""
+
+    def __init__(self, compile: TvmCompile) -> None:
+        super().__init__(compile, keep_ir=compile.registry.ir_store.limit > 0, phase_now=compile.phase_now)
+        self.watcher = compile
+        self.begun = False  # every context's first pass begins it
+
+    def _begin(self, mod: Any) -> None:
+        super()._begin(mod)
+        self.watcher.keep_scope(self.context)
+
+
+class TvmCompile(NotingCompile):
+    """One plain TVM compile, seen as ``compile_begin`` ... ``compile_end`` events."""
+
+    def __init__(
+        self, registry: Registry, entry: str, mod: Any, target: Any, phase_now: Callable[[], str | None]
+    ) -> None:
+        super().__init__(registry)
+        self.phase_now = phase_now
+        """The phase of a pass starting now on the compile's thread."""
+        self.target = _target_of(target)
+        """The TVM target it compiles for (the one in scope when none is given), or None."""
+        self.kernel = _name_of(mod)
+        self.target_text = _target_text(self.target) if self.target is not None else _given_text(target)
+        parts = [entry, f"kernel={self.kernel}" if self.kernel else None, f"target={self.target_text or 'default'}"]
+        self.label = ", ".join(part for part in parts if part)
+        self._begin_ns = time.monotonic_ns()
+        self._thread_id = threading.get_ident()
+        self._next_context = 0
+        self._unnamed_failures: list[tuple[int, PassTuple, int]] = []  # context, start row, time
+        self._held_exits: list[Message] = []
+        self._stage: str | None = None
+        self._failing: tuple[int, str, dict[str, Any]] | None = None  # seq, name, scope of the failed pass
+        self._failed_codegen: tuple[str, dict[str, Any]] | None = None  # step, scope
+        self._finished = False
+
+    # What the compile's contexts and its entry point tell it
+
+    def announce(self, mod: Any = None) -> int:
+        if self.compile_id is not None:
+            return self.compile_id
+        compile_id = self.registry.next_compile_id()
+        begin = m.compile_begin(
+            compile=compile_id, label=self.label, kernel=self.kernel, target=self.target_text, t_ns=self._begin_ns
+        )
+        self.registry.emit({**begin, "compiler": COMPILER})
+        self.compile_id = compile_id
+        self.registry.running.began(compile_id, self._thread_id)
+        return compile_id
+
+    def new_context(self) -> TvmPassNotes:
+        """The notes of a pass context entered now, on the compile's thread."""
+        with self.lock:
+            notes = TvmPassNotes(self)
+            self.add_context(notes)
+        return notes
+
+    def context_entered(self) -> int:
+        now = time.monotonic_ns()
+        with self.lock:
+            self.drain()  # what the contexts around this one noted came first
+            context = self._next_context
+            self._next_context += 1
+            self.registry.emit(m.pass_context(m.PASS_CONTEXT_ENTER, compile=self.announce(), context=context, t_ns=now))
+        return context
+
+    def context_exited(self, context: int) -> None:
+        msg = m.pass_context(m.PASS_CONTEXT_EXIT, compile=self.announce(), context=context, t_ns=time.monotonic_ns())
+        if any(held[0] == context for held in self._unnamed_failures):
+            self._held_exits.append(msg)
+        else:
+            self.registry.emit(msg)
+
+    def passes_incomplete(self, context: int, passes: Sequence[PassTuple], error: BaseException | None) -> None:
+        now = time.monotonic_ns()
+        if self._stage is None:
+            self._stage = "pass"
+        if passes and self._failing is None:
+            innermost = passes[-1]
+            self._failing = (innermost[4], innermost[3], self._scope())
+        described = failures.describe(error) if error is not None else None
+        for row in passes:
+            if described is None:
+                self._unnamed_failures.append((context, row, now))
+            else:
+                self.registry.emit(_incomplete(context, row, now, described))
+
+    def callback_mismatch(self, context: int, actual: str, expected: str | None) -> None:
+        self.registry.emit(
+            m.callback_mismatch(
+                compile=self.announce(),
+                context=context,
+                expected=None if expected is None else str(expected),
+                got=str(actual),
+                t_ns=time.monotonic_ns(),
+            )
+        )
+
+    def keep_scope(self, context: int) -> None:
+        """Keep the target and pass context in force in pass context ``context`` (its first pass runs now)."""
+        try:
+            target = Target.current(allow_none=True) or self.target
+            self.registry.running.keep_scope(self.announce(), context, target, transform.PassContext.current())
+        except Exception:
+            self.registry.observer_errors += 1
+
+    # Codegen
+
+    def codegen_began(self, name: str) -> int:
+        now = time.monotonic_ns()
+        try:
+            with self.lock:
+                self.drain()
+                self.registry.emit(m.codegen_begin(compile=self.announce(), t_ns=now, name=name))
+        except Exception:
+            self.registry.observer_errors += 1
+        return now
+
+    def codegen_ended(self, name: str, started_ns: int, error: BaseException | None) -> None:
+        try:
+            with self.lock:
+                self.drain()
+                if error is not None:
+                    self._stage = "codegen"
+                    if self._failed_codegen is None:
+                        self._failed_codegen = (name, self._scope())
+                now = time.monotonic_ns()
+                self.registry.emit(
+                    m.codegen_end(
+                        compile=self.announce(),
+                        t_ns=now,
+                        duration_ns=now - started_ns,
+                        ok=error is None,
+                        error=failures.describe(error) if error is not None else None,
+                        name=name,
+                    )
+                )
+        except Exception:
+            self.registry.observer_errors += 1
+
+    # The end
+
+    def failed(self, error: BaseException) -> None:
+        """``error`` leaves the compile's entry point, inside its pass context: the passes it
+        stopped are incomplete with it, innermost context first."""
+        try:
+            with self.lock:
+                self.drain()
+                described = failures.describe(error)
+                for context, row, t_ns in self._unnamed_failures:
+                    self.registry.emit(_incomplete(context, row, t_ns, described))
+                self._unnamed_failures.clear()
+                for msg in self._held_exits:
+                    self.registry.emit(msg)
+                self._held_exits.clear()
+                for notes in reversed(self.contexts):
+                    if notes.open:
+                        notes.abort(error)
+        except Exception:
+            self.registry.observer_errors += 1
+
+    def finish(self, error: BaseException | None) -> None:
+        """The entry point returned (or raised ``error``): say how the compile ended."""
+        try:
+            with self.lock:
+                self._finish(error)
+        except Exception:
+            self.registry.observer_errors += 1
+        finally:
+            self.release_notes()
+            if self.compile_id is not None:
+                ended = self.registry.running.ended(self.compile_id, failures.describe(error) if error else None)
+                abort.forget_unraised(ended)
+
+    def _finish(self, error: BaseException | None) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self.drain()
+        compile_id = self.announce()
+        emit = self.registry.emit
+        described = failures.describe(error) if error is not None else None
+        for context, row, t_ns in self._unnamed_failures:
+            emit(_incomplete(context, row, t_ns, described))
+        self._unnamed_failures.clear()
+        for msg in self._held_exits:
+            emit(msg)
+        self._held_exits.clear()
+        captured = self._captured_failure(compile_id) if error is not None else None
+        if error is not None and captured is not None:
+            failure = m.compile_failure(
+                compile=compile_id,
+                error=described,
+                error_type=failures.type_name(error),
+                t_ns=time.monotonic_ns(),
+                **captured,
+            )
+            emit({**failure, "compiler": COMPILER, **self._aborted(compile_id, error)})
+        now = time.monotonic_ns()
+        emit(
+            m.compile_end(
+                compile=compile_id,
+                label=self.label,
+                t_ns=now,
+                duration_ns=now - self._begin_ns,
+                ok=error is None,
+                error=described,
+                error_type=failures.type_name(error) if error is not None else None,
+                traceback=failures.format_traceback(error) if error is not None else None,
+                stage=self._stage if error is not None else None,
+            )
+        )
+        self.registry.ir_store.compile_ended(compile_id)
+
+    def _captured_failure(self, compile_id: int) -> dict[str, Any] | None:
+        """What was kept of the failed pass or codegen step, as ``compile_failure`` fields."""
+        if self._stage == "codegen" and self._failed_codegen is not None:
+            step, found = self._failed_codegen
+            codegen = capture.failed_codegen(None)
+            codegen["source_missing"] = f"{step} builds from TVM's IR, not from a source file: there is no source"
+            return {"stage": "codegen", "seq": None, "name": step, **found, **codegen}
+        if self._failing is not None:
+            seq, name, found = self._failing
+            crashes = save_json_crashes()
+            module = (
+                capture.failed_pass(self.registry.ir_store, compile_id, seq)
+                if crashes is None
+                else _failed_pass_as_script(self.registry, compile_id, seq, crashes)
+            )
+            return {"stage": "pass", "seq": seq, "name": name, **found, **module}
+        return None
+
+    def _aborted(self, compile_id: int, error: BaseException) -> dict[str, Any]:
+        """What a ``compile_failure`` adds for a compile aborted from outside (see docs/protocol.md)."""
+        running = self.registry.running.get(compile_id)
+        asked = running.abort if running is not None else None
+        if asked is None or not isinstance(error, abort.CompileAborted):
+            return {}
+        return {"aborted_after_ns": asked.running_ns, "pass_source": asked.pass_source}
+
+    def _scope(self) -> dict[str, Any]:
+        """The target and configuration in force, the compile's own target where none is in scope."""
+        if save_json_crashes() is None:
+            found = capture.scope()
+        else:
+            found = {"target": None, "config_json": None}
+            with suppress(Exception):
+                target = Target.current(allow_none=True)
+                found["target"] = None if target is None else str(target)
+                config = transform.PassContext.current().config
+                if all(isinstance(value, bool | int | float | str) for value in config.values()):
+                    found["config_json"] = tvm_ir.save_json(config)  # plain values only: no IR node in it
+        if found.get("target") is None and self.target is not None:
+            with suppress(Exception):
+                found["target"] = str(self.target)
+        return found
+
+
+@functools.cache
+def save_json_crashes() -> str | None:
+    """Why ``tvm.ir.save_json`` must not be called in this process, if it must not: Apache TVM 0.27
+    with apache-tvm-ffi 0.1.15 ends the whole process in it (a segmentation fault) for any IR that
+    holds an expression. The ``tvm`` extra keeps apache-tvm-ffi below 0.1.15."""
+    import tvm
+    import tvm_ffi
+
+    tvm_version, ffi_version = _version(tvm.__version__), _version(getattr(tvm_ffi, "__version__", ""))
+    if tvm_version[:2] == (0, 27) and ffi_version >= (0, 1, 15):
+        return (
+            f"TVM's JSON of it is left out: Apache TVM {tvm.__version__} crashes saving IR as JSON with "
+            f"apache-tvm-ffi {tvm_ffi.__version__} (below 0.1.15 it does not)"
+        )
+    return None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """The leading numbers of a version (``0.27.0.post1``: 0, 27, 0)."""
+    return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0].split(".post")[0].split("rc")[0])[:3])
+
+
+def _failed_pass_as_script(registry: Registry, compile_id: int, seq: int, why_no_json: str) -> dict[str, Any]:
+    """:func:`capture.failed_pass` without TVM's JSON (see :func:`save_json_crashes`): the module as TVMScript."""
+    found: dict[str, Any] = {"ir_script": None, "ir_json": None, "ir_missing": why_no_json}
+    module = registry.ir_store.module_before(compile_id, seq)
+    if module is None:
+        found["ir_missing"] = "the agent kept no IR for this compile (IKET_TUI_IR_COMPILES=0?)"
+        return found
+    try:
+        script, cut = capture.cut_to_fit(str(module.script()))
+        found["ir_script"] = script
+        if cut:
+            found["ir_missing"] = f"the module's TVMScript {cut}; {why_no_json}"
+    except Exception as exc:
+        found["ir_missing"] = f"the module could not be printed ({type(exc).__name__})"
+    return found
+
+
+def _incomplete(context: int, start: PassTuple, t_ns: int, error: str | None) -> Message:
+    """The ``pass_incomplete`` of the pass whose start row is ``start``."""
+    return m.pass_incomplete(
+        compile=start[1],
+        context=context,
+        name=start[3],
+        seq=start[4],
+        depth=start[5],
+        parent=start[6],
+        phase=start[7],
+        t_ns=t_ns,
+        error=error,
+    )
+
+
+# What a compile is called
+
+
+def _target_of(given: Any) -> Any:
+    """``given`` as a TVM ``Target`` (the one in scope when none is given), or None."""
+    try:
+        if given is None:
+            return Target.current(allow_none=True)
+        return given if isinstance(given, Target) else Target(given)
+    except Exception:
+        return None
+
+
+def _target_text(target: Any) -> str | None:
+    """``llvm``, or ``cuda sm_90`` where the target names an architecture."""
+    try:
+        arch = target.attrs.get("arch")
+        return f"{target.kind.name} {arch}" if arch else str(target.kind.name)
+    except Exception:
+        return None
+
+
+def _given_text(given: Any) -> str | None:
+    """A target that TVM could not read, as it was given (short)."""
+    return None if given is None else str(given)[:80]
+
+
+def _name_of(mod: Any) -> str | None:
+    """What a compile compiles: the name its TVMScript class or function had, else its functions."""
+    try:
+        name = getattr(mod, "__name__", None)
+        if isinstance(name, str) and name:
+            return name
+        functions = getattr(mod, "functions", None)
+        if functions is None:  # a single function
+            symbol = mod.attrs.get("global_symbol") if getattr(mod, "attrs", None) is not None else None
+            return None if symbol is None else str(symbol)
+        names = [str(global_var.name_hint) for global_var in functions]
+        names.sort(key=lambda found: found != "main")
+        if not names:
+            return None
+        return names[0] if len(names) == 1 else f"{names[0]} +{len(names) - 1} more"
+    except Exception:
+        return None
