@@ -31,7 +31,22 @@ from iket_tui.outputs import make_directory, write_files
 from iket_tui.protocol import messages as m
 
 NAMESPACES = {"tl": "tilelang.transform", "tir": "tvm.tir.transform", "tirx": "tvm.tir.transform"}
-"""Where the factory of a pass named ``<namespace>.<Name>`` lives."""
+"""Where the factory of a pass named ``<namespace>.<Name>`` lives, in TileLang."""
+
+TVM_NAMESPACES = {
+    "": "tvm.relax.transform",
+    "relax": "tvm.relax.transform",
+    "tirx": "tvm.tirx.transform",
+    "s_tir": "tvm.s_tir.transform",
+    "tir": "tvm.tir.transform",
+}
+"""The same in plain Apache TVM, whose Relax passes have bare names (``LegalizeOps``)."""
+
+TVM: Final = "tvm"
+"""The ``compiler`` of a capture from a plain Apache TVM compile; TileLang's have none."""
+
+TVM_ENTRY_POINTS: Final = ("tvm.compile", "tvm.build", "relax.build", "tirx.build", "tir.build")
+"""What the label of a plain TVM compile starts with (a capture without ``compiler`` is told by it)."""
 
 CODEGEN: Final = "codegen"
 """The ``stage`` of a ``compile_failure`` that failed in codegen (nvcc); ``"pass"`` (or none, from
@@ -99,31 +114,86 @@ def write(messages: Iterable[m.Item], directory: Path, compile_id: int | None = 
             )
         raise ReproError(f"compile {compile_id} failed, but the agent captured no failed pass for it")
     if failure.get("stage") == CODEGEN:
+        if compiler_of(failure, ends.get(compile_id)) == TVM:
+            raise ReproError(
+                f"compile {compile_id} failed in Apache TVM's codegen step {failure.get('name')}, which builds from "
+                "the IR, not from a source: iket-tui repro reproduces its failed passes; iket-tui dump shows the error"
+            )
         return _write_codegen(failure, ends.get(compile_id), directory, source)
     if str(failure.get("error_type") or "").rpartition(".")[2] == ABORTED:
         return write_hang(_hang_of(failure), directory, source, ends.get(compile_id))
-    module_json = failure.get("ir_json")
-    if not isinstance(module_json, str):
-        raise ReproError(
-            f"the failed pass of compile {compile_id} was captured without its module: {failure.get('ir_missing')}"
-        )
+    compiler = compiler_of(failure, ends.get(compile_id))
+    files = _module_files(failure, compiler, f"the failed pass of compile {compile_id}")
     name = str(failure.get("name"))
-    files = {"module.json": module_json}
-    if isinstance(failure.get("ir_script"), str):
-        files["before.py"] = failure["ir_script"]
     config = failure.get("config_json")
     if isinstance(config, str):
         files["config.json"] = config
-    runnable = name.partition(".")[0] in NAMESPACES
-    files["repro.py"] = _script(failure, ends.get(compile_id), source)
+    runnable = rebuildable(name, compiler)
+    files["repro.py"] = _script(failure, ends.get(compile_id), source, compiler)
     write_directory(directory, files)
     note = (
         f"python {directory / 'repro.py'} runs {name} on the module it was given"
         if runnable
-        else f"{name} is not one of TileLang's or TVM's passes: repro.py cannot rebuild it; "
-        "module.json and before.py hold its input"
+        else f"{name} is not one of {_COMPILERS[compiler].owner} passes: repro.py cannot rebuild it; "
+        f"{' and '.join(name for name in ('module.json', 'before.py') if name in files)} hold its input"
     )
     return Repro(directory, compile_id, name, runnable, note)
+
+
+def compiler_of(capture: m.Message, end: m.Message | None = None) -> str:
+    """``tvm`` for a capture from a plain Apache TVM compile, else ``tilelang``."""
+    if capture.get("compiler") == TVM:
+        return TVM
+    label = capture.get("label") or (end.get("label") if end is not None else None)
+    first = str(label).split(",", 1)[0].strip() if isinstance(label, str) else ""
+    return TVM if first in TVM_ENTRY_POINTS else "tilelang"
+
+
+def rebuildable(name: str, compiler: str) -> bool:
+    """Whether a pass of that name is one of the compiler's own, which a reproducer makes by name."""
+    namespace, _, short = name.partition(".") if "." in name else ("", "", name)
+    return bool(short) and namespace in _COMPILERS[compiler].namespaces
+
+
+def _module_files(capture: m.Message, compiler: str, what: str) -> dict[str, str]:
+    """``module.json`` and ``before.py`` of a capture; plain TVM's reproducer reads the module back
+    from ``before.py`` when it was captured without its JSON."""
+    files: dict[str, str] = {}
+    if isinstance(capture.get("ir_json"), str):
+        files["module.json"] = capture["ir_json"]
+    if isinstance(capture.get("ir_script"), str):
+        files["before.py"] = capture["ir_script"]
+    whole_script = "before.py" in files and "TVMScript" not in str(capture.get("ir_missing") or "")
+    if "module.json" not in files and not (compiler == TVM and whole_script):
+        raise ReproError(f"{what} was captured without its module: {capture.get('ir_missing')}")
+    return files
+
+
+@dataclass(frozen=True)
+class _Compiler:
+    """What a reproducer's script says and imports for one compiler."""
+
+    name: str
+    owner: str
+    """Whose passes those are, in a sentence: ``TileLang's or TVM's``."""
+    imports: str
+    namespaces: dict[str, str]
+
+
+_COMPILERS: Final = {
+    "tilelang": _Compiler(
+        name="TileLang",
+        owner="TileLang's or TVM's",
+        imports="import tilelang  # noqa: F401  (registers TileLang's passes)\nfrom tilelang import tvm\n",
+        namespaces=NAMESPACES,
+    ),
+    TVM: _Compiler(
+        name="Apache TVM",
+        owner="Apache TVM's",
+        imports="import tvm\nimport tvm.script\n",
+        namespaces=TVM_NAMESPACES,
+    ),
+}
 
 
 def write_directory(directory: Path, files: dict[str, str]) -> None:
@@ -198,23 +268,30 @@ def _quotable(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
 
 
-def _script(failure: m.Message, end: m.Message | None, source: str) -> str:
+def _script(failure: m.Message, end: m.Message | None, source: str, compiler: str = "tilelang") -> str:
     error = _quotable(str(failure.get("error") or "").splitlines()[0]) if failure.get("error") else "an error"
     label = _quotable(str(end.get("label"))) if end is not None else ""
     source = _quotable(source)
+    chosen = _COMPILERS[compiler]
+    installed = "Apache TVM is installed (not TileLang's TVM)" if compiler == TVM else "TileLang is installed"
     header = (
-        f'"""Reproduces a failed TileLang compile recorded by iket-tui: {error}\n'
+        f'"""Reproduces a failed {chosen.name} compile recorded by iket-tui: {error}\n'
         f"in pass {failure.get('name')} (pass {failure.get('seq')} of compile {failure.get('compile')}"
         f"{', ' + label if label else ''}){', from ' + source if source else ''}.\n\n"
-        "Run it where TileLang is installed: python repro.py\n"
+        f"Run it where {installed}: python repro.py\n"
         "It loads the module that pass was given (module.json; before.py is the same as TVMScript) and runs\n"
         "that pass alone, with the same target and pass-context configuration. The pass's own error is\n"
         "raised again; if the pass now succeeds, it says so and exits 1.\n"
         '"""\n'
     )
-    values: dict[str, Any] = {"PASS": failure.get("name"), "TARGET": failure.get("target"), "NAMESPACES": NAMESPACES}
+    values: dict[str, Any] = {
+        "PASS": failure.get("name"),
+        "TARGET": failure.get("target"),
+        "NAMESPACES": chosen.namespaces,
+        "OWNER": chosen.owner,
+    }
     constants = "".join(f"{key} = {value!r}\n" for key, value in values.items())
-    return header + _BODY.replace("#CONSTANTS\n", constants)
+    return header + _BODY.replace("#IMPORTS\n", chosen.imports).replace("#CONSTANTS\n", constants)
 
 
 _BODY = """
@@ -222,23 +299,28 @@ import importlib
 import sys
 from pathlib import Path
 
-import tilelang  # noqa: F401  (registers TileLang's passes)
-from tilelang import tvm
+#IMPORTS
 
 HERE = Path(__file__).resolve().parent
 #CONSTANTS
 
 
 def make_pass():
-    namespace, _, short = PASS.partition(".")
+    namespace, _, short = PASS.partition(".") if "." in PASS else ("", "", PASS)
     module = NAMESPACES.get(namespace)
     factory = getattr(importlib.import_module(module), short, None) if module else None
     if factory is None:
-        sys.exit(f"repro: {PASS} is not one of TileLang's or TVM's passes; module.json holds its input")
+        sys.exit(f"repro: {PASS} is not one of {OWNER} passes; module.json holds its input")
     return factory()
 
 
-mod = tvm.ir.load_json((HERE / "module.json").read_text())
+def load_module():
+    if (HERE / "module.json").exists():
+        return tvm.ir.load_json((HERE / "module.json").read_text())
+    return tvm.script.from_source((HERE / "before.py").read_text())
+
+
+mod = load_module()
 config = {}
 if (HERE / "config.json").exists():
     config = dict(tvm.ir.load_json((HERE / "config.json").read_text()).items())
@@ -346,25 +428,18 @@ def write_hang(capture: m.Message, directory: Path, source: str = "", end: m.Mes
     compiling thread was, when captured) and ``repro.py``."""
     compile_id = int(capture.get("compile") or 0)
     name = str(capture.get("name"))
-    module_json = capture.get("ir_json")
-    if not isinstance(module_json, str):
-        raise ReproError(
-            f"the stuck pass {name} of compile {compile_id} was captured without its module: "
-            f"{capture.get('ir_missing')}"
-        )
-    files = {"module.json": module_json}
-    if isinstance(capture.get("ir_script"), str):
-        files["before.py"] = capture["ir_script"]
+    compiler = compiler_of(capture, end)
+    files = _module_files(capture, compiler, f"the stuck pass {name} of compile {compile_id}")
     if isinstance(capture.get("config_json"), str):
         files["config.json"] = capture["config_json"]
     frames = capture.get("frames")
     if isinstance(frames, list) and frames:
         files["stack.txt"] = _stack_text(frames)
-    files["repro.py"] = _hang_script(capture, end, source)
+    files["repro.py"] = _hang_script(capture, end, source, compiler)
     write_directory(directory, files)
     where = _pass_source(capture)
     script = directory / "repro.py"
-    if name.partition(".")[0] in NAMESPACES:
+    if rebuildable(name, compiler):
         timeout = hang_timeout(capture.get("running_ns"))
         note = f"python {script} runs {name} alone on the module it was given, for {timeout:g} s"
         return Repro(directory, compile_id, name, True, note)
@@ -375,8 +450,9 @@ def write_hang(capture: m.Message, directory: Path, source: str = "", end: m.Mes
         )
         return Repro(directory, compile_id, name, True, note)
     note = (
-        f"{name} is not one of TileLang's or TVM's passes, and no Python code of it was seen (it runs natively): "
-        f"repro.py cannot rebuild it without --pass-source FILE; module.json and before.py hold its input"
+        f"{name} is not one of {_COMPILERS[compiler].owner} passes, and no Python code of it was seen "
+        "(it runs natively): repro.py cannot rebuild it without --pass-source FILE; module.json and before.py "
+        "hold its input"
     )
     return Repro(directory, compile_id, name, False, note)
 
@@ -404,13 +480,14 @@ def _stack_text(frames: list[Any]) -> str:
     return "".join(lines)
 
 
-def _hang_script(capture: m.Message, end: m.Message | None, source: str) -> str:
+def _hang_script(capture: m.Message, end: m.Message | None, source: str, compiler: str = "tilelang") -> str:
     running = capture.get("running_ns")
     running_s = f"{running / 1e9:.1f} s" if isinstance(running, int) else "a while"
     label = capture.get("label") or (end.get("label") if end is not None else None)
     label = _quotable(str(label)) if label else ""
     source = _quotable(source)
     where = _pass_source(capture)
+    chosen = _COMPILERS[compiler]
     place = (
         f"pass {capture.get('seq')} of compile {capture.get('compile')}"
         + (f", depth {capture.get('depth')} inside {capture.get('parent_name')}" if capture.get("parent_name") else "")
@@ -422,7 +499,7 @@ def _hang_script(capture: m.Message, end: m.Message | None, source: str) -> str:
         before = "Passes that ran before it in that compile: " + ", ".join(_quotable(str(p)) for p in pipeline[:-1])
         before = "\n".join(textwrap.wrap(before, 100)) + "\n"
     needs = ""
-    if where is not None and str(capture.get("name")).partition(".")[0] not in NAMESPACES:
+    if where is not None and not rebuildable(str(capture.get("name")), compiler):
         needs = (
             f"It needs the pass's own source: {_quotable(where['file'])} (function {where['function']}), which it\n"
             "imports as a module to find the pass by its name (give --pass-source FILE where it lives elsewhere).\n"
@@ -430,12 +507,13 @@ def _hang_script(capture: m.Message, end: m.Message | None, source: str) -> str:
     elif where is not None:
         needs = (
             f"When captured, the pass was running Python code of {_quotable(where['file'])} ({where['function']}),\n"
-            "not TileLang's: if the hang is in that code, this reproducer runs TileLang's own pass without it.\n"
+            f"not {chosen.name}'s: if the hang is in that code, this reproducer runs {chosen.name}'s own pass\n"
+            "without it.\n"
         )
     header = (
         f'"""Reproduces a hang recorded by iket-tui: pass {capture.get("name")} had been running for {running_s}\n'
         f"({place}){', from ' + source if source else ''}.\n\n"
-        "Run it where TileLang is installed: python repro.py [--timeout S] [--pass-source FILE]\n"
+        f"Run it where {chosen.name} is installed: python repro.py [--timeout S] [--pass-source FILE]\n"
         "It loads the module that pass was given (module.json; before.py is the same as TVMScript) and runs\n"
         "that pass alone in a thread, with the same target and pass-context configuration. After the timeout\n"
         f"(default twice what it had run, at least {MIN_HANG_TIMEOUT_S:g} s) it prints\n"
@@ -447,13 +525,14 @@ def _hang_script(capture: m.Message, end: m.Message | None, source: str) -> str:
     values: dict[str, Any] = {
         "PASS": capture.get("name"),
         "TARGET": capture.get("target"),
-        "NAMESPACES": NAMESPACES,
+        "NAMESPACES": chosen.namespaces,
+        "OWNER": chosen.owner,
         "PASS_SOURCE": where,
         "DEFAULT_TIMEOUT_S": hang_timeout(running),
         "HANG_EXIT": HANG_EXIT,
     }
     constants = "".join(f"{key} = {value!r}\n" for key, value in values.items())
-    return header + _HANG_BODY.replace("#CONSTANTS\n", constants)
+    return header + _HANG_BODY.replace("#IMPORTS\n", chosen.imports).replace("#CONSTANTS\n", constants)
 
 
 _HANG_BODY = """
@@ -467,8 +546,7 @@ import time
 import traceback
 from pathlib import Path
 
-import tilelang  # noqa: F401  (registers TileLang's passes)
-from tilelang import tvm
+#IMPORTS
 
 HERE = Path(__file__).resolve().parent
 #CONSTANTS
@@ -505,7 +583,7 @@ def own_pass(path):
 
 
 def make_pass(args):
-    namespace, _, short = PASS.partition(".")
+    namespace, _, short = PASS.partition(".") if "." in PASS else ("", "", PASS)
     if args.pass_source is None and namespace in NAMESPACES:
         factory = getattr(importlib.import_module(NAMESPACES[namespace]), short, None)
         if factory is not None:
@@ -514,11 +592,17 @@ def make_pass(args):
         return own_pass(args.pass_source)
     if PASS_SOURCE is not None:
         return own_pass(Path(PASS_SOURCE["file"]))
-    sys.exit(f"repro: {PASS} is not TileLang's or TVM's: give the file that defines it with --pass-source FILE")
+    sys.exit(f"repro: {PASS} is not {OWNER}: give the file that defines it with --pass-source FILE")
+
+
+def load_module():
+    if (HERE / "module.json").exists():
+        return tvm.ir.load_json((HERE / "module.json").read_text())
+    return tvm.script.from_source((HERE / "before.py").read_text())
 
 
 args = arguments()
-mod = tvm.ir.load_json((HERE / "module.json").read_text())
+mod = load_module()
 config = {}
 if (HERE / "config.json").exists():
     config = dict(tvm.ir.load_json((HERE / "config.json").read_text()).items())
