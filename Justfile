@@ -3,6 +3,7 @@
 venv := ".venv"
 py := venv / "bin/python"
 core_venv := ".venv-core"
+tvm_venv := ".venv-tvm"
 
 default: check
 
@@ -36,6 +37,14 @@ core *ARGS:
     {{core_venv}}/bin/pip install -q -e '.[test]'
     {{core_venv}}/bin/python -c "import importlib.util as u; assert not u.find_spec('tilelang'), 'TileLang is installed in {{core_venv}}'"
     {{core_venv}}/bin/pytest -p no:cacheprovider --snapshot-warn-unused {{ARGS}}
+
+# The plain Apache TVM tests (tests/tvm) in a venv of their own with the tvm extra: apache-tvm and
+# TileLang cannot share one. They skip in the other venvs, where `tvm` is TileLang's or missing.
+test-tvm *ARGS:
+    test -x {{tvm_venv}}/bin/python || python3 -m venv {{tvm_venv}}
+    {{tvm_venv}}/bin/pip install -q -e '.[tvm,test]'
+    {{tvm_venv}}/bin/python -c "import importlib.util as u; assert not u.find_spec('tilelang'), 'TileLang is installed in {{tvm_venv}}'"
+    {{tvm_venv}}/bin/pytest -p no:cacheprovider tests/tvm {{ARGS}}
 
 # Benchmarks; figures go to BENCHMARKS.md.
 bench:
