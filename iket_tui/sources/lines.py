@@ -24,6 +24,9 @@ _TYPE_WIDTH = 18
 _PLAIN = re.compile(r"[^\s\"'=]+")
 """A value shown as it is: no spaces, quotes or equals signs."""
 _NO_SPACE = re.compile(r"\S+")
+_PLANS_KEPT = 4096
+"""Sets of field names whose order and shown names a :class:`TextLines` remembers (a recording
+holds a few dozen: one per message type, and the kernel events')."""
 _DEPTH = 32
 """Levels of arrays and maps a line shows; a field nested deeper (a reader accepts up to
 msgpack's 1,023) is shown as text saying so."""
@@ -45,11 +48,12 @@ class TextLines:
 
     def __init__(self) -> None:
         self._t0: int | None = None
+        self._plans: dict[tuple[Any, ...], list[tuple[str, str]]] = {}  # field names, ordered and as shown
 
     def line(self, item: m.Item) -> str:
         msg = _as_map(item)
         kind = str(msg.get("type"))
-        return f"{self._time(msg.get('t_ns'))}  {kind:<{_TYPE_WIDTH}}  {_fields(kind, msg)}".rstrip()
+        return f"{self._time(msg.get('t_ns'))}  {kind:<{_TYPE_WIDTH}}  {_fields(kind, msg, self._plans)}".rstrip()
 
     def _time(self, t_ns: object) -> str:
         if not isinstance(t_ns, int) or isinstance(t_ns, bool) or t_ns <= 0:
@@ -149,10 +153,21 @@ class KernelEvents:
         return tuple(notes)
 
 
-def _fields(kind: str, msg: m.Message) -> str:
-    order = _PASS_ORDER if kind in m.PASS_EVENTS else _LEADING
-    keys = [k for k in order if k in msg] + [k for k in msg if k not in order and k not in ("type", "t_ns")]
-    return " ".join([_field(key, msg[key]) for key in keys])
+def _fields(kind: str, msg: m.Message, plans: dict[tuple[Any, ...], list[tuple[str, str]]]) -> str:
+    names = (kind, *msg)
+    plan = plans.get(names)
+    if plan is None:
+        order = _PASS_ORDER if kind in m.PASS_EVENTS else _LEADING
+        keys = [k for k in order if k in msg] + [k for k in msg if k not in order and k not in ("type", "t_ns")]
+        plan = [(key, key if type(key) is str and _PLAIN.fullmatch(key) else _quoted(key)) for key in keys]
+        if len(plans) < _PLANS_KEPT:
+            plans[names] = plan
+    return " ".join([_field(shown, msg[key]) for key, shown in plan])
+
+
+def _quoted(key: Any) -> str:
+    """A field name that is not plain as a line shows it: quoted, its newlines escaped."""
+    return json.dumps(_key(key), ensure_ascii=False)
 
 
 def _field(key: str, value: Any) -> str:

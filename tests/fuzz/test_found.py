@@ -26,3 +26,10 @@ def test_dump_shows_a_field_nested_1000_deep_as_text() -> None:
     assert value == "<nested deeper than 32 levels>" and depth == 31
     text = TextLines().line(msg)
     assert "nested deeper than 32 levels" in text and "\n" not in text
+
+
+def test_dump_keeps_a_message_on_one_line_whatever_its_field_names() -> None:
+    msg = {"type": m.HEARTBEAT, "t_ns": 1, "produced": 1, "dropped": 0, "a\nb": [[]], "c d": "e f"}
+    line = TextLines().line(msg)
+    assert line.endswith('produced=1 dropped=0 "a\\nb"=[[]] "c d"="e f"')
+    assert "\n" not in line and "\n" not in json_line(msg)
