@@ -15,6 +15,9 @@ write somewhere the user did not name, nor keep a hand on what it writes:
   not written through), and the name never holds half a file.
 - A FIFO or a character device (a pipe, ``/dev/null``) is written in place: it is not a file
   that could be replaced, and writing into it is what naming it means.
+- :data:`STDOUT` (what ``-o -`` names) is this process's standard output, written in place
+  through its descriptor, never through the link ``/dev/stdout`` is: what it leads to was
+  chosen by whoever started the process.
 
 Everything here raises :class:`OutputError` (a refusal, one line naming the path) or lets the
 ``OSError`` of a failed write through, for the caller to word.
@@ -29,7 +32,12 @@ import secrets
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Final
 
+STDOUT: Final = Path("/dev/stdout")
+"""Standard output, as a destination: written in place through descriptor 1."""
+
+_STDOUT_FD: Final = 1
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _IN_PLACE = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -43,6 +51,12 @@ def check_file(path: Path) -> None:
     would refuse or could not write: a link, a directory, something that is neither a file, a
     FIFO nor a device, a missing or foreign directory, no permission."""
     path = Path(path)
+    if path == STDOUT:
+        try:
+            os.fstat(_STDOUT_FD)
+        except OSError:
+            raise OutputError(f"{path}: standard output is closed") from None
+        return
     st = _lstat(path)
     if st is not None:
         if stat.S_ISLNK(st.st_mode):
@@ -106,6 +120,9 @@ def write_files(files: Iterable[tuple[Path, bytes]]) -> None:
     for path, _ in files:
         check_file(path)
     for path, data in files:
+        if path == STDOUT:
+            write_all(_STDOUT_FD, data)
+            continue
         st = _lstat(path)
         if st is not None and _in_place(st):
             fd = os.open(path, _IN_PLACE)
@@ -138,9 +155,9 @@ def create_growing(path: Path, head: bytes) -> int:
     """
     path = Path(path)
     check_file(path)
-    st = _lstat(path)
-    if st is not None and _in_place(st):
-        fd = os.open(path, _IN_PLACE)
+    st = None if path == STDOUT else _lstat(path)
+    if path == STDOUT or (st is not None and _in_place(st)):
+        fd = os.dup(_STDOUT_FD) if path == STDOUT else os.open(path, _IN_PLACE)
         try:
             write_all(fd, head)
         except BaseException:

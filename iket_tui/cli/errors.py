@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
 
-from iket_tui.outputs import OutputError, check_directory, check_file
+from iket_tui.outputs import STDOUT, OutputError, check_directory, check_file
 
 PROG = "iket-tui"
 EXIT_BAD_INPUT = 2
@@ -22,9 +23,14 @@ def say(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
 
-def check_writable(path: Path) -> None:
+def check_writable(path: Path, *, stdout: bool = False) -> None:
     """Fail with a usage error before any work when ``path`` cannot or must not be written (a
-    link planted there, another user's directory: see :mod:`iket_tui.outputs`), rather than after it."""
+    link planted there, another user's directory: see :mod:`iket_tui.outputs`), rather than after it.
+    Standard output (``-o -``) is only for a command that says it may write there (``stdout``)."""
+    if path == STDOUT and not stdout:
+        raise UsageError(
+            f"{path}: only `record`, `export` and `repro` write to standard output (-o -); name a file here"
+        )
     try:
         check_file(path)
     except OutputError as exc:
@@ -37,3 +43,17 @@ def check_directory_writable(path: Path) -> None:
         check_directory(path)
     except OutputError as exc:
         raise UsageError(str(exc)) from None
+
+
+def check_stdout_takes(what: str, example: str) -> None:
+    """Refuse to write ``what`` (bytes, not text) to standard output when it is a terminal, on
+    which it would show as garbage, rather than piped or redirected (``example``)."""
+    if os.isatty(1):  # what -o - writes to, whatever sys.stdout is
+        raise UsageError(
+            f"-o - writes {what} to standard output, which is a terminal: pipe it ({example}) or redirect it"
+        )
+
+
+def shown(path: Path) -> str:
+    """A destination as a message names it."""
+    return "standard output" if path == STDOUT else str(path)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
-from iket_tui.cli.errors import UsageError, check_directory_writable, check_writable, say
+from iket_tui.cli.errors import UsageError, check_writable, say, shown
+from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.show import show
 from iket_tui.outputs import OutputError, write_file
 from iket_tui.sources.base import SourceError
@@ -51,7 +53,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from iket_tui.export import ExportError, events_in, export, recording_session
 
-    check_writable(args.output)
+    check_writable(args.output, stdout=True)
     reader = RecordingReader(args.file)
     session = recording_session(reader)
     try:
@@ -64,28 +66,35 @@ def cmd_export(args: argparse.Namespace) -> int:
     except OutputError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise BrokenPipeError from None  # a reader that had enough (| head): not an error
         raise UsageError(f"{args.output}: {exc.strerror or type(exc).__name__}") from None
     for note in recording_notes(reader.info, verb="read"):
         say(f"{args.file}: {note}")
-    say(f"wrote {events_in(document)} events to {args.output}")
+    say(f"wrote {events_in(document)} events to {shown(args.output)}")
     return 0
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    """Write a self-contained reproducer of a failed compile in a recording; exit code 2 when
-    its ``repro.py`` cannot make the failure happen by itself."""
+    """Write a self-contained reproducer of a failed compile in a recording (with ``-o -`` as a
+    tar archive on stdout); exit code 2 when its ``repro.py`` cannot make the failure happen by
+    itself."""
     from iket_tui.repro import ReproError, write
 
-    check_directory_writable(args.output)
+    check_repro_output(args.output)
     reader = RecordingReader(args.file)
     messages = list(reader)
     try:
-        found = write(messages, args.output, args.compile, source=reader.info.source)
+        found, where = write_repro(
+            args.output,
+            lambda directory: write(messages, directory, args.compile, source=reader.info.source),
+            lambda found: f"iket-repro-c{found.compile}",
+        )
     except ReproError as exc:
         raise UsageError(f"{args.file}: {exc}") from None
     except OutputError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{args.output}: {exc.strerror or type(exc).__name__}") from None
-    say(f"wrote a reproducer of compile {found.compile} ({found.name}) to {found.directory}: {found.note}")
+    say(f"wrote a reproducer of compile {found.compile} ({found.name}) to {where}: {found.note}")
     return 0 if found.runnable else 2

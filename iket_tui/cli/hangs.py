@@ -9,8 +9,9 @@ from pathlib import Path
 
 from iket_tui.cli.errors import UsageError, say
 from iket_tui.cli.files import cmd_repro as cmd_repro_failure
+from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.targets import target_socket
-from iket_tui.outputs import OutputError, check_directory
+from iket_tui.outputs import OutputError
 from iket_tui.protocol import messages as m
 from iket_tui.sources.reading import RecordingReader
 from iket_tui.sources.requests import ask
@@ -31,14 +32,18 @@ def cmd_repro(args: argparse.Namespace) -> int:
     from iket_tui.repro import ReproError, stuck_in, write_hang
 
     target = str(args.file)
+    check_repro_output(args.output)
     try:
-        check_directory(args.output)
         if Path(target).is_file():
             reader = RecordingReader(Path(target))
             capture, source = stuck_in(list(reader), args.compile), reader.info.source
         else:
             capture, source = _stuck_now(target, args.compile)
-        found = write_hang(capture, args.output, source=source)
+        found, where = write_repro(
+            args.output,
+            lambda directory: write_hang(capture, directory, source=source),
+            lambda found: f"iket-repro-c{found.compile}-p{capture.get('seq')}",
+        )
     except ReproError as exc:
         raise UsageError(f"{target}: {exc}") from None
     except OutputError as exc:
@@ -49,7 +54,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
     ran = f", running for {running / 1e9:.1f} s" if isinstance(running, int) else ""
     say(
         f"wrote a reproducer of the stuck pass {found.name} (pass {capture.get('seq')} of compile "
-        f"{found.compile}{ran}) to {found.directory}: {found.note}"
+        f"{found.compile}{ran}) to {where}: {found.note}"
     )
     return 0 if found.runnable else 2
 

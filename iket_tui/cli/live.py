@@ -11,10 +11,11 @@ import threading
 import time
 from pathlib import Path
 
-from iket_tui.cli.errors import EXIT_BAD_INPUT, UsageError, check_writable, say
+from iket_tui.cli.errors import EXIT_BAD_INPUT, UsageError, check_stdout_takes, check_writable, say, shown
 from iket_tui.cli.show import show
 from iket_tui.cli.signals import watch_signals
 from iket_tui.cli.targets import target_socket
+from iket_tui.outputs import STDOUT
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.launch import LaunchedProgram
 from iket_tui.sources.socket import SocketSource
@@ -85,7 +86,10 @@ def cmd_record(args: argparse.Namespace) -> int:
     """Record a running agent's stream to a file without the UI, until the target exits, the
     duration passes, a signal stops it or the file cannot take more (the disk is full: one line
     says where it was cut, exit code 2); says how many messages it wrote and why it stopped."""
-    check_writable(args.output)
+    to_stdout = args.output == STDOUT
+    check_writable(args.output, stdout=True)
+    if to_stdout:
+        check_stdout_takes("a recording", "| ssh host 'cat > run.msgpack'")
     source = SocketSource(target_socket(args.target, start_agent=args.start_agent), record_to=args.output)
     stopped: list[int] = []
     timed_out = threading.Event()
@@ -130,11 +134,14 @@ def cmd_record(args: argparse.Namespace) -> int:
     recorder = source.recorder
     count = recorder.messages if recorder is not None else 0
     dropped = f"; the agent dropped {recorder.dropped} events" if recorder is not None and recorder.dropped else ""
-    print(
-        f"recorded {count} messages from {source.who} to {args.output} in {time.monotonic() - started:.1f} s"
-        f" ({why}){dropped}",
-        flush=True,
+    summary = (
+        f"recorded {count} messages from {source.who} to {shown(args.output)} in {time.monotonic() - started:.1f} s"
+        f" ({why}){dropped}"
     )
+    if to_stdout:
+        say(summary)  # the recording has standard output
+    else:
+        print(summary, flush=True)
     if full and stopped:
         say(full)
     elif full:

@@ -13,6 +13,7 @@ from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
 from iket_tui.cli.hangs import cmd_abort, cmd_repro
 from iket_tui.cli.live import cmd_attach, cmd_demo, cmd_record, cmd_run
 from iket_tui.cli.questions import cmd_ir, cmd_ls, cmd_stacks
+from iket_tui.outputs import STDOUT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     record = commands.add_parser("record", help="record a running agent's stream to a file, without the UI")
     record.add_argument("target", metavar="TARGET", help="a pid, or the path of an agent socket")
-    record.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the recording to write")
+    record.add_argument(
+        "-o",
+        "--output",
+        type=_output,
+        required=True,
+        metavar="FILE",
+        help="the recording to write; - for standard output",
+    )
     record.add_argument("--duration", type=_positive, metavar="SECONDS", help="stop after this long")
     start_agent(record)
     record.set_defaults(handler=cmd_record)
@@ -96,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
         "export", help="convert a recording for Perfetto (Chrome trace JSON) or speedscope (pass timings)"
     )
     export.add_argument("file", type=Path, metavar="FILE")
-    export.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="the file to write")
+    export.add_argument(
+        "-o", "--output", type=_output, required=True, metavar="OUT", help="the file to write; - for standard output"
+    )
     export.add_argument("--format", choices=("chrome", "speedscope"), default="chrome")
     export.set_defaults(handler=cmd_export)
 
@@ -128,7 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
         "file", type=Path, metavar="FILE", help="a recording; with --stuck also a live TARGET (a pid or socket path)"
     )
     repro.add_argument("--compile", type=int, metavar="N", help="the failed compile (default: the first one)")
-    repro.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the directory to write")
+    repro.add_argument(
+        "-o",
+        "--output",
+        type=_output,
+        required=True,
+        metavar="DIR",
+        help="the directory to write; - for a tar archive of it on standard output",
+    )
     repro.add_argument(
         "--stuck",
         action="store_true",
@@ -176,6 +193,11 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{PROG}: {message} (see `{self.prog} --help`)\n")
+
+
+def _output(text: str) -> Path:
+    """A file to write; ``-`` is standard output."""
+    return STDOUT if text == "-" else Path(text)
 
 
 def _positive(text: str) -> float:

@@ -8,11 +8,11 @@ chunk the caller writes (:meth:`RecordingWriter.flush`), so a recorder killed wi
 leaves a file whose complete frames all replay.
 
 The file is created as :func:`iket_tui.outputs.create_growing` says: never through a link,
-under its final name from its first frame on. A write that fails (the disk is full) stops the
-recording for good: the file is cut back to the end of its last whole frame, so that no half
-frame follows what it holds, an ``end`` frame saying why is added where it still fits, and
-:class:`RecordingStopped` says where it was cut. The stream being recorded is not the
-writer's to stop.
+under its final name from its first frame on (standard output is written where it stands). A
+write that fails (the disk is full) stops the recording for good: the file is cut back to the
+end of its last whole frame, so that no half frame follows what it holds, an ``end`` frame
+saying why is added where it still fits, and :class:`RecordingStopped` says where it was cut.
+The stream being recorded is not the writer's to stop.
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ class RecordingWriter:
                 ) from None
             raise SourceError(f"cannot write {self.path}: {exc.strerror or exc}") from None
         self.size = len(head)
+        self._origin = _origin(self._fd, self.size)
         self._written = _Mark(self.size, 0, 0, 0)
 
     @property
@@ -185,8 +186,8 @@ class RecordingWriter:
     def _cut(self) -> None:
         """Cut the file back to :attr:`size`, dropping a partly written frame (a device cannot be cut)."""
         with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, self.size)
-            os.lseek(self._fd, self.size, os.SEEK_SET)
+            os.ftruncate(self._fd, self._origin + self.size)
+            os.lseek(self._fd, self._origin + self.size, os.SEEK_SET)
 
     def _close(self) -> None:
         if self._closed:
@@ -212,6 +213,15 @@ class RecordingWriter:
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _origin(fd: int, written: int) -> int:
+    """Where the recording starts in ``fd``, ``written`` bytes back: after what a file that is
+    standard output already held (``>> FILE``); 0 for a new file, a pipe or a device."""
+    try:
+        return max(os.lseek(fd, 0, os.SEEK_CUR) - written, 0)
+    except OSError:
+        return 0
 
 
 def _why(exc: OSError) -> str:

@@ -18,12 +18,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
+from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import decode_body
 from iket_tui.protocol.frames import HEADER
 from iket_tui.protocol.messages import BATCH
 from iket_tui.protocol.recording import MAGIC
+from iket_tui.sources.recorder import RecordingWriter
 
 TIMEOUT_S = 120.0
 FAKE_AGENT_PATH = Path(__file__).resolve().parents[1] / "sources" / "fake_agent.py"
@@ -174,3 +176,40 @@ class Terminal:
         text = tail.decode(errors="replace")
         text = re.sub(r"\x1b\[[0-9;?<>=]*[A-Za-z~]", "", text)
         return [line.strip() for line in text.replace("\r", "").splitlines() if line.strip()]
+
+
+def failed_compile_recording(path: Path) -> Path:
+    """A small recording of a compile whose pass failed, with what the agent captured of it."""
+    writer = RecordingWriter(path, source="pid 1: python fails.py")
+    common: dict[str, Any] = {"compile": 2, "context": 0, "seq": 4, "depth": 0, "parent": None, "phase": None}
+    writer.write(m.compile_begin(compile=2, label="stage=jit-lower, kernel=bad", kernel="bad", target="cuda", t_ns=10))
+    writer.write(m.pass_start(name="tl.LayoutInference", t_ns=20, **common))
+    writer.write(m.pass_incomplete(name="tl.LayoutInference", t_ns=30, error="InternalError: conflict", **common))
+    writer.write(
+        m.compile_failure(
+            compile=2,
+            stage="pass",
+            seq=4,
+            name="tl.LayoutInference",
+            error="InternalError: conflict",
+            error_type="tvm.error.InternalError",
+            t_ns=35,
+            ir_json='{"root": 1}',
+            ir_script="# from tvm.script import tir as T\n",
+            target="cuda",
+        )
+    )
+    writer.write(
+        m.compile_end(
+            compile=2,
+            label="stage=jit-lower, kernel=bad",
+            t_ns=40,
+            duration_ns=30,
+            ok=False,
+            error="InternalError: conflict",
+            error_type="tvm.error.InternalError",
+            stage="pass",
+        )
+    )
+    writer.close("target exited")
+    return path

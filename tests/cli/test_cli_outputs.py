@@ -7,60 +7,20 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 import pytest
-from cli_helpers import FakeAgent, assert_one_line_error, run_iket
+from cli_helpers import FakeAgent, assert_one_line_error, failed_compile_recording, run_iket
 
-from iket_tui.protocol import messages as m
 from iket_tui.sources.reading import read_recording
-from iket_tui.sources.recorder import RecordingWriter
 
 PRECIOUS = "a file the link points to\n"
 OTHER_UID = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory of another user")
 
 
-def _failed_compile(path: Path) -> Path:
-    """A small recording of a compile whose pass failed, with what the agent captured of it."""
-    writer = RecordingWriter(path, source="pid 1: python fails.py")
-    common: dict[str, Any] = {"compile": 2, "context": 0, "seq": 4, "depth": 0, "parent": None, "phase": None}
-    writer.write(m.compile_begin(compile=2, label="stage=jit-lower, kernel=bad", kernel="bad", target="cuda", t_ns=10))
-    writer.write(m.pass_start(name="tl.LayoutInference", t_ns=20, **common))
-    writer.write(m.pass_incomplete(name="tl.LayoutInference", t_ns=30, error="InternalError: conflict", **common))
-    writer.write(
-        m.compile_failure(
-            compile=2,
-            stage="pass",
-            seq=4,
-            name="tl.LayoutInference",
-            error="InternalError: conflict",
-            error_type="tvm.error.InternalError",
-            t_ns=35,
-            ir_json='{"root": 1}',
-            ir_script="# from tvm.script import tir as T\n",
-            target="cuda",
-        )
-    )
-    writer.write(
-        m.compile_end(
-            compile=2,
-            label="stage=jit-lower, kernel=bad",
-            t_ns=40,
-            duration_ns=30,
-            ok=False,
-            error="InternalError: conflict",
-            error_type="tvm.error.InternalError",
-            stage="pass",
-        )
-    )
-    writer.close("target exited")
-    return path
-
-
 @pytest.fixture
 def recording(tmp_path: Path) -> Path:
-    return _failed_compile(tmp_path / "failed.msgpack")
+    return failed_compile_recording(tmp_path / "failed.msgpack")
 
 
 @pytest.fixture
