@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
+from pathlib import Path
 
 from iket_tui.cli.errors import UsageError, check_writable, say, shown
 from iket_tui.cli.repro_output import check_repro_output, write_repro
@@ -18,10 +19,15 @@ from iket_tui.sources.replay import RecordingSource
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """The live UI over a recording, at its speed or another, until the user quits."""
-    source = RecordingSource(args.file, speed=args.speed, start_paused=args.paused)
+    return replay(args.file, speed=args.speed, paused=args.paused, stuck_after_s=args.stuck_after)
+
+
+def replay(path: Path, *, speed: float, paused: bool, stuck_after_s: float) -> int:
+    """The live UI over the recording at ``path`` until the user quits; the exit code."""
+    source = RecordingSource(path, speed=speed, start_paused=paused)
     source.open()
     try:
-        code, signum = show(source, args.stuck_after)
+        code, signum = show(source, stuck_after_s)
     finally:
         source.close()
     if source.error:

@@ -12,9 +12,12 @@ import time
 from pathlib import Path
 
 from iket_tui.cli.errors import EXIT_BAD_INPUT, UsageError, check_stdout_takes, check_writable, say, shown
+from iket_tui.cli.files import replay
 from iket_tui.cli.show import show
 from iket_tui.cli.signals import watch_signals
 from iket_tui.cli.targets import target_socket
+from iket_tui.demo.sample import NAME as SAMPLE_NAME
+from iket_tui.demo.sample import sample_recording
 from iket_tui.outputs import STDOUT
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.launch import LaunchedProgram
@@ -153,14 +156,26 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the bundled TileLang program as ``run`` would, with sample kernels to show where
-    this machine has no GPU."""
-    if importlib.util.find_spec("tilelang") is None:
-        raise UsageError("the demo needs TileLang: install the tilelang extra (pip install 'iket-tui[tilelang]')")
-    from iket_tui.demo.sample import sample_recording
-
-    args.command = [sys.executable, "-m", DEMO_MODULE]
-    args.sample_kernels = sample_recording()  # kernels to show where this machine has no GPU
-    return cmd_run(args)
+    this machine has no GPU; without TileLang (or with ``--recording``), replay the recording
+    of that program on an H200 instead."""
+    live = not args.recording and importlib.util.find_spec("tilelang") is not None
+    sample = sample_recording()
+    if live:
+        args.command = [sys.executable, "-m", DEMO_MODULE]
+        args.sample_kernels = sample  # kernels to show where this machine has no GPU
+        return cmd_run(args)
+    why = "" if args.recording else "TileLang is not installed, so "
+    if args.record is not None or args.no_ui:
+        raise UsageError(
+            f"{why}the demo replays a recording, which --record and --no-ui have nothing to add to: "
+            "they need the live demo (pip install 'iket-tui[tilelang]')"
+        )
+    if sample is None:
+        raise UsageError(f"{why}the demo replays its H200 recording, which this install lacks ({SAMPLE_NAME})")
+    code = replay(sample, speed=1.0, paused=False, stuck_after_s=args.stuck_after)
+    if not args.recording:
+        say("that was the demo recorded on an H200: pip install 'iket-tui[tilelang]' runs it live here")
+    return code
 
 
 def _kernel_env(args: argparse.Namespace) -> dict[str, str]:

@@ -166,7 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     ls = commands.add_parser("ls", help="list the live agents of this user")
     ls.set_defaults(handler=cmd_ls)
 
-    demo = commands.add_parser("demo", help="run the bundled TileLang program under the UI")
+    demo = commands.add_parser("demo", help="run the bundled TileLang program under the UI, or replay its recording")
+    demo.add_argument(
+        "--recording",
+        action="store_true",
+        help="replay the bundled H200 recording of the demo (what it does without TileLang)",
+    )
     demo.add_argument("--record", type=Path, metavar="FILE", help="also record the stream to FILE")
     demo.add_argument("--no-ui", action="store_true", help="only record (with --record)")
     demo.add_argument(

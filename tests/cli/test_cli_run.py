@@ -125,14 +125,6 @@ def test_replay_of_an_unreadable_file_is_one_line_before_any_ui(tmp_path: Path) 
     assert_one_line_error(run_iket("replay", str(tmp_path / "missing.msgpack")), "no such file")
 
 
-def test_demo_without_tilelang_says_which_extra_to_install() -> None:
-    code = "import sys; sys.modules['tilelang'] = None; from iket_tui.cli import main; sys.exit(main(['demo']))"
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL
-    )
-    assert_one_line_error(result, "install the tilelang extra", "iket-tui[tilelang]")
-
-
 def test_the_version_is_printed() -> None:
     result = run_iket("--version")
     assert result.returncode == 0

@@ -1,0 +1,65 @@
+"""``iket-tui demo`` without TileLang replays the bundled H200 recording of the demo program in
+the UI (its compiles, passes and kernels) instead of refusing; ``--recording`` asks for that
+replay anywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_helpers import Terminal, assert_no_traceback, assert_one_line_error, run_iket
+
+RECORDED_PROGRAM = b"pid 471"
+"""The header of the replay: the process the H200 recording was made of."""
+FIRST_COMPILE = b"vector_add"
+"""The kernel of the first compile in the recording, about 5 s into it."""
+NO_TILELANG = "TileLang is not installed"
+
+
+@pytest.fixture
+def without_tilelang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands started from now on find no TileLang, as in an install without the extra."""
+    shim = tmp_path / "no-tilelang"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text('import sys\nsys.modules["tilelang"] = None  # import tilelang fails\n')
+    monkeypatch.setenv("PYTHONPATH", str(shim))
+
+
+def _replay_shown(terminal: Terminal) -> None:
+    terminal.wait_for(RECORDED_PROGRAM)
+    terminal.wait_for(b"iket_tui.demo.program")
+    terminal.wait_for(b"speed 1x")  # a replay, at the pace it was recorded
+    terminal.wait_for(FIRST_COMPILE)  # the tree fills as the recording plays
+    terminal.wait_for(b"tl.LayoutInference")  # with its passes
+
+
+@pytest.mark.usefixtures("without_tilelang")
+def test_demo_without_tilelang_replays_the_h200_recording() -> None:
+    terminal = Terminal("demo", columns=160)
+    _replay_shown(terminal)
+    terminal.press(b"q")
+    assert terminal.wait_exit() == 0
+    after = terminal.lines_after_ui
+    assert_no_traceback("\n".join(after))
+    said = "iket-tui: that was the demo recorded on an H200: pip install 'iket-tui[tilelang]' runs it live here"
+    assert after == [said]
+
+
+def test_demo_recording_replays_it_anywhere() -> None:
+    terminal = Terminal("demo", "--recording", columns=160)
+    _replay_shown(terminal)
+    terminal.press(b"q")
+    assert terminal.wait_exit() == 0
+    assert terminal.lines_after_ui == []
+
+
+@pytest.mark.usefixtures("without_tilelang")
+def test_demo_without_tilelang_says_that_recording_needs_the_live_demo(tmp_path: Path) -> None:
+    result = run_iket("demo", "--no-ui", "--record", str(tmp_path / "demo.msgpack"))
+    assert_one_line_error(result, NO_TILELANG, "--record and --no-ui", "pip install 'iket-tui[tilelang]'")
+    assert not (tmp_path / "demo.msgpack").exists()
+
+
+@pytest.mark.usefixtures("without_tilelang")
+def test_demo_without_a_terminal_says_which_command_to_use() -> None:
+    assert_one_line_error(run_iket("demo"), "the UI needs a terminal")
