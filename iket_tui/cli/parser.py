@@ -17,10 +17,36 @@ from iket_tui.outputs import STDOUT
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser; each command sets ``handler`` to the function that runs it."""
-    parser = _Parser(prog=PROG, description="Watch TileLang/TVM compiler passes live, record them, replay them.")
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    """The parser; each command sets ``handler`` to the function that runs it, and every
+    command's ``--help`` says what it does, with examples."""
+    parser = _Parser(
+        prog=PROG,
+        description="Watch TileLang/TVM compiler passes live, record them, replay them.",
+        epilog=_examples(
+            "iket-tui run -- python my_kernel.py",
+            "iket-tui attach 12345",
+            "iket-tui replay run.msgpack",
+            "iket-tui ls",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}", help="print the version")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    def command(name: str, help: str, description: str, *examples: str) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name,
+            help=help,
+            description=description,
+            epilog=_examples(*examples),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    def target(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("target", metavar="TARGET", help="a pid (see `iket-tui ls`), or the path of an agent socket")
+
+    def recording(sub: argparse.ArgumentParser, help: str = "a recording (record -o, --record)") -> None:
+        sub.add_argument("file", type=Path, metavar="FILE", help=help)
 
     def ui_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
@@ -52,7 +78,18 @@ def build_parser() -> argparse.ArgumentParser:
             help="with kernel tracing: ring chunks per warp slot, a power of two, at least 16 (32)",
         )
 
-    run = commands.add_parser("run", help="start a program with the agent and watch it live")
+    run = command(
+        "run",
+        "start a program with the agent and watch it live",
+        """\
+Start CMD with the iket-tui agent in it and watch its compiles live. The program waits up to
+10 s for the UI to attach, so that nothing is missed; its output goes to a log file, named
+when it exits, and iket-tui exits with its exit code. Quitting the UI stops a program that
+still runs.""",
+        "iket-tui run -- python my_kernel.py",
+        "iket-tui run --record run.msgpack --kernels -- python my_kernel.py",
+        "iket-tui run --no-ui --record run.msgpack -- python my_kernel.py",
+    )
     run.add_argument("--record", type=Path, metavar="FILE", help="also record the stream to FILE")
     run.add_argument("--no-ui", action="store_true", help="only record (with --record); the program keeps the terminal")
     run.add_argument(
@@ -63,14 +100,37 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the program to run")
     run.set_defaults(handler=cmd_run)
 
-    attach = commands.add_parser("attach", help="watch a program that already runs the agent")
-    attach.add_argument("target", metavar="TARGET", help="a pid, or the path of an agent socket")
+    attach = command(
+        "attach",
+        "watch a program that already runs the agent",
+        """\
+Watch a program that runs the agent (started by `iket-tui run`, IKET_TUI=1 or
+iket_tui.agent.start()) until you quit; the program goes on. A Python program without the
+agent gets one started in it (through gdb, or sys.remote_exec on Python 3.14) where this user
+may trace it. A client that attaches late first gets a backlog of recent events and every
+pass still open. `iket-tui ls` lists the live agents of this user.""",
+        "iket-tui attach 12345",
+        "iket-tui attach 12345 --record run.msgpack",
+        "iket-tui attach /tmp/gpu-box.sock",
+    )
+    target(attach)
     attach.add_argument("--record", type=Path, metavar="FILE", help="also record the stream to FILE")
     ui_options(attach)
     attach.set_defaults(handler=cmd_attach)
 
-    record = commands.add_parser("record", help="record a running agent's stream to a file, without the UI")
-    record.add_argument("target", metavar="TARGET", help="a pid, or the path of an agent socket")
+    record = command(
+        "record",
+        "record a running agent's stream to a file, without the UI",
+        """\
+Record what a running agent sends, without the UI, until the target exits, --duration
+passes, or Ctrl-C; one line then says how many messages were written and why it stopped.
+The file replays (`iket-tui replay`) and dumps (`iket-tui dump`), even one whose recorder was
+killed. `-o -` writes the recording to standard output, for a pipe; the line goes to stderr.""",
+        "iket-tui record 12345 -o run.msgpack",
+        "iket-tui record 12345 -o run.msgpack --duration 60",
+        "iket-tui record 12345 -o - | ssh host 'cat > run.msgpack'",
+    )
+    target(record)
     record.add_argument(
         "-o",
         "--output",
@@ -83,8 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
     start_agent(record)
     record.set_defaults(handler=cmd_record)
 
-    replay = commands.add_parser("replay", help="the live UI over a recording")
-    replay.add_argument("file", type=Path, metavar="FILE")
+    replay = command(
+        "replay",
+        "the live UI over a recording",
+        """\
+The same UI as attach, over a recording, at the pace it was recorded (or --speed X). In the
+UI, space pauses, s steps one message, [ and ] change the speed.""",
+        "iket-tui replay run.msgpack",
+        "iket-tui replay run.msgpack --speed max",
+        "iket-tui replay run.msgpack --paused --stuck-after 5",
+    )
+    recording(replay)
     replay.add_argument(
         "--speed", type=_speed, default=1.0, metavar="X", help="playback speed; 0 or 'max' for as fast as possible"
     )
@@ -92,34 +161,82 @@ def build_parser() -> argparse.ArgumentParser:
     ui_options(replay)
     replay.set_defaults(handler=cmd_replay)
 
-    dump = commands.add_parser("dump", help="print a recording, one line per message")
-    dump.add_argument("file", type=Path, metavar="FILE")
-    dump.add_argument("--format", choices=("text", "jsonl"), default="text")
+    dump = command(
+        "dump",
+        "print a recording, one line per message",
+        """\
+Print a recording one line per message, as text or as JSON lines (one object per message,
+for jq and scripts). Batches of kernel events are summarised; --records adds one line per
+kernel event. A file cut short dumps every complete frame and says on stderr where it was
+cut.""",
+        "iket-tui dump run.msgpack",
+        "iket-tui dump run.msgpack --records | less",
+        "iket-tui dump run.msgpack --format jsonl | jq -c 'select(.type == \"pass_end\") | [.name, .duration_ns]'",
+    )
+    recording(dump)
+    dump.add_argument(
+        "--format",
+        choices=("text", "jsonl"),
+        default="text",
+        help="text lines (default), or one JSON object a line",
+    )
     dump.add_argument(
         "--records", action="store_true", help="also one line per kernel event after each kernel_records batch"
     )
     dump.set_defaults(handler=cmd_dump)
 
-    export = commands.add_parser(
-        "export", help="convert a recording for Perfetto (Chrome trace JSON) or speedscope (pass timings)"
+    export = command(
+        "export",
+        "convert a recording for Perfetto (Chrome trace JSON) or speedscope (pass timings)",
+        """\
+Write a recording for other viewers: a Chrome trace JSON that Perfetto (ui.perfetto.dev)
+opens, with a process per kernel launch, a thread per block and warp, and the compiles'
+passes on their own track; or speedscope profiles of every compile's pass timings. `-o -`
+writes the document to standard output.""",
+        "iket-tui export run.msgpack -o trace.json",
+        "iket-tui export run.msgpack -o passes.speedscope.json --format speedscope",
+        "iket-tui export run.msgpack -o - | gzip > trace.json.gz",
     )
-    export.add_argument("file", type=Path, metavar="FILE")
+    recording(export)
     export.add_argument(
         "-o", "--output", type=_output, required=True, metavar="OUT", help="the file to write; - for standard output"
     )
-    export.add_argument("--format", choices=("chrome", "speedscope"), default="chrome")
+    export.add_argument(
+        "--format",
+        choices=("chrome", "speedscope"),
+        default="chrome",
+        help="chrome: a Chrome trace for Perfetto (default); speedscope: pass timings",
+    )
     export.set_defaults(handler=cmd_export)
 
-    stacks = commands.add_parser("stacks", help="print the stacks of every thread of a target that runs the agent")
-    stacks.add_argument("target", metavar="TARGET", help="a pid, or the path of an agent socket")
+    stacks = command(
+        "stacks",
+        "print the stacks of every thread of a target that runs the agent",
+        """\
+Print the Python stack of every thread of a running target, through its agent: the frame a
+stuck pass hangs in. --native adds the native frames (C++ passes included) through py-spy,
+where it is installed and may trace the target.""",
+        "iket-tui stacks 12345",
+        "iket-tui stacks 12345 --native",
+    )
+    target(stacks)
     stacks.add_argument("--native", action="store_true", help="also native stacks, through py-spy")
     stacks.add_argument("--all", action="store_true", help="include the threads of iket-tui's own agent")
     stacks.add_argument("--timeout", type=_positive, default=10.0, metavar="S", help="wait for the answer (10)")
     start_agent(stacks)
     stacks.set_defaults(handler=cmd_stacks)
 
-    ir = commands.add_parser("ir", help="print the IR before or after a pass of a recent compile of a running target")
-    ir.add_argument("target", metavar="TARGET", help="a pid, or the path of an agent socket")
+    ir = command(
+        "ir",
+        "print the IR before or after a pass of a recent compile of a running target",
+        """\
+Print the IR a pass of a recent compile of a running target was given (--before), the IR it
+returned (--after), or what it changed (--diff, the default). N and SEQ are the numbers the
+UI shows for the compile and the pass. The agent keeps the running compile and the last 8.""",
+        "iket-tui ir 12345 --compile 3 --pass 17",
+        "iket-tui ir 12345 --compile 3 --pass 17 --before > before.py",
+    )
+    target(ir)
     ir.add_argument("--compile", type=int, required=True, metavar="N", help="the compile (its number in the tree)")
     ir.add_argument("--pass", dest="seq", type=int, required=True, metavar="SEQ", help="the pass's sequence number")
     views = ir.add_mutually_exclusive_group()
@@ -129,10 +246,21 @@ def build_parser() -> argparse.ArgumentParser:
     start_agent(ir)
     ir.set_defaults(handler=cmd_ir, view="diff")
 
-    repro = commands.add_parser(
+    repro = command(
         "repro",
-        help="write a self-contained reproducer for a failed compile (a pass or nvcc) in a recording, "
+        "write a self-contained reproducer for a failed compile (a pass or nvcc) in a recording, "
         "or with --stuck for a pass that hangs",
+        """\
+Write a directory that makes a failure of a recording happen again without the original
+program: `python DIR/repro.py` runs the failed pass on the module it was given, or nvcc on the
+source it rejected, and raises the same error. With --stuck, a reproducer of a pass that hangs,
+from a live TARGET or a recording that holds a capture of one: repro.py runs that pass alone
+and says after a timeout whether it still runs (exit 3). `-o -` writes the directory as a tar
+archive to standard output (`| tar -t` lists it, `| tar -x` unpacks it).""",
+        "iket-tui repro run.msgpack -o repro && python repro/repro.py",
+        "iket-tui repro run.msgpack --compile 5 -o repro",
+        "iket-tui repro 12345 --stuck -o hang && python hang/repro.py --timeout 60",
+        "iket-tui repro run.msgpack -o - | tar -t",
     )
     repro.add_argument(
         "file", type=Path, metavar="FILE", help="a recording; with --stuck also a live TARGET (a pid or socket path)"
@@ -154,19 +282,47 @@ def build_parser() -> argparse.ArgumentParser:
     )
     repro.set_defaults(handler=cmd_repro)
 
-    abort = commands.add_parser(
-        "abort", help="make a running compile of a target fail with CompileAborted; the program goes on"
+    abort = command(
+        "abort",
+        "make a running compile of a target fail with CompileAborted; the program goes on",
+        """\
+Make a running compile fail: the agent raises iket_tui.agent.CompileAborted in the compiling
+thread at its next Python bytecode, so the compile fails like any failing compile (its failure
+captured for `iket-tui repro`) and the program goes on. Exit 0 once the compile failed; 1 when
+the thread is inside native code, which it says, with where (the exception waits until the
+thread runs Python again).""",
+        "iket-tui abort 12345",
+        "iket-tui abort 12345 --compile 3",
     )
-    abort.add_argument("target", metavar="TARGET", help="a pid, or the path of an agent socket")
+    target(abort)
     abort.add_argument(
         "--compile", type=int, metavar="N", help="the compile to abort (default: the one whose pass runs longest)"
     )
     abort.set_defaults(handler=cmd_abort)
 
-    ls = commands.add_parser("ls", help="list the live agents of this user")
+    ls = command(
+        "ls",
+        "list the live agents of this user",
+        """\
+List the live agents of this user, one a line: pid, uptime, socket and command. The pid is
+what attach, record, stacks, ir and abort take as TARGET.""",
+        "iket-tui ls",
+    )
     ls.set_defaults(handler=cmd_ls)
 
-    demo = commands.add_parser("demo", help="run the bundled TileLang program under the UI, or replay its recording")
+    demo = command(
+        "demo",
+        "run the bundled TileLang program under the UI, or replay its recording",
+        """\
+Run the bundled TileLang program under the UI, with kernel tracing: good kernels, a pass slowed
+to seconds, a tl.LayoutInference failure, a kernel nvcc rejects, and a GEMM with IKET events
+(launched where there is a GPU; elsewhere the kernels screen shows a recording from an H200).
+Without TileLang, or with --recording, it replays that H200 recording of the same program
+instead, passes and kernels.""",
+        "iket-tui demo",
+        "iket-tui demo --recording",
+        "iket-tui demo --no-kernels --record demo.msgpack",
+    )
     demo.add_argument(
         "--recording",
         action="store_true",
@@ -190,7 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serving.add_arguments(serve)
     serve.set_defaults(handler=serving.cmd_serve)
+
     return parser
+
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 class _Parser(argparse.ArgumentParser):
