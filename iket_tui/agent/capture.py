@@ -17,8 +17,10 @@ left out, and the capture says so.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,7 +48,7 @@ _thread = threading.local()  # .failed: the NvccRun of this thread's last failed
 
 def scope() -> dict[str, Any]:
     """The target and pass-context configuration in force now (while the failure unwinds)."""
-    from tvm import ir, target, transform
+    from tvm import target, transform
 
     found: dict[str, Any] = {"target": None, "config_json": None}
     try:
@@ -55,13 +57,22 @@ def scope() -> dict[str, Any]:
             found["target"] = str(current)  # a JSON object TVM's Target() reads back
     except Exception:
         pass
-    try:
-        config = transform.PassContext.current().config
-        text = ir.save_json(config)
-        found["config_json"] = text if _fits(text) else None
-    except Exception:
-        pass
+    with contextlib.suppress(Exception):
+        found["config_json"] = config_json(transform.PassContext.current().config)
     return found
+
+
+def config_json(config: Any) -> str | None:
+    """A pass-context configuration as TVM's JSON, when it fits in a message and saving it is safe
+    here (see :func:`save_json_crashes`: a configuration of plain values is)."""
+    from tvm import ir
+
+    if save_json_crashes() is not None and not all(
+        isinstance(value, bool | int | float | str) for value in config.values()
+    ):
+        return None
+    text = ir.save_json(config)
+    return text if _fits(text) else None
 
 
 def failed_pass(store: IRStore, compile_id: int, seq: int) -> dict[str, Any]:
@@ -80,6 +91,10 @@ def failed_pass(store: IRStore, compile_id: int, seq: int) -> dict[str, Any]:
             found["ir_missing"] = f"the module's TVMScript {cut}"
     except Exception as exc:
         found["ir_missing"] = f"the module could not be printed ({type(exc).__name__})"
+    crashes = save_json_crashes()
+    if crashes is not None:
+        found["ir_missing"] = f"{found['ir_missing']}; {crashes}" if found["ir_missing"] else crashes
+        return found
     try:
         text = ir.save_json(module)
         if _fits(text):
@@ -89,6 +104,28 @@ def failed_pass(store: IRStore, compile_id: int, seq: int) -> dict[str, Any]:
     except Exception as exc:
         found["ir_missing"] = f"the module could not be saved ({type(exc).__name__})"
     return found
+
+
+@functools.cache
+def save_json_crashes() -> str | None:
+    """Why ``tvm.ir.save_json`` must not be called in this process, if it must not: Apache TVM 0.27
+    with apache-tvm-ffi 0.1.15 ends the whole process in it (a segmentation fault) for any IR that
+    holds an expression. The ``tvm`` extra keeps apache-tvm-ffi below 0.1.15."""
+    import tvm
+    import tvm_ffi
+
+    tvm_version, ffi_version = _version(tvm.__version__), _version(getattr(tvm_ffi, "__version__", ""))
+    if tvm_version[:2] == (0, 27) and ffi_version >= (0, 1, 15):
+        return (
+            f"TVM's JSON of it is left out: Apache TVM {tvm.__version__} crashes saving IR as JSON with "
+            f"apache-tvm-ffi {tvm_ffi.__version__} (below 0.1.15 it does not)"
+        )
+    return None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """The leading numbers of a version (``0.27.0.post1``: 0, 27, 0)."""
+    return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0].split(".post")[0].split("rc")[0])[:3])
 
 
 @dataclass(frozen=True)

@@ -183,10 +183,7 @@ def _scope(target: Any, pass_context: Any) -> dict[str, Any]:
         pass
     try:
         if pass_context is not None:
-            from tvm import ir
-
-            text = ir.save_json(pass_context.config)
-            found["config_json"] = text if capture.cut_to_fit(text)[1] is None else None
+            found["config_json"] = capture.config_json(pass_context.config)
     except Exception:
         pass
     return found

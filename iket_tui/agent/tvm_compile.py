@@ -12,15 +12,12 @@ watcher is counted in the registry.
 
 from __future__ import annotations
 
-import functools
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any, Final
 
-from tvm import ir as tvm_ir
 from tvm import transform
 from tvm.target import Target
 
@@ -260,12 +257,7 @@ class TvmCompile(NotingCompile):
             return {"stage": "codegen", "seq": None, "name": step, **found, **codegen}
         if self._failing is not None:
             seq, name, found = self._failing
-            crashes = save_json_crashes()
-            module = (
-                capture.failed_pass(self.registry.ir_store, compile_id, seq)
-                if crashes is None
-                else _failed_pass_as_script(self.registry, compile_id, seq, crashes)
-            )
+            module = capture.failed_pass(self.registry.ir_store, compile_id, seq)
             return {"stage": "pass", "seq": seq, "name": name, **found, **module}
         return None
 
@@ -279,59 +271,11 @@ class TvmCompile(NotingCompile):
 
     def _scope(self) -> dict[str, Any]:
         """The target and configuration in force, the compile's own target where none is in scope."""
-        if save_json_crashes() is None:
-            found = capture.scope()
-        else:
-            found = {"target": None, "config_json": None}
-            with suppress(Exception):
-                target = Target.current(allow_none=True)
-                found["target"] = None if target is None else str(target)
-                config = transform.PassContext.current().config
-                if all(isinstance(value, bool | int | float | str) for value in config.values()):
-                    found["config_json"] = tvm_ir.save_json(config)  # plain values only: no IR node in it
+        found = capture.scope()
         if found.get("target") is None and self.target is not None:
             with suppress(Exception):
                 found["target"] = str(self.target)
         return found
-
-
-@functools.cache
-def save_json_crashes() -> str | None:
-    """Why ``tvm.ir.save_json`` must not be called in this process, if it must not: Apache TVM 0.27
-    with apache-tvm-ffi 0.1.15 ends the whole process in it (a segmentation fault) for any IR that
-    holds an expression. The ``tvm`` extra keeps apache-tvm-ffi below 0.1.15."""
-    import tvm
-    import tvm_ffi
-
-    tvm_version, ffi_version = _version(tvm.__version__), _version(getattr(tvm_ffi, "__version__", ""))
-    if tvm_version[:2] == (0, 27) and ffi_version >= (0, 1, 15):
-        return (
-            f"TVM's JSON of it is left out: Apache TVM {tvm.__version__} crashes saving IR as JSON with "
-            f"apache-tvm-ffi {tvm_ffi.__version__} (below 0.1.15 it does not)"
-        )
-    return None
-
-
-def _version(text: str) -> tuple[int, ...]:
-    """The leading numbers of a version (``0.27.0.post1``: 0, 27, 0)."""
-    return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0].split(".post")[0].split("rc")[0])[:3])
-
-
-def _failed_pass_as_script(registry: Registry, compile_id: int, seq: int, why_no_json: str) -> dict[str, Any]:
-    """:func:`capture.failed_pass` without TVM's JSON (see :func:`save_json_crashes`): the module as TVMScript."""
-    found: dict[str, Any] = {"ir_script": None, "ir_json": None, "ir_missing": why_no_json}
-    module = registry.ir_store.module_before(compile_id, seq)
-    if module is None:
-        found["ir_missing"] = "the agent kept no IR for this compile (IKET_TUI_IR_COMPILES=0?)"
-        return found
-    try:
-        script, cut = capture.cut_to_fit(str(module.script()))
-        found["ir_script"] = script
-        if cut:
-            found["ir_missing"] = f"the module's TVMScript {cut}; {why_no_json}"
-    except Exception as exc:
-        found["ir_missing"] = f"the module could not be printed ({type(exc).__name__})"
-    return found
 
 
 def _incomplete(context: int, start: PassTuple, t_ns: int, error: str | None) -> Message:

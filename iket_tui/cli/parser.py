@@ -8,6 +8,7 @@ from typing import NoReturn
 
 from iket_tui import __version__
 from iket_tui.cli import serve as serving
+from iket_tui.cli.completion import SHELLS, cmd_completion
 from iket_tui.cli.errors import EXIT_BAD_INPUT, PROG
 from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
 from iket_tui.cli.hangs import cmd_abort, cmd_repro
@@ -347,6 +348,24 @@ instead, passes and kernels.""",
     serving.add_arguments(serve)
     serve.set_defaults(handler=serving.cmd_serve)
 
+    completion = command(
+        "completion",
+        "print the shell completion script for bash, zsh or fish",
+        """\
+Print a script that completes iket-tui's commands and options in bash, zsh or fish, the pids
+of this user's live agents where a command takes a TARGET, and recordings (*.msgpack) where
+it takes a FILE. Load it in the shell's startup file, or save it where the shell looks.""",
+        "iket-tui completion bash > ~/.local/share/bash-completion/completions/iket-tui",
+        "iket-tui completion zsh > ~/.zfunc/_iket-tui    # with fpath+=~/.zfunc before compinit",
+        "iket-tui completion fish > ~/.config/fish/completions/iket-tui.fish",
+    )
+    completion.add_argument("shell", nargs="?", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
+    completion.add_argument(
+        "--list-targets",
+        action="store_true",
+        help="print the live agents of this user, a pid and its command a line (what the scripts offer as TARGET)",
+    )
+    completion.set_defaults(handler=cmd_completion)
     return parser
 
 

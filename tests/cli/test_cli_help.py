@@ -36,7 +36,7 @@ def _examples(parser: argparse.ArgumentParser) -> list[str]:
 def test_every_subcommand_is_checked() -> None:
     names = {words.removeprefix("iket-tui ") for words, _ in PARSERS[1:]}
     expected = {"run", "attach", "record", "replay", "dump", "export", "stacks", "ir", "repro", "abort", "ls", "demo"}
-    assert expected | {"serve"} <= names
+    assert expected | {"serve", "completion"} <= names
 
 
 @pytest.mark.parametrize(("words", "parser"), PARSERS, ids=[words for words, _ in PARSERS])
