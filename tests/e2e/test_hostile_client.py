@@ -119,7 +119,8 @@ def test_a_huge_frame_from_a_client_costs_the_compiling_target_nothing(runtime_d
     typical = sorted(gaps)[len(gaps) // 2]
     assert max(gaps) < typical * 3 + 1.0, f"a lowering was held up: gaps {gaps}"
     assert report["longest_tick_gap_s"] < 1.0
-    assert report["peak_rss_kib"] - report["ready_rss_kib"] < 200 * 1024, "the frame was decoded"
+    # Lowering alone grows the target by up to about 420 MiB on a loaded machine; decoding the frame added 1.2 GiB.
+    assert report["peak_rss_kib"] - report["ready_rss_kib"] < 700 * 1024, "the frame was decoded"
     assert report["refused_clients"] == 1
     (reason,) = report["refusals"]
     assert reason.startswith(f"client pid {os.getpid()}: ")

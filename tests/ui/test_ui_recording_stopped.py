@@ -64,8 +64,7 @@ async def test_the_header_says_the_recording_stopped_and_the_stream_goes_on(tmp_
             )
             assert app.source_state is SourceState.LIVE and app.source_error is None
             assert " live " in header(app) and "recording stopped, the disk is full" in header(app)
-            app.close_source()  # and let its last batch arrive before the app goes
-            await wait_until(pilot, lambda: app.session.ended is not None, "the end of the stream")
+            app.close_source()  # what is still in flight is dropped by the app as it closes
 
 
 @app_test
