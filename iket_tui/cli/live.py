@@ -13,6 +13,7 @@ from pathlib import Path
 
 from iket_tui.cli.errors import EXIT_BAD_INPUT, UsageError, check_stdout_takes, check_writable, say, shown
 from iket_tui.cli.files import replay
+from iket_tui.cli.filters import filters_of
 from iket_tui.cli.show import show
 from iket_tui.cli.signals import watch_signals
 from iket_tui.cli.targets import target_socket
@@ -25,6 +26,7 @@ from iket_tui.sources.socket import SocketSource
 
 STOP_GRACE_S = 5.0
 DEMO_MODULE = "iket_tui.demo.program"
+TVM_DEMO_MODULE = "iket_tui.demo.tvm_program"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -60,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         say(f"{command[0]} exited with code {code} before an iket-tui agent started in it")
         _report_output(program, code)
         return code
-    source = SocketSource(path, record_to=args.record, connect_retry_s=5.0)
+    source = SocketSource(path, record_to=args.record, connect_retry_s=5.0, filters=filters_of(args))
     if args.no_ui:
         return _run_headless(program, source)
     return _run_with_ui(program, source, args.stuck_after, getattr(args, "sample_kernels", None))
@@ -71,7 +73,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
     exit code 2 when its recording stopped early (the disk filled up: the header said so)."""
     if args.record is not None:
         check_writable(args.record)
-    source = SocketSource(target_socket(args.target, start_agent=True), record_to=args.record)
+    source = SocketSource(target_socket(args.target, start_agent=True), record_to=args.record, filters=filters_of(args))
     try:
         source.connect()
         code, signum = show(source, args.stuck_after)
@@ -93,7 +95,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     check_writable(args.output, stdout=True)
     if to_stdout:
         check_stdout_takes("a recording", "| ssh host 'cat > run.msgpack'")
-    source = SocketSource(target_socket(args.target, start_agent=args.start_agent), record_to=args.output)
+    source = SocketSource(
+        target_socket(args.target, start_agent=args.start_agent), record_to=args.output, filters=filters_of(args)
+    )
     stopped: list[int] = []
     timed_out = threading.Event()
 
@@ -158,6 +162,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Run the bundled TileLang program as ``run`` would, with sample kernels to show where
     this machine has no GPU; without TileLang (or with ``--recording``), replay the recording
     of that program on an H200 instead."""
+    if args.tvm:
+        if importlib.util.find_spec("tvm") is None or importlib.util.find_spec("tilelang") is not None:
+            raise UsageError(
+                "the TVM demo needs Apache TVM without TileLang: pip install 'iket-tui[tvm]' in a venv of its own"
+            )
+        args.command, args.sample_kernels = [sys.executable, "-m", TVM_DEMO_MODULE], None
+        return cmd_run(args)
     live = not args.recording and importlib.util.find_spec("tilelang") is not None
     sample = sample_recording()
     if live:

@@ -11,6 +11,7 @@ from iket_tui.cli import serve as serving
 from iket_tui.cli.completion import SHELLS, cmd_completion
 from iket_tui.cli.errors import EXIT_BAD_INPUT, PROG
 from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
+from iket_tui.cli.filters import add_filter_arguments
 from iket_tui.cli.hangs import cmd_abort, cmd_repro
 from iket_tui.cli.live import cmd_attach, cmd_demo, cmd_record, cmd_run
 from iket_tui.cli.questions import cmd_ir, cmd_ls, cmd_stacks
@@ -99,6 +100,7 @@ still runs.""",
     kernel_options(run)
     ui_options(run)
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the program to run")
+    add_filter_arguments(run)
     run.set_defaults(handler=cmd_run)
 
     attach = command(
@@ -117,6 +119,7 @@ pass still open. `iket-tui ls` lists the live agents of this user.""",
     target(attach)
     attach.add_argument("--record", type=Path, metavar="FILE", help="also record the stream to FILE")
     ui_options(attach)
+    add_filter_arguments(attach)
     attach.set_defaults(handler=cmd_attach)
 
     record = command(
@@ -142,6 +145,7 @@ killed. `-o -` writes the recording to standard output, for a pipe; the line goe
     )
     record.add_argument("--duration", type=_positive, metavar="SECONDS", help="stop after this long")
     start_agent(record)
+    add_filter_arguments(record)
     record.set_defaults(handler=cmd_record)
 
     replay = command(
@@ -323,11 +327,17 @@ instead, passes and kernels.""",
         "iket-tui demo",
         "iket-tui demo --recording",
         "iket-tui demo --no-kernels --record demo.msgpack",
+        "iket-tui demo --tvm",
     )
     demo.add_argument(
         "--recording",
         action="store_true",
         help="replay the bundled H200 recording of the demo (what it does without TileLang)",
+    )
+    demo.add_argument(
+        "--tvm",
+        action="store_true",
+        help="the bundled plain Apache TVM program instead (needs the tvm extra, in a venv without TileLang)",
     )
     demo.add_argument("--record", type=Path, metavar="FILE", help="also record the stream to FILE")
     demo.add_argument("--no-ui", action="store_true", help="only record (with --record)")

@@ -153,3 +153,54 @@ def test_a_filtered_client_gets_the_passes_it_asked_for_and_counts_the_rest(runt
     assert hello["role"] == "agent"
     assert starts(flat) == starts(seen), "the recording holds the filtered stream"
     assert [msg for msg in flat if msg["type"] == m.BYE][-1]["filtered_passes"] == bye["filtered_passes"]
+
+
+@pytest.mark.tilelang
+def test_record_takes_the_flags_from_the_command_line(runtime_dir: Path, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    env = {**os.environ, "IKET_TUI": "1", "IKET_TUI_WAIT_CLIENT": str(WAIT_S), "IKET_TEST_GATE": str(gate)}
+    proc = subprocess.Popen([sys.executable, str(TARGET)], env=env, stdout=subprocess.PIPE, text=True)
+    recording = tmp_path / "filtered.msgpack"
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while (start := endpoints.process_start_time(proc.pid)) is None or not (
+            endpoints.socket_path_for(proc.pid, start)
+        ).exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the target never served"
+            time.sleep(0.02)
+        recorder = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "iket_tui",
+                "record",
+                str(proc.pid),
+                "--passes",
+                "tl.*",
+                "--depth",
+                "0",
+                "-o",
+                str(recording),
+            ],
+            env={k: v for k, v in env.items() if k != "IKET_TUI"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        while not recording.exists() or not two_compiles_ended(read_recording(recording)[0]):
+            assert time.monotonic() < deadline and recorder.poll() is None, "the recorder never saw both compiles"
+            time.sleep(0.1)
+        gate.touch()
+        assert proc.wait(WAIT_S) == 0
+        _out, err = recorder.communicate(timeout=WAIT_S)
+        assert recorder.returncode == 0, err
+    finally:
+        for child in (proc,):
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    recorded, _info = read_recording(recording)
+    starts = [msg for msg in recorded if msg["type"] == m.PASS_START]
+    assert starts and all(msg["depth"] == 0 and msg["name"].startswith("tl.") for msg in starts)
+    (bye,) = [msg for msg in recorded if msg["type"] == m.BYE]
+    assert bye["filtered_passes"] > 0
