@@ -50,6 +50,10 @@ test-tvm *ARGS:
 bench:
     {{py}} -m benchmarks.run
 
+# Fuzz decoders, reader, session, dump and exports for SECONDS; breaking inputs go to tests/fuzz/seeds/.
+fuzz SECONDS="60":
+    {{py}} tests/fuzz/run.py {{SECONDS}}
+
 # The live demo on the bundled TileLang program.
 demo:
     {{venv}}/bin/iket-tui demo

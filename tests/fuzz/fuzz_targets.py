@@ -1,0 +1,295 @@
+"""The fuzz targets: each takes a recording file's bytes and checks the contract, not only that
+nothing raised.
+
+On any input each target gets a result or a documented error (one line), loses nothing it was
+given (every byte is a frame, skipped or the cut tail; every message is counted once), and stays
+within bounds: at most :data:`SECONDS_PER_MB` per MB read (plus :data:`SECONDS_FLOOR` whatever the
+size), and a peak resident set that grows by at most :data:`MEMORY_FLOOR` plus
+:data:`MEMORY_PER_BYTE` per input byte.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from iket_tui.export import FORMATS, ExportError, export, recording_session
+from iket_tui.model.session import Session
+from iket_tui.protocol import messages as m
+from iket_tui.protocol.codec import ProtocolError
+from iket_tui.protocol.frames import HEADER_SIZE, FrameDecoder, FrameError, encode_frame
+from iket_tui.protocol.recording import MAGIC, RecordingDecoder
+from iket_tui.sources.base import SourceError
+from iket_tui.sources.lines import KernelEvents, TextLines, json_line
+from iket_tui.sources.reading import RecordingReader, recording_notes
+
+SECONDS_PER_MB = 1.0
+SECONDS_FLOOR = 1.0
+MEMORY_FLOOR = 256 * 1024 * 1024
+MEMORY_PER_BYTE = 64
+
+Target = Callable[[bytes], None]
+
+_TMP_DIR = tempfile.TemporaryDirectory(prefix="iket-fuzz-")  # removed when the process ends
+_TMP = Path(_TMP_DIR.name)
+
+
+@contextmanager
+def within_bounds(size: int) -> Iterator[None]:
+    """Fail when what runs inside takes more than its time or memory for ``size`` input bytes."""
+    peak = _peak_rss()
+    start = time.process_time()  # the work done, whatever else the machine runs meanwhile
+    yield
+    elapsed = time.process_time() - start
+    allowed = SECONDS_FLOOR + SECONDS_PER_MB * size / 1e6
+    assert elapsed <= allowed, f"took {elapsed:.2f} s of CPU for {size:,} bytes (at most {allowed:.2f} s)"
+    grew = _peak_rss() - peak
+    assert grew <= MEMORY_FLOOR + MEMORY_PER_BYTE * size, f"peak memory grew {grew:,} bytes for {size:,} bytes"
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _one_line(error: Exception) -> str:
+    text = str(error)
+    assert text and "\n" not in text, f"{type(error).__name__} is not one line: {text!r}"
+    return text
+
+
+def _stream(data: bytes) -> bytes:
+    return data[len(MAGIC) :] if data.startswith(MAGIC) else data
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """``a == b`` for decoded messages, however deep they nest (a reader accepts 1,023 levels,
+    deeper than Python's own comparison goes)."""
+    pending = [(a, b)]
+    while pending:
+        x, y = pending.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if x.keys() != y.keys():
+                return False
+            pending.extend((x[key], y[key]) for key in x)
+        elif isinstance(x, list):
+            if len(x) != len(y):
+                return False
+            pending.extend(zip(x, y, strict=True))
+        elif x != y and not (x != x and y != y):  # NaN is NaN here
+            return False
+    return True
+
+
+def _chunked(data: bytes, size: int) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+# -- frames ------------------------------------------------------------------------------------
+
+
+def frames_strict(data: bytes) -> None:
+    """A live socket's decoder: the frames up to the first bad one, then a one-line error, alike
+    however the bytes arrive."""
+    stream = _stream(data)
+    outcomes = []
+    with within_bounds(len(data)):
+        for size in (max(1, len(stream)), 4096, 509):
+            decoder = FrameDecoder()
+            bodies: list[bytes] = []
+            error = None
+            fed = 0
+            try:
+                for chunk in _chunked(stream, size):
+                    decoder.feed(chunk)
+                    fed += len(chunk)
+                    if size == 4096:
+                        bodies += decoder.drain()
+                    else:
+                        bodies.extend(decoder)  # keeps what came before an error
+                bodies += decoder.drain()  # a drain returns the frames before damage, the next one raises
+            except FrameError as exc:
+                error = _one_line(exc)
+            else:
+                assert decoder.consumed + decoder.pending == fed
+            good = b"".join(encode_frame(body) for body in bodies)
+            assert stream.startswith(good)
+            assert error is not None or decoder.consumed == len(good)
+            outcomes.append((bodies, error))
+    assert all(outcome == outcomes[0] for outcome in outcomes)
+
+
+def frames_resync(data: bytes) -> None:
+    """A recording's decoder: every byte is in a frame, skipped, or the cut tail, and the frames
+    found are the same however the bytes arrive."""
+    stream = _stream(data)
+    outcomes = []
+    with within_bounds(len(data)):
+        for size in (max(1, len(stream)), 4096, 65536):
+            decoder = FrameDecoder(resync=True)
+            bodies: list[bytes] = []
+            for chunk in _chunked(stream, size):
+                decoder.feed(chunk)
+                bodies += decoder.drain() if size == 4096 else list(decoder)
+            bodies += list(decoder.finish())
+            assert decoder.skipped_bytes + sum(HEADER_SIZE + len(body) for body in bodies) == decoder.consumed
+            assert decoder.consumed + decoder.pending == len(stream)
+            assert decoder.frames == len(bodies)
+            outcomes.append((bodies, decoder.skipped_bytes, decoder.pending))
+    assert all(outcome == outcomes[0] for outcome in outcomes)
+
+
+# -- recordings --------------------------------------------------------------------------------
+
+
+def _file(data: bytes) -> Path:
+    path = _TMP / "input.msgpack"
+    path.write_bytes(data)
+    return path
+
+
+def _read(data: bytes, *, rows: bool = False) -> tuple[list[Any], RecordingReader[Any]] | None:
+    """Every message of the recording, or None when it is not one (a one-line error)."""
+    path = _file(data)
+    reader: RecordingReader[Any] = RecordingReader(path, rows=rows, chunk_size=4096)
+    try:
+        return list(reader), reader
+    except SourceError as exc:
+        assert _one_line(exc).startswith(f"{path}: ")
+        return None
+
+
+def recording(data: bytes) -> None:
+    """The reader: the messages and what it found, or a one-line error; rows and maps agree, and
+    so do a file read in chunks and the bytes decoded at once."""
+    with within_bounds(len(data)):
+        read = _read(data)
+        rows = _read(data, rows=True)
+        assert (read is None) == (rows is None)
+        decoder: RecordingDecoder[m.Message] = RecordingDecoder()
+        try:
+            decoder.feed(data)
+            whole: list[m.Message] | None = [*decoder, *decoder.finish()]
+        except ProtocolError as exc:
+            _one_line(exc)
+            whole = None
+        if read is None or rows is None:
+            return
+        messages, reader = read
+        assert whole is None or _equal(whole, messages)
+        assert _equal([m.as_message(item) for item in rows[0]], messages)
+        info = reader.info
+        assert info.messages == len(messages) and info.size == len(data)
+        for note in recording_notes(info):
+            assert "\n" not in note
+
+
+# -- what reads the messages -------------------------------------------------------------------
+
+
+def _counts(model: Session) -> tuple[int, ...]:
+    counters = model.counters
+    return (counters.events, counters.heartbeats, model.session_messages, counters.malformed, counters.unknown)
+
+
+def _visible(model: Session) -> tuple[Any, ...]:
+    """What the views show of a session, in short: a malformed message must change none of it."""
+    counters, process, kernels = model.counters, model.process, model.kernels
+    return (
+        _counts(model)[:3],
+        counters.unknown,
+        counters.dropped,
+        counters.produced,
+        counters.backlog,
+        counters.backlog_lost,
+        (process.pid, process.argv, process.version, process.start_time, process.exit_reason),
+        model.last_t_ns,
+        len(model.tree.compiles),
+        (kernels.batches, kernels.chunks, kernels.events_received, len(kernels.modules), kernels.tracing),
+    )
+
+
+def session(data: bytes) -> None:
+    """The model, as replay feeds it (pass rows kept, a chunk at a time): nothing raises, every
+    message is counted exactly once, a malformed one changes nothing, and what the views derive
+    from it can be derived. Applied one message at a time it ends the same."""
+    with within_bounds(len(data)):
+        read = _read(data, rows=True)
+        if read is None:
+            return
+        messages, _ = read
+        model = Session()
+        for start in range(0, len(messages), 64):
+            model.apply(messages[start : start + 64])
+        one_by_one = Session()
+        for msg in messages:
+            before, seen = _counts(one_by_one), _visible(one_by_one)
+            one_by_one.apply([msg])
+            moved = [after - was for after, was in zip(_counts(one_by_one), before, strict=True)]
+            assert sorted(moved) == [0, 0, 0, 0, 1], f"one message moved the counts by {moved}"
+            if moved[3]:
+                assert _visible(one_by_one) == seen, "a malformed message changed the session"
+        assert _counts(one_by_one) == _counts(model)
+        model.end_stream("fuzz")
+        kernels = model.kernels
+        kernels.headline()
+        kernels.title(following=True)
+        for launch in kernels.newest_first():
+            model.compile_label(launch.compile)
+            launch.spans()
+
+
+def dump(data: bytes) -> None:
+    """``iket-tui dump`` and ``dump --records``, as text and as JSON lines: one line per message
+    and per kernel event, each JSON line an object."""
+    read = _read(data)
+    if read is None:
+        return
+    messages, _ = read
+    for line_of in (TextLines().line, json_line):
+        expander = KernelEvents()
+        lines: list[str] = []
+        with within_bounds(len(data)):
+            for msg in messages:
+                lines.append(line_of(msg))
+                lines.extend(line_of(event) for event in expander.events(msg))
+        assert all(isinstance(line, str) and "\n" not in line for line in lines)
+        if line_of is json_line:
+            assert all(isinstance(json.loads(line), dict) for line in lines)
+        assert all("\n" not in note for note in expander.notes())
+
+
+def exports(data: bytes) -> None:
+    """Both exports: a document JSON can write (no NaN), or a one-line :class:`ExportError`."""
+    with within_bounds(len(data)):
+        read = _read(data)
+        if read is None:
+            return
+        messages, _ = read
+        model = recording_session(messages)
+        for fmt in FORMATS:
+            try:
+                document = export(model, fmt, name="fuzz")
+            except ExportError as exc:
+                _one_line(exc)
+                continue
+            json.dumps(document, allow_nan=False)
+
+
+TARGETS: dict[str, Target] = {
+    "frames-strict": frames_strict,
+    "frames-resync": frames_resync,
+    "recording": recording,
+    "session": session,
+    "dump": dump,
+    "export": exports,
+}
+"""Every fuzz target by name."""
