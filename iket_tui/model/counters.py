@@ -11,7 +11,9 @@ class StreamCounters:
     ``unknown`` messages had a type this version does not know; ``malformed`` ones had
     missing keys or fields of the wrong type; ``backlog_lost`` events were too old for the
     catch-up a late client receives; ``observer_errors`` are failures the agent caught in its
-    own observers (from its heartbeats: events that may be missing or incomplete).
+    own observers (from its heartbeats: events that may be missing or incomplete);
+    ``filtered_passes`` were left out by this client's ``--passes``/``--depth`` filter (asked
+    for, not lost); ``reconnections`` count the times the agent came back after a gap.
     """
 
     __slots__ = (
@@ -19,11 +21,13 @@ class StreamCounters:
         "backlog_lost",
         "dropped",
         "events",
+        "filtered_passes",
         "heartbeats",
         "malformed",
         "observer_errors",
         "open_passes",
         "produced",
+        "reconnections",
         "unknown",
     )
 
@@ -38,7 +42,14 @@ class StreamCounters:
         self.produced = 0  # events produced in the target, from its heartbeats
         self.open_passes = 0  # passes open in the target, from its heartbeats
         self.observer_errors = 0
+        self.filtered_passes = 0
+        self.reconnections = 0
 
     def saw_dropped(self, total: int) -> None:
         if total > self.dropped:
             self.dropped = total
+
+    def saw_filtered(self, total: object) -> None:
+        """The agent's count of passes this client's filter left out (it only grows)."""
+        if type(total) is int and total > self.filtered_passes:
+            self.filtered_passes = total

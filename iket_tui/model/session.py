@@ -161,6 +161,9 @@ class Session:
             raise MALFORMED
         version = opt_str_field(msg.get("version"))
         process = self.tree.process
+        if process.seen_hello:
+            self.counters.reconnections += 1  # the agent again, after a gap (docs/protocol.md "Reconnecting")
+        process.exit_reason = None
         process.pid = pid
         process.argv = argv
         start_time = msg.get("start_time")
@@ -188,6 +191,7 @@ class Session:
         observer_errors = msg.get("observer_errors")
         if type(observer_errors) is int and observer_errors > counters.observer_errors:
             counters.observer_errors = observer_errors
+        counters.saw_filtered(msg.get("filtered_passes"))
         self._seen(t)
 
     def _sync(self, msg: dict[str, Any]) -> None:
@@ -196,6 +200,7 @@ class Session:
         t = int_field(msg["t_ns"])
         self.counters.backlog += backlog
         self.counters.backlog_lost += lost
+        self.counters.saw_filtered(msg.get("filtered_passes"))
         self._seen(t)
         self._session_messages += 1
 
@@ -217,6 +222,7 @@ class Session:
         reason = msg.get("reason")
         self.tree.process.exit_reason = reason if type(reason) is str else "exited"
         self.counters.saw_dropped(dropped)
+        self.counters.saw_filtered(msg.get("filtered_passes"))
         self._seen(t)
         self._session_messages += 1
 

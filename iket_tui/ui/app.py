@@ -391,6 +391,8 @@ class IketApp(App[int]):
             dropped=session.counters.dropped,
             backlog_lost=session.counters.backlog_lost,
             skipped=session.counters.malformed + session.counters.unknown,
+            filtered=session.counters.filtered_passes,
+            reconnections=session.counters.reconnections,
             mode=self._mode(),
             message=message,
             message_is_error=self.source_error is not None,

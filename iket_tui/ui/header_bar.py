@@ -18,6 +18,8 @@ class HeaderState:
     dropped: int
     backlog_lost: int = 0  # events too old for the catch-up a late client receives
     skipped: int = 0  # malformed or unknown messages
+    filtered: int = 0  # passes this client's filter left out: asked for, not lost
+    reconnections: int = 0  # times the agent came back after a gap
     mode: str = ""  # follow, paused, replay position and speed
     message: str = ""  # the source's error or note, one line
     message_is_error: bool = False
@@ -51,6 +53,10 @@ class HeaderState:
             text += f", {self.backlog_lost:,} missed before attach"
         if self.skipped:
             text += f", {self.skipped:,} bad messages"
+        if self.filtered:
+            text += f", {self.filtered:,} passes filtered"
+        if self.reconnections:
+            text += f", {self.reconnections:,} reconnection{'' if self.reconnections == 1 else 's'}"
         return text
 
 
@@ -85,10 +91,12 @@ class HeaderBar(Vertical):
             widget.set_classes(f"-{state.connection}")
         if old is None or (old.rate, old.events) != (state.rate, state.events):
             self.query_one("#header-rate", Static).update(f"{state.rate} ev/s  {state.events:,} events")
-        if old is None or (old.dropped, old.backlog_lost, old.skipped) != (
+        if old is None or (old.dropped, old.backlog_lost, old.skipped, old.filtered, old.reconnections) != (
             state.dropped,
             state.backlog_lost,
             state.skipped,
+            state.filtered,
+            state.reconnections,
         ):
             widget = self.query_one("#header-dropped", Static)
             widget.update(state.loss)

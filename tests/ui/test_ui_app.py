@@ -232,6 +232,21 @@ async def test_dropped_events_are_counted_and_highlighted_in_the_header() -> Non
 
 
 @app_test
+async def test_filtered_passes_and_reconnections_are_said_in_the_header_but_not_as_loss() -> None:
+    app, source = live_app(live_stream())
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        beat = {"type": m.HEARTBEAT, "produced": 900, "dropped": 0, "t_ns": app.session.last_t_ns + 1}
+        source.feed(batch([{**beat, "filtered": 88, "filtered_passes": 44}]))
+        await wait_for_batches(pilot, app, 2)
+        assert "0 dropped, 44 passes filtered" in header(app)
+        assert not app.query_one("#header-dropped").has_class("-nonzero")  # asked for, not lost
+        source.feed(batch([agent_hello()]))  # the agent again, after a gap
+        await wait_for_batches(pilot, app, 3)
+        assert "0 dropped, 44 passes filtered, 1 reconnection" in header(app)
+
+
+@app_test
 async def test_when_the_target_exits_the_data_stays_and_open_passes_become_incomplete() -> None:
     app, source = live_app(live_stream())
     async with app.run_test(size=WIDE) as pilot:
