@@ -48,7 +48,8 @@ def cmd_dump(args: argparse.Namespace) -> int:
             for event in expander.events(msg):
                 out.write(line(event) + "\n")
     out.flush()
-    for note in recording_notes(reader.info, verb="read"):
+    notes = recording_notes(reader.info, verb="read") + (expander.notes() if expander is not None else ())
+    for note in notes:
         say(f"{args.file}: {note}")
     return 0
 
@@ -57,7 +58,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write a recording as a Chrome trace (for Perfetto) or a speedscope profile of pass timings."""
     import json
 
-    from iket_tui.export import ExportError, events_in, export, recording_session
+    from iket_tui.export import ExportError, events_in, export, recording_session, session_notes
 
     check_writable(args.output, stdout=True)
     reader = RecordingReader(args.file)
@@ -75,7 +76,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         if exc.errno == errno.EPIPE:
             raise BrokenPipeError from None  # a reader that had enough (| head): not an error
         raise UsageError(f"{args.output}: {exc.strerror or type(exc).__name__}") from None
-    for note in recording_notes(reader.info, verb="read"):
+    for note in recording_notes(reader.info, verb="read") + session_notes(session):
         say(f"{args.file}: {note}")
     say(f"wrote {events_in(document)} events to {shown(args.output)}")
     return 0

@@ -61,6 +61,10 @@ def test_dump_records_prints_every_intact_event(damaged_recording: Path, capsys:
     lines = [json.loads(line) for line in captured.out.splitlines()]
     assert sum(line["type"] == "kernel_event" for line in lines) == 126_720
     assert sum(line["type"] == m.KERNEL_RECORDS for line in lines) == len(DAMAGE) + 1
+    assert (
+        f"iket-tui: {damaged_recording}: skipped {len(DAMAGE)} damaged kernel_records batches"
+        in captured.err.splitlines()
+    )
 
 
 def test_export_keeps_the_intact_launches(
@@ -73,6 +77,8 @@ def test_export_keeps_the_intact_launches(
     assert "Traceback" not in captured.err and "internal error" not in captured.err
     written = json.loads(out.read_text(encoding="utf-8"))
     assert [launch["events"] for launch in written["otherData"]["launches"]] == [42_240] * 3
+    said = f"skipped {len(DAMAGE)} malformed messages (missing or impossible fields, e.g. a damaged kernel batch)"
+    assert f"iket-tui: {damaged_recording}: {said}" in captured.err.splitlines()
 
 
 def test_the_exported_session_counts_the_damaged_batches(damaged_recording: Path) -> None:
