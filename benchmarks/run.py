@@ -1,7 +1,7 @@
 """Run the benchmarks and print their figures as a Markdown table for BENCHMARKS.md.
 
 ``python -m benchmarks.run [NAME ...]`` with names among: emit, replay, compile, ring, flame, ir,
-damage. Exits 1 if a target was missed.
+damage, export. Exits 1 if a target was missed.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ BENCHMARKS = {
     "flame": "benchmarks.flame",
     "ir": "benchmarks.ir_view",
     "damage": "benchmarks.damage",
+    "export": "benchmarks.export",
 }
 
 

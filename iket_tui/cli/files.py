@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
+import time
 from pathlib import Path
 
 from iket_tui.cli.errors import UsageError, check_writable, say, shown
 from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.show import show
-from iket_tui.outputs import OutputError, write_file
+from iket_tui.outputs import OutputError
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.lines import KernelEvents, TextLines, json_line
 from iket_tui.sources.reading import RecordingReader, recording_notes
@@ -55,31 +56,80 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write a recording as a Chrome trace (for Perfetto) or a speedscope profile of pass timings."""
+    """Write a recording as a Chrome trace (for Perfetto) or a speedscope profile of pass
+    timings; the Chrome trace is written while the recording is read, in bounded memory, with
+    the bytes read shown on stderr when it is a terminal."""
     import json
 
-    from iket_tui.export import ExportError, events_in, export, recording_session, session_notes
+    from iket_tui.export import ChromeStream, ExportError, events_in, export, recording_session, session_notes
+    from iket_tui.export.destination import open_destination
 
     check_writable(args.output, stdout=True)
-    reader = RecordingReader(args.file)
-    session = recording_session(reader)
+    reader = RecordingReader(args.file, rows=True)
+    progress = _ReadProgress(args.file) if sys.stderr.isatty() else None
     try:
-        document = export(session, args.format, name=args.file.name)
+        with open_destination(args.output) as out:
+            if args.format == "chrome":
+                stream = ChromeStream(out.write, name=args.file.name)
+                for chunk in reader.chunks():
+                    stream.feed(chunk)
+                    if progress is not None:
+                        progress.show(reader.info.size)
+                if progress is not None:
+                    progress.clear()
+                count = stream.finish()
+                session = stream.session
+            else:
+                session = recording_session(reader)
+                document = export(session, args.format, name=args.file.name)
+                out.write(json.dumps(document, separators=(",", ":"), allow_nan=False).encode("utf-8"))
+                count = events_in(document)
     except ExportError as exc:
         raise UsageError(f"{args.file}: {exc}") from None
-    data = json.dumps(document, separators=(",", ":"), allow_nan=False).encode("utf-8")
-    try:
-        write_file(args.output, data)  # under a private name, then renamed onto it: see iket_tui.outputs
     except OutputError as exc:
         raise UsageError(str(exc)) from None
+    except SourceError:
+        raise
     except OSError as exc:
         if exc.errno == errno.EPIPE:
             raise BrokenPipeError from None  # a reader that had enough (| head): not an error
         raise UsageError(f"{args.output}: {exc.strerror or type(exc).__name__}") from None
+    finally:
+        if progress is not None:
+            progress.clear()
     for note in recording_notes(reader.info, verb="read") + session_notes(session):
         say(f"{args.file}: {note}")
-    say(f"wrote {events_in(document)} events to {shown(args.output)}")
+    say(f"wrote {count} events to {shown(args.output)}")
     return 0
+
+
+class _ReadProgress:
+    """One line on a terminal's stderr, rewritten in place: how much of the recording is read."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            self._total = path.stat().st_size
+        except OSError:
+            self._total = 0
+        self._path = path
+        self._next = 0.0
+        self._shown = False
+
+    def show(self, done: int) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + 0.1
+        share = f" ({100 * done / self._total:.0f}%)" if self._total else ""
+        sys.stderr.write(f"\r\x1b[Kreading {self._path.name}: {done / 1e6:.1f} of {self._total / 1e6:.1f} MB{share}")
+        sys.stderr.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self._shown = False
 
 
 def cmd_repro(args: argparse.Namespace) -> int:

@@ -1,0 +1,47 @@
+"""Recordings as files that other viewers open: a Chrome trace (Perfetto, ``chrome://tracing``)
+of every kernel launch and compile, written while the recording is read
+(:mod:`~iket_tui.export.chrome`), and a speedscope profile of the compiles' passes
+(:mod:`~iket_tui.export.speedscope`)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from iket_tui.export.chrome import CLOCKS_NOTE, ChromeStream, chrome_trace
+from iket_tui.export.common import STREAM_END, ExportError, recording_session, session_notes
+from iket_tui.export.speedscope import SPEEDSCOPE_SCHEMA, speedscope
+from iket_tui.model.session import Session
+
+FORMATS: Final = ("chrome", "speedscope")
+"""The formats :func:`export` makes as one JSON document."""
+
+__all__ = [
+    "CLOCKS_NOTE",
+    "FORMATS",
+    "SPEEDSCOPE_SCHEMA",
+    "STREAM_END",
+    "ChromeStream",
+    "ExportError",
+    "chrome_trace",
+    "events_in",
+    "export",
+    "recording_session",
+    "session_notes",
+    "speedscope",
+]
+
+
+def export(session: Session, fmt: str, *, name: str = "") -> dict[str, Any]:
+    """The document of format ``fmt`` (one of :data:`FORMATS`) for a recording's session."""
+    if fmt == "chrome":
+        return chrome_trace(session, name=name)
+    if fmt == "speedscope":
+        return speedscope(session, name=name)
+    raise ExportError(f"unknown export format {fmt!r} (choose {' or '.join(FORMATS)})")
+
+
+def events_in(document: dict[str, Any]) -> int:
+    """How many timed events a document holds (metadata not counted)."""
+    if "traceEvents" in document:
+        return sum(1 for event in document["traceEvents"] if event["ph"] != "M")
+    return sum(len(profile["events"]) for profile in document["profiles"])

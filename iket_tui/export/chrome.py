@@ -1,0 +1,417 @@
+"""A recording as a Chrome trace (Perfetto, ``chrome://tracing``): a ``compiles`` process with a
+thread per compile holding its passes and codegen steps as nested complete events, and a
+process per kernel launch with a thread per (block, warp) holding its ranges as complete
+events and its marks as instant events.
+
+:class:`ChromeStream` writes the trace while the recording is read: a compile's events are
+written when it ends (its end closes its children) and then forgotten, so memory stays bounded
+by the compiles open at once; what is still open when the recording ends is written last, as
+incomplete, and the kernel launches after it, one launch at a time.
+
+Kernel events are stamped by the GPU's ``%globaltimer`` and compiles by the host's monotonic
+clock; nothing in a recording ties the two together, so each side is placed relative to its
+own first moment and the trace says so in its metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+import numpy as np
+
+from iket_tui import __version__
+from iket_tui.export.common import STREAM_END, ExportError, compile_finish, micros
+from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
+from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode
+from iket_tui.model.session import Session
+from iket_tui.ring.layout import PAYLOAD_FLOAT32, PAYLOAD_INT32, PAYLOAD_NAMES, PAYLOAD_UINT32
+
+COMPILES_PID: Final = 1
+"""The Chrome trace process that holds the compiles; launches follow it, one process each."""
+NO_END: Final = "no end"
+NO_START: Final = "no start"
+ORPHAN_END_NAME: Final = "(range end without a start)"
+CLOCKS_NOTE: Final = (
+    "Kernel launches are timed by the GPU clock (%globaltimer), each placed at its own start "
+    "relative to the first launch; compiles are timed by the host's monotonic clock, relative to "
+    "the first compile. The two clocks are not aligned: a launch and a compile at the same place "
+    "on the time axis did not necessarily run at the same time."
+)
+NOTHING: Final = "nothing to export: the recording holds no compile and no kernel launch"
+_ENCODE: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def chrome_trace(session: Session, *, name: str = "") -> dict[str, Any]:
+    """The Chrome trace of a whole session, as one document: the same events
+    :class:`ChromeStream` writes, compiles in the order they began."""
+    tree = session.tree
+    launches = _launches(session)
+    if not tree.compiles and not launches:
+        raise ExportError(NOTHING)
+    events: list[dict[str, Any]] = []
+    compile_origin = min((comp.begin_ns for comp in tree.compiles), default=0)
+    if tree.compiles:
+        events += _compiles_process()
+    quoted: dict[str | None, str] = {}
+    for comp in tree.compiles:
+        events += _compile_events(comp, compile_origin, session.last_t_ns, quoted)
+    kernel_origin = min((launch.first_ns for launch in launches), default=0)
+    for index, launch in enumerate(launches):
+        events += _launch_events(launch, COMPILES_PID + 1 + index, launch.first_ns - kernel_origin)
+    other = _other_data(session, launches, compile_origin, kernel_origin, name)
+    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
+
+
+class ChromeStream:
+    """A Chrome trace written while a recording is read: :meth:`feed` each chunk of messages,
+    then :meth:`finish`. Nothing is written before the first event, so a recording with
+    nothing to show is refused (:class:`ExportError`) with nothing written."""
+
+    def __init__(self, write: Callable[[bytes], object], *, name: str = "") -> None:
+        self.session = Session()
+        self.events = 0
+        """Timed events written so far (metadata not counted)."""
+        self._write = write
+        self._name = name
+        self._started = False
+        self._seen = 0  # compiles of the tree looked at so far
+        self._open: dict[CompileNode, None] = {}  # compiles not yet written, oldest first
+        self._origin: int | None = None
+        self._quoted: dict[str | None, str] = {}
+
+    def feed(self, messages: Iterable[Any]) -> None:
+        """Apply a chunk of the recording's messages and write every compile that ended in it."""
+        session = self.session
+        session.apply(messages)
+        tree = session.tree
+        compiles = tree.compiles
+        for comp in compiles[self._seen :]:
+            self._open[comp] = None
+        self._seen = len(compiles)
+        ended = [comp for comp in self._open if comp.end_ns is not None]
+        if ended:
+            for comp in ended:
+                self._flush(comp)
+            tree.passes.clear()  # every pass ever seen, in tree order: the trace needs none of it
+
+    def finish(self) -> int:
+        """Write what is still open (as incomplete, to the last time seen), the kernel launches
+        and the trace's metadata; the number of timed events written."""
+        session = self.session
+        session.end_stream(STREAM_END)
+        for comp in list(self._open):
+            self._flush(comp)
+        launches = _launches(session)
+        if not self._started and not launches:
+            raise ExportError(NOTHING)
+        kernel_origin = min((launch.first_ns for launch in launches), default=0)
+        for index, launch in enumerate(launches):
+            events = _launch_events(launch, COMPILES_PID + 1 + index, launch.first_ns - kernel_origin)
+            self._emit(events)
+        origin = self._origin if self._origin is not None else 0
+        other = _other_data(session, launches, origin, kernel_origin, self._name)
+        self._write(b'],"displayTimeUnit":"ns","otherData":' + _ENCODE(other).encode() + b"}")
+        return self.events
+
+    def _flush(self, comp: CompileNode) -> None:
+        """Write a compile's events, then let go of its passes and steps."""
+        del self._open[comp]
+        if self._origin is None:
+            self._origin = min(other.begin_ns for other in self.session.tree.compiles)
+            self._emit(_compiles_process())
+        text = _compile_text(comp, self._origin, self.session.last_t_ns, self._quoted)
+        self.events += 1 + sum(len(ctx.passes) for ctx in comp.context_order) + len(comp.codegen_steps)
+        self._write(b"," + text.encode())
+        comp.contexts.clear()
+        comp.context_order.clear()
+        comp.codegen_steps.clear()
+        comp.incomplete.clear()
+        comp.failing = None
+        comp.failure = None
+
+    def _emit(self, events: list[dict[str, Any]]) -> None:
+        if not events:
+            return
+        self.events += sum(1 for event in events if event["ph"] != "M")
+        text = _ENCODE(events)[1:-1]
+        if self._started:
+            self._write(b"," + text.encode())
+        else:
+            self._started = True
+            self._write(b'{"traceEvents":[' + text.encode())
+
+
+def _launches(session: Session) -> list[Launch]:
+    return sorted(session.kernels.launches.values(), key=lambda launch: launch.order)
+
+
+def _other_data(
+    session: Session, launches: list[Launch], compile_origin: int, kernel_origin: int, name: str
+) -> dict[str, Any]:
+    other: dict[str, Any] = {
+        "exporter": f"iket-tui {__version__}",
+        "clocks": CLOCKS_NOTE,
+        "compile_origin_ns": compile_origin,
+        "kernel_origin_ns": kernel_origin,
+        "launches": [
+            {
+                "pid": COMPILES_PID + 1 + index,
+                "kernel": launch.kernel,
+                "launch": launch.key[3],
+                "compile": launch.compile,
+                "grid": list(launch.grid()),
+                "events": launch.records,
+                "first_ns": launch.first_ns,
+                "last_ns": launch.last_ns,
+            }
+            for index, launch in enumerate(launches)
+        ],
+    }
+    if name:
+        other["recording"] = name
+    if session.process.command:
+        other["command"] = session.process.command
+    return other
+
+
+def _us_array(ns: np.ndarray[Any, np.dtype[np.int64]]) -> list[float]:
+    """:func:`~iket_tui.export.common.micros` of every element."""
+    micros = ns / 1000
+    exact: list[float] = np.where(micros * 1000 < ns, np.nextafter(micros, np.inf), micros).tolist()
+    return exact
+
+
+def _meta(kind: str, pid: int, tid: int | None, **args: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {"ph": "M", "name": kind, "pid": pid, "args": args}
+    if tid is not None:
+        event["tid"] = tid
+    return event
+
+
+def _complete(
+    name: str, cat: str, pid: int, tid: int, begin_ns: int, end_ns: int, args: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "ph": "X",
+        "name": name,
+        "cat": cat,
+        "pid": pid,
+        "tid": tid,
+        "ts": micros(begin_ns),
+        "dur": micros(max(0, end_ns - begin_ns)),
+        "args": args,
+    }
+
+
+def _compiles_process() -> list[dict[str, Any]]:
+    return [
+        _meta("process_name", COMPILES_PID, None, name="compiles (host clock)"),
+        _meta("process_sort_index", COMPILES_PID, None, sort_index=0),
+    ]
+
+
+def _compile_events(comp: CompileNode, origin: int, last: int, quoted: dict[str | None, str]) -> list[dict[str, Any]]:
+    """A compile's thread as event objects (see :func:`_compile_text`)."""
+    events: list[dict[str, Any]] = json.loads("[" + _compile_text(comp, origin, last, quoted) + "]")
+    return events
+
+
+def _compile_text(comp: CompileNode, origin: int, last: int, quoted: dict[str | None, str]) -> str:
+    """A compile's thread, as the JSON text of its events joined by commas: its name, the
+    compile as a complete event, then its passes (each before its children) and its codegen
+    steps. Written as text rather than encoded from objects: a pass is most of a trace, and
+    this is most of the cost of writing one. ``quoted`` keeps pass names and phases as JSON
+    strings from one compile to the next."""
+    pid = COMPILES_PID
+    tid = comp.position + 1
+    finish = compile_finish(comp, last)
+    head = [
+        _meta("thread_name", pid, tid, name=f"compile {comp.id}: {comp.title}"),
+        _meta("thread_sort_index", pid, tid, sort_index=tid),
+        _complete(comp.title, "compile", pid, tid, comp.begin_ns - origin, finish - origin, _compile_args(comp)),
+    ]
+    parts = [_ENCODE(head)[1:-1]]
+    prefix = '{"ph":"X","name":'
+    middle = f',"cat":"pass","pid":{pid},"tid":{tid},"ts":'
+    for ctx in comp.context_order:
+        stack = list(reversed(ctx.roots))
+        while stack:
+            node = stack.pop()
+            end = node.end_ns if node.end_ns is not None else finish
+            start = node.start_ns - origin
+            name = quoted.get(node.name) or _quote(node.name, quoted)
+            phase = quoted.get(node.phase) or _quote(node.phase, quoted)
+            error = "" if node.error is None else ',"error":' + _ENCODE(node.error)
+            parts.append(
+                f'{prefix}{name}{middle}{micros(start)!r},"dur":{micros(max(0, end - origin - start))!r},'
+                f'"args":{{"phase":{phase},"status":"{node.status}","seq":{node.seq},"depth":{node.depth}{error}}}}}'
+            )
+            if node.children:
+                stack.extend(reversed(node.children))
+    steps = [
+        _complete(
+            step.title,
+            "codegen",
+            pid,
+            tid,
+            step.begin_ns - origin,
+            (step.end_ns if step.end_ns is not None else finish) - origin,
+            _step_args(step),
+        )
+        for step in comp.codegen_steps
+    ]
+    if steps:
+        parts.append(_ENCODE(steps)[1:-1])
+    return ",".join(parts)
+
+
+QUOTED_MAX: Final = 100_000
+"""How many pass names and phases a trace keeps as JSON text (a few hundred make a real one)."""
+
+
+def _quote(text: str | None, quoted: dict[str | None, str]) -> str:
+    found = _ENCODE(text)
+    if len(quoted) < QUOTED_MAX:
+        quoted[text] = found
+    return found
+
+
+def _compile_args(comp: CompileNode) -> dict[str, Any]:
+    args: dict[str, Any] = {"compile": comp.id, "status": str(comp.status), "label": comp.label}
+    if comp.target:
+        args["target"] = comp.target
+    for key, value in (("stage", comp.stage), ("error_type", comp.error_type), ("error", comp.error)):
+        if value is not None:
+            args[key] = value
+    return args
+
+
+def _pass_args(node: PassNode) -> dict[str, Any]:
+    args: dict[str, Any] = {"phase": node.phase, "status": str(node.status), "seq": node.seq, "depth": node.depth}
+    if node.error is not None:
+        args["error"] = node.error
+    return args
+
+
+def _step_args(step: CodegenNode) -> dict[str, Any]:
+    args: dict[str, Any] = {"step": step.name, "status": str(step.status)}
+    if step.error is not None:
+        args["error"] = step.error
+    return args
+
+
+def _launch_events(launch: Launch, pid: int, offset_ns: int) -> list[dict[str, Any]]:
+    """A launch's process: a thread per (block, warp), a complete event per range (an unbalanced
+    one drawn to the launch's last or from its first event, and flagged), an instant per mark."""
+    spans = launch.spans()
+    grid = "x".join(str(size) for size in launch.grid())
+    events = [
+        _meta("process_name", pid, None, name=f"{launch.kernel} launch {launch.key[3]} ({grid})"),
+        _meta("process_sort_index", pid, None, sort_index=pid),
+    ]
+    names = _event_names(launch)
+    max_warps = spans.max_warps
+    ranges, marks = spans.spans, spans.marks
+    range_lanes = ranges["block"].astype(np.int64) * max_warps + ranges["warp"]
+    mark_lanes = marks["block"].astype(np.int64) * max_warps + marks["warp"]
+    blocks = spans.blocks.tolist()
+    for lane in np.unique(np.concatenate([range_lanes, mark_lanes])).tolist():
+        block, warp = divmod(lane, max_warps)
+        x, y, z = blocks[block]
+        events.append(_meta("thread_name", pid, lane + 1, name=f"block ({x},{y},{z}) warp {warp}"))
+        events.append(_meta("thread_sort_index", pid, lane + 1, sort_index=lane + 1))
+
+    flags = ranges["flags"]
+    begin = np.where(flags & SPAN_NO_START, 0, ranges["start_ns"].astype(np.int64))
+    end = np.where(flags & SPAN_NO_END, launch.duration_ns, ranges["end_ns"].astype(np.int64))
+    order = np.lexsort((begin - end, begin, range_lanes))  # per thread, by start, outer ranges first
+    for lane, ts, dur, event, flag, sm, depth, payload in zip(
+        range_lanes[order].tolist(),
+        _us_array(offset_ns + begin[order]),
+        _us_array(end[order] - begin[order]),
+        ranges["event"][order].tolist(),
+        flags[order].tolist(),
+        ranges["sm"][order].tolist(),
+        ranges["depth"][order].tolist(),
+        _payloads(ranges["payload"][order], ranges["payload_type"][order]),
+        strict=True,
+    ):
+        args: dict[str, Any] = {"sm": sm, "depth": depth}
+        if payload is not None:
+            args.update(payload)
+        if flag & SPAN_NO_START:
+            args["unbalanced"] = NO_START
+            name = ORPHAN_END_NAME
+        else:
+            name = names(event)
+            if flag & SPAN_NO_END:
+                args["unbalanced"] = NO_END
+        events.append(
+            {"ph": "X", "name": name, "cat": "range", "pid": pid, "tid": lane + 1, "ts": ts, "dur": dur, "args": args}
+        )
+
+    for lane, ts, event, sm, payload in zip(
+        mark_lanes.tolist(),
+        _us_array(offset_ns + marks["t_ns"].astype(np.int64)),
+        marks["event"].tolist(),
+        marks["sm"].tolist(),
+        _payloads(marks["payload"], marks["payload_type"]),
+        strict=True,
+    ):
+        args = {"sm": sm}
+        if payload is not None:
+            args.update(payload)
+        events.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": names(event),
+                "cat": "mark",
+                "pid": pid,
+                "tid": lane + 1,
+                "ts": ts,
+                "args": args,
+            }
+        )
+    return events
+
+
+def _event_names(launch: Launch) -> Callable[[int], str]:
+    known: dict[int, str] = {}
+
+    def name(event: int) -> str:
+        found = known.get(event)
+        if found is None:
+            found = known[event] = launch.event_name(event)
+        return found
+
+    return name
+
+
+def _payloads(bits: np.ndarray[Any, Any], kinds: np.ndarray[Any, Any]) -> list[dict[str, Any] | None]:
+    """Each event's payload as ``{"payload": value, "payload_type": dtype}``, None without one."""
+    raw = np.ascontiguousarray(bits, dtype=np.uint32)
+    as_int = raw.view(np.int32).tolist()
+    as_float = raw.view(np.float32)
+    out: list[dict[str, Any] | None] = []
+    for index, (kind, value) in enumerate(zip(kinds.tolist(), raw.tolist(), strict=True)):
+        if kind == PAYLOAD_UINT32:
+            out.append({"payload": value, "payload_type": PAYLOAD_NAMES[kind]})
+        elif kind == PAYLOAD_INT32:
+            out.append({"payload": as_int[index], "payload_type": PAYLOAD_NAMES[kind]})
+        elif kind == PAYLOAD_FLOAT32:
+            out.append({"payload": _float32(as_float[index]), "payload_type": PAYLOAD_NAMES[kind]})
+        else:
+            out.append(None)
+    return out
+
+
+def _float32(value: np.float32) -> float | str:
+    """The shortest decimal that reads back as the same float32; JSON has no NaN or infinity,
+    so those stay text."""
+    text = str(value)
+    number = float(text)
+    return number if math.isfinite(number) else text

@@ -1,0 +1,66 @@
+"""The Chrome trace written while the recording is read: compiles written as they end, in
+bounded memory, the same events as the whole-session document, gzip by the name's suffix."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from export_helpers import EXAMPLE
+
+from iket_tui.cli import main
+from iket_tui.export import ChromeStream, ExportError, chrome_trace, recording_session
+from iket_tui.model import synthetic
+from iket_tui.protocol import messages as m
+
+
+def test_each_compile_is_written_when_it_ends_and_then_forgotten() -> None:
+    stream_messages = synthetic.live_stream(compiles=3, fail=(), running="tl.LayoutInference", running_for_ns=10**9)
+    ends = [index for index, msg in enumerate(stream_messages) if msg["type"] == m.COMPILE_END]
+    assert len(ends) == 2  # the third compile is still running when the recording ends
+    written: list[bytes] = []
+    stream = ChromeStream(written.append)
+    stream.feed(stream_messages[: ends[0]])
+    assert written == []
+    stream.feed(stream_messages[ends[0] : ends[0] + 1])
+    assert b'"name":"thread_name"' in b"".join(written)
+    first = stream.session.tree.compiles[0]
+    assert (first.context_order, first.codegen_steps, stream.session.tree.passes) == ([], [], [])
+    stream.feed(stream_messages[ends[0] + 1 :])
+    count = stream.finish()
+    doc = json.loads(b"".join(written))
+    whole = json.loads(json.dumps(chrome_trace(recording_session(stream_messages))))
+    assert doc == whole
+    assert count == sum(1 for event in doc["traceEvents"] if event["ph"] != "M")
+    incomplete = [event["name"] for event in doc["traceEvents"] if event.get("args", {}).get("status") == "incomplete"]
+    assert incomplete[-1] == "tl.LayoutInference"
+
+
+def test_nothing_is_written_for_a_recording_with_nothing_to_show() -> None:
+    written: list[bytes] = []
+    stream = ChromeStream(written.append)
+    stream.feed([synthetic.agent_hello()])
+    with pytest.raises(ExportError, match="no compile and no kernel launch"):
+        stream.finish()
+    assert written == []
+
+
+def test_a_gz_name_gets_a_gzip_stream_of_the_same_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], example_chrome: Any
+) -> None:
+    out = tmp_path / "trace.json.gz"
+    assert main(["export", str(EXAMPLE), "-o", str(out)]) == 0
+    assert capsys.readouterr().err.startswith("iket-tui: wrote ")
+    written = json.loads(gzip.decompress(out.read_bytes()))
+    assert written["traceEvents"] == example_chrome["traceEvents"]
+    assert [path.name for path in tmp_path.iterdir()] == ["trace.json.gz"]  # no private file left behind
+
+
+def test_standard_output_gets_the_trace(capfd: pytest.CaptureFixture[str], example_chrome: Any) -> None:
+    assert main(["export", str(EXAMPLE), "-o", "-"]) == 0
+    captured = capfd.readouterr()
+    assert json.loads(captured.out)["traceEvents"] == example_chrome["traceEvents"]
+    assert captured.err.endswith("events to standard output\n")
