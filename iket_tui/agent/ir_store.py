@@ -3,6 +3,13 @@ only when a client asks (``ir`` requests): printing every pass would slow every 
 holding a reference to its module only adds a dictionary store per pass. The registry owns the
 process's store (:attr:`~iket_tui.agent.registry.Registry.ir_store`).
 
+The IR of a pass is kept only while someone may ask for it: while at least one client is
+attached (the registry says when, :meth:`IRStore.watch`), or always with ``IKET_TUI_IR=always``.
+Otherwise the store holds only the module given to each pass still running, one reference per
+pass, dropped when the pass ends: what a failure capture and a stuck pass's capture need
+(:mod:`~iket_tui.agent.capture`, :mod:`~iket_tui.agent.stuck`). A compile that ran while nobody
+watched is let go of when it ends, and a request for its IR says so in one line.
+
 TVM's passes return new modules and share what they did not change, so holding the module
 before and after each pass of a compile keeps alive what that compile built, no more. Two
 bounds, both configurable, decide how much is held:
@@ -43,10 +50,14 @@ DEFAULT_COMPILES: Final = 8
 DEFAULT_MEMORY: Final = 256 * 1024 * 1024
 LIMIT_VARIABLE: Final = "IKET_TUI_IR_COMPILES"
 MEMORY_VARIABLE: Final = "IKET_TUI_IR_MEMORY"
+KEEP_VARIABLE: Final = "IKET_TUI_IR"
+"""``always``: keep the IR while no client is attached too."""
+UNWATCHED: Final = "ran while no client was attached: its IR was not kept (IKET_TUI_IR=always keeps it)"
 MAX_REASONS: Final = 1024
 """Released compiles whose reason is remembered, for the message that answers a late request."""
 
-# One pass: [name, module before, module after (None while it runs)]
+# One pass: [name, module before (None once it ended unwatched), module after (None while it
+# runs, or when it ended unwatched)]
 Held = list[Any]
 
 
@@ -59,6 +70,7 @@ class _Compile:
     passes: dict[int, Held] = field(default_factory=dict)
     heap_at_start: int | None = None
     size: int | None = None  # bytes it holds, known once it ended
+    watched: bool = True  # no part of it ran while the store kept no IR
 
 
 class IRStore:
@@ -69,9 +81,16 @@ class IRStore:
         limit: int = DEFAULT_COMPILES,
         memory: int = DEFAULT_MEMORY,
         heap_in_use: Callable[[], int | None] | None = None,
+        *,
+        always: bool = False,
     ) -> None:
-        self.limit = limit
         self.memory = memory
+        self.always = always
+        """Keep the IR whether or not a client is attached (``IKET_TUI_IR=always``)."""
+        self._watched = True  # until the registry says otherwise
+        self._limit = limit
+        self.keeping = limit > 0
+        """Whether the IR of a pass that ends now is kept for requests (read once per pass)."""
         self._heap = heap_in_use if heap_in_use is not None else _heap_in_use
         self.measured = self._heap() is not None
         self._compiles: OrderedDict[int, _Compile] = OrderedDict()
@@ -80,9 +99,35 @@ class IRStore:
 
     @classmethod
     def from_environment(cls) -> IRStore:
-        """A store bounded as ``IKET_TUI_IR_COMPILES`` and ``IKET_TUI_IR_MEMORY`` say (a bad
-        value is one line on stderr, and the default is used)."""
-        return cls(_limit(), _memory())
+        """A store bounded as ``IKET_TUI_IR_COMPILES`` and ``IKET_TUI_IR_MEMORY`` say, keeping IR
+        while no client is attached only with ``IKET_TUI_IR=always`` (a bad value is one line
+        on stderr, and the default is used)."""
+        return cls(_limit(), _memory(), always=_always())
+
+    @property
+    def limit(self) -> int:
+        """Compiles whose IR is kept after they end (0: none)."""
+        return self._limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        self._limit = value
+        self._update_keeping()
+
+    def watch(self, watched: bool) -> None:
+        """Whether a client is attached now. Without one (and without :attr:`always`), passes
+        that end from now on keep no IR, and the running compiles count as unwatched."""
+        self._watched = watched
+        self._update_keeping()
+
+    def _update_keeping(self) -> None:
+        keeping = self._limit > 0 and (self.always or self._watched)
+        if not keeping:
+            with self._lock:
+                for held in self._compiles.values():
+                    if held.size is None:
+                        held.watched = False
+        self.keeping = keeping
 
     def forget(self) -> None:
         """Hold nothing, as if no compile had been seen, within the same bounds: in a child made
@@ -97,17 +142,17 @@ class IRStore:
         with self._lock:
             return {compile_id: held.size for compile_id, held in self._compiles.items()}
 
-    def passes_of(self, compile_id: int) -> dict[int, Held] | None:
-        """The dictionary a compile's passes go into (the compiler thread keeps it at hand);
-        None when nothing is kept."""
-        if self.limit <= 0:
-            return None
+    def passes_of(self, compile_id: int) -> dict[int, Held]:
+        """The dictionary a compile's passes go into (the compiler thread keeps it at hand).
+        Held while the compile runs, even when no IR is kept: its running passes' modules are."""
         released: list[_Compile] = []
         with self._lock:
             found = self._compiles.get(compile_id)
             if found is None:
                 released = self._over_count()  # none unless compiles started and did not end
-                found = self._compiles[compile_id] = _Compile(heap_at_start=self._heap() if self.memory > 0 else None)
+                found = self._compiles[compile_id] = _Compile(
+                    heap_at_start=self._heap() if self.memory > 0 and self._limit > 0 else None, watched=self.keeping
+                )
             passes = found.passes
         del released  # their modules are freed here, outside the lock
         return passes
@@ -119,18 +164,28 @@ class IRStore:
             held = self._compiles.get(compile_id)
             if held is None or held.size is not None:
                 return
-            now = self._heap() if held.heap_at_start is not None else None
-            held.size = 0 if now is None or held.heap_at_start is None else max(0, now - held.heap_at_start)
-            released = self._over_count() + self._over_memory()
+            if self._limit <= 0 or not (held.watched or any(found[2] is not None for found in held.passes.values())):
+                del self._compiles[compile_id]  # it kept nothing for requests
+                if self._limit > 0:
+                    self._release(compile_id, f"compile {compile_id} {UNWATCHED}")
+                released = [held]
+            else:
+                released = self._measured(held)
         del released  # their modules are freed here, outside the lock
+
+    def _measured(self, held: _Compile) -> list[_Compile]:
+        """Measure what the compile ``held`` holds, and take the compiles over the bounds out."""
+        now = self._heap() if held.heap_at_start is not None else None
+        held.size = 0 if now is None or held.heap_at_start is None else max(0, now - held.heap_at_start)
+        return self._over_count() + self._over_memory()
 
     def _over_count(self) -> list[_Compile]:
         """Take the oldest compiles beyond the count out of the store."""
-        released: list[_Compile] = []
-        while len(self._compiles) > self.limit:
-            oldest, held = self._compiles.popitem(last=False)
-            released.append(held)
-            self._release(oldest, f"compile {oldest} is no longer held (the agent keeps the last {self.limit})")
+        # A compile running unwatched holds only its running passes' modules: not counted.
+        counted = [key for key, held in self._compiles.items() if held.watched or held.size is not None]
+        released = [self._compiles.pop(oldest) for oldest in counted[: max(0, len(counted) - self._limit)]]
+        for oldest in counted[: len(released)]:
+            self._release(oldest, f"compile {oldest} is no longer held (the agent keeps the last {self._limit})")
         return released
 
     def _over_memory(self) -> list[_Compile]:
@@ -182,8 +237,12 @@ class IRStore:
                 raise IRUnavailable(released)
             raise IRUnavailable(f"no compile {compile_id} was seen with IR")
         if found is None:
+            if not held.watched:
+                raise IRUnavailable(f"pass {seq} of compile {compile_id} {UNWATCHED}")
             raise IRUnavailable(f"compile {compile_id} has no pass {seq}")
         name, before, after = found
+        if before is None:
+            raise IRUnavailable(f"pass {seq} ({name}) of compile {compile_id} {UNWATCHED}")
         module = before if which == "before" else after
         if module is None:
             raise IRUnavailable(f"pass {seq} ({name}) has not finished: there is no IR after it yet")
@@ -260,6 +319,16 @@ def _limit() -> int:
         _warn(f"{LIMIT_VARIABLE} must be a whole number of compiles, got {raw!r}; keeping the last {DEFAULT_COMPILES}")
         return DEFAULT_COMPILES
     return value
+
+
+def _always() -> bool:
+    raw = os.environ.get(KEEP_VARIABLE, "")
+    if raw.strip().lower() in ("", "attached"):
+        return False
+    if raw.strip().lower() == "always":
+        return True
+    _warn(f"{KEEP_VARIABLE} must be 'always' or 'attached', got {raw!r}; keeping IR while a client is attached")
+    return False
 
 
 def _memory() -> int:

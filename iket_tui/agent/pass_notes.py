@@ -41,7 +41,7 @@ DRAIN_AT: Final = 1024
 
 Note = tuple[bool, int, Any, Any, "str | None"]
 """A pass's callback as its compiler's thread noted it: started (or finished), time, ``PassInfo``,
-module (when the IR is kept), phase."""
+module (always at a start, for a failure capture; at a finish when the IR may be kept), phase."""
 
 _PASS_START: Final = m.PASS_START
 _PASS_END: Final = m.PASS_END
@@ -176,7 +176,10 @@ class PassNotes:
         self.registry = compile.registry
         self.context = -1
         self.keep_ir = keep_ir
-        """Whether the notes hold the modules (the registry's IR store keeps them)."""
+        """Whether the notes hold the modules passes return (the IR store may keep them for
+        requests). The module given to each pass is noted either way: the IR store holds it while
+        the pass runs, for a failure capture or a stuck pass's."""
+        self._store = self.registry.ir_store
         self._phase_now = phase_now
         """The pass phase in force on the compiler's thread now."""
         self.begun = compile.compile_id is not None
@@ -215,7 +218,7 @@ class PassNotes:
         try:
             if not self.begun:
                 self._begin(mod)
-            self.notes.append((True, monotonic_ns(), info, mod if self.keep_ir else None, self._phase_now()))
+            self.notes.append((True, monotonic_ns(), info, mod, self._phase_now()))
         except Exception:
             self.registry.observer_errors += 1
 
@@ -257,8 +260,7 @@ class PassNotes:
         compile holds from its first pass on."""
         with self.compile.lock:
             compile_id = self.compile.announce(mod)
-            if self.keep_ir:
-                self.registry.ir_store.passes_of(compile_id)
+            self._store.passes_of(compile_id)
         self.begun = True
 
     def _started(self, t_ns: int, info: Any, mod: Any, phase: str | None) -> None:
@@ -285,7 +287,7 @@ class PassNotes:
         self._infos.append(info)
         if compile_id != self._ir_compile:
             self._ir_compile = compile_id
-            self._ir = self.registry.ir_store.passes_of(compile_id)
+            self._ir = self._store.passes_of(compile_id)
         if self._ir is not None and mod is not None:
             self._ir[seq] = [row[3], mod, None]
         self.registry.emit_pass_start(row, compile_id, seq)
@@ -306,7 +308,10 @@ class PassNotes:
         seq = start[4]
         held = self._ir.get(seq) if self._ir is not None else None
         if held is not None:
-            held[2] = mod
+            if self._store.keeping:
+                held[2] = mod
+            else:  # nobody may ask for it: only a running pass's module is held
+                held[1] = None
         self.registry.emit_pass_end(
             (_PASS_END, compile_id, start[2], start[3], seq, start[5], start[6], start[7], t_ns, t_ns - start[8]),
             compile_id,

@@ -190,7 +190,9 @@ class Registry:
         self.held_notes = HeldNotes()
         """The running compiles that may hold passes back as notes."""
         self.ir_store = ir_store if ir_store is not None else IRStore()
-        """The IR of this process's recent compiles, for ``ir`` requests and failure captures."""
+        """The IR of this process's recent compiles, for ``ir`` requests and failure captures;
+        kept only while a client is attached (unless ``IKET_TUI_IR=always``)."""
+        self.ir_store.watch(False)
         self.running = RunningCompiles()
         """The compiles running now and their threads, for capturing a stuck pass and aborting."""
         self.produced = 0
@@ -312,12 +314,16 @@ class Registry:
             older_open = [msg for _index, msg in older]
             client = ClientQueue(limit, produced_before=self.produced)
             self._clients = (*self._clients, client)
+            if len(self._clients) == 1:
+                self.ir_store.watch(True)
         return client, CatchUp(older_open + backlog, backlog=len(backlog), backlog_lost=first)
 
     def detach(self, client: ClientQueue) -> None:
         """Stop offering events to ``client``; what it already holds stays for a final flush."""
         with self._lock:
             self._clients = tuple(c for c in self._clients if c is not client)
+            if not self._clients:
+                self.ir_store.watch(False)
 
     def client_stats(self) -> list[ClientStats]:
         """Exact counters of every attached client, in attach order."""
@@ -345,6 +351,7 @@ class Registry:
         self._clients = ()
         self.held_notes = HeldNotes()
         self.ir_store.forget()
+        self.ir_store.watch(False)
         self.running.forget()
         self.produced = 0
         self.observer_errors = 0

@@ -26,7 +26,7 @@ WAIT_S = 300.0
 
 def _run(compiles: int, **bounds: str) -> dict[str, Any]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("IKET_TUI")}
-    env.update(bounds)
+    env.update({"IKET_TUI_IR": "always", **bounds})  # the target has no client attached
     done = subprocess.run(
         [sys.executable, str(TARGET), str(compiles)], capture_output=True, text=True, timeout=WAIT_S, env=env
     )
