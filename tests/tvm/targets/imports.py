@@ -8,7 +8,7 @@ import json
 import sys
 
 before = {name: name in sys.modules for name in ("tvm", "tvm_ffi", "tilelang")}
-hooks_before = [type(finder).__module__ for finder in sys.meta_path if "iket_tui" in type(finder).__module__]
+hooks_before = [getattr(finder, "package", "?") for finder in sys.meta_path if "iket_tui" in type(finder).__module__]
 
 import tvm  # noqa: E402
 
@@ -18,5 +18,5 @@ watched = {
     "relax.build": getattr(tvm.relax.build, "_iket_tui_watching", False),
     "tirx.build": getattr(tvm.tirx.build, "_iket_tui_watching", False),
 }
-hooks_after = [type(finder).__module__ for finder in sys.meta_path if "iket_tui" in type(finder).__module__]
+hooks_after = [getattr(finder, "package", "?") for finder in sys.meta_path if "iket_tui" in type(finder).__module__]
 print(json.dumps({"before": before, "hooks_before": hooks_before, "watched": watched, "hooks_after": hooks_after}))
