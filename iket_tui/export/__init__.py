@@ -1,7 +1,7 @@
 """Recordings as files that other viewers open: a Chrome trace (Perfetto, ``chrome://tracing``)
 of every kernel launch and compile, written while the recording is read
-(:mod:`~iket_tui.export.chrome`), and a speedscope profile of the compiles' passes
-(:mod:`~iket_tui.export.speedscope`)."""
+(:mod:`~iket_tui.export.chrome`), and a speedscope profile of the process, its compiles
+holding their passes and codegen steps (:mod:`~iket_tui.export.speedscope`)."""
 
 from __future__ import annotations
 

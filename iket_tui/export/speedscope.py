@@ -1,4 +1,6 @@
-"""A recording's pass timings as a speedscope file (its ``evented`` profile type)."""
+"""A recording's compile timings as a speedscope file (its ``evented`` profile type): one
+profile for the watched process, each compile a top frame holding its passes (nested as they
+ran) and its codegen steps (the device build that runs nvcc, then the host build)."""
 
 from __future__ import annotations
 
@@ -7,25 +9,45 @@ from typing import Any, Final
 
 from iket_tui import __version__
 from iket_tui.export.common import ExportError, compile_finish
-from iket_tui.model.nodes import CompileNode, PassNode
+from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode
 from iket_tui.model.session import Session
 
 SPEEDSCOPE_SCHEMA: Final = "https://www.speedscope.app/file-format-schema.json"
 
+Item = CompileNode | PassNode | CodegenNode
+"""What a frame stands for."""
+
 
 def speedscope(session: Session, *, name: str = "") -> dict[str, Any]:
-    """A speedscope file (its ``evented`` profile type): one profile per compile, a frame per
-    pass name, open and close events from each pass's begin and end, in nanoseconds from the
-    compile's begin."""
+    """A speedscope file: one evented profile of the process, in nanoseconds from its first
+    compile's begin; a frame per compile (by its kernel), pass name and codegen step, opened
+    and closed at their begin and end."""
     tree = session.tree
     if not tree.compiles:
         raise ExportError("nothing to export: the recording holds no compile (speedscope shows pass timings)")
+    last = session.last_t_ns
     frames: dict[str, int] = {}
-    profiles = [_profile(comp, frames, session.last_t_ns) for comp in tree.compiles]
+    compiles = sorted(tree.compiles, key=lambda comp: (comp.begin_ns, comp.order))
+    origin = compiles[0].begin_ns
+    end = max(compile_finish(comp, last) for comp in compiles)
+    events = []
+    for kind, at, item in _balanced(compiles, origin, end, last):
+        frame = frames.setdefault(_frame_name(item), len(frames))
+        events.append({"type": kind, "at": at - origin, "frame": frame})
+    process = session.process
+    title = f"pid {process.pid}: {process.command}" if process.pid is not None else "compiles"
+    profile = {
+        "type": "evented",
+        "name": f"{title} ({len(compiles)} compiles)",
+        "unit": "nanoseconds",
+        "startValue": 0,
+        "endValue": end - origin,
+        "events": events,
+    }
     document: dict[str, Any] = {
         "$schema": SPEEDSCOPE_SCHEMA,
         "shared": {"frames": [{"name": frame} for frame in frames]},
-        "profiles": profiles,
+        "profiles": [profile],
         "activeProfileIndex": 0,
         "exporter": f"iket-tui@{__version__}",
     }
@@ -34,35 +56,42 @@ def speedscope(session: Session, *, name: str = "") -> dict[str, Any]:
     return document
 
 
-def _profile(comp: CompileNode, frames: dict[str, int], last_ns: int) -> dict[str, Any]:
-    roots = [node for ctx in comp.context_order for node in ctx.roots]
-    finish = compile_finish(comp, last_ns)
-    origin = min([comp.begin_ns, *(node.start_ns for node in roots)])
-    end = max([finish, *(node.end_ns for node in roots if node.end_ns is not None)])
-    events = []
-    for kind, at, node in _balanced(roots, origin, end, finish):
-        frame = frames.setdefault(node.name, len(frames))
-        events.append({"type": kind, "at": at - origin, "frame": frame})
-    return {
-        "type": "evented",
-        "name": f"compile {comp.id}: {comp.title} ({comp.status})",
-        "unit": "nanoseconds",
-        "startValue": 0,
-        "endValue": end - origin,
-        "events": events,
-    }
+def _frame_name(item: Item) -> str:
+    return item.name if isinstance(item, PassNode) else item.title
 
 
-def _balanced(roots: list[PassNode], lo: int, hi: int, finish: int) -> Iterator[tuple[str, int, PassNode]]:
-    """Open and close events of a pass forest, balanced and in time order even where the
-    recorded times are not: a pass is kept inside its parent and after its previous sibling,
-    and one that never ended closes at ``finish`` (the compile's end)."""
-    # Per open level: its children still to visit, its end, where the next child may begin, its pass.
-    stack: list[tuple[Iterator[PassNode], int, list[int], PassNode | None]] = [
-        (iter(sorted(roots, key=_start_key)), hi, [lo], None)
-    ]
+def _begin(item: Item) -> int:
+    return item.start_ns if isinstance(item, PassNode) else item.begin_ns
+
+
+def _children(item: Item) -> list[Item]:
+    """What runs inside a frame, in the order it began: a compile's passes then its codegen
+    steps, a pass's child passes."""
+    if isinstance(item, CompileNode):
+        inside: list[Item] = [node for ctx in item.context_order for node in ctx.roots]
+        inside += item.codegen_steps
+    elif isinstance(item, PassNode):
+        inside = list(item.children)
+    else:
+        return []
+    return sorted(inside, key=lambda child: (_begin(child), child.order))
+
+
+def _end(item: Item, finish: int) -> int:
+    """When ``item`` ended; ``finish`` (its compile's end) for one that never did."""
+    return item.end_ns if item.end_ns is not None else finish
+
+
+def _balanced(compiles: list[CompileNode], lo: int, hi: int, last: int) -> Iterator[tuple[str, int, Item]]:
+    """Open and close events of the compiles and what ran inside them, balanced and in time
+    order even where the recorded times are not: a frame is kept inside its parent and after
+    its previous sibling (compiles of several threads that overlap are drawn one after the
+    other), and one that never ended closes at its compile's end."""
+    # Per open level: its children still to visit, its end, where the next child may begin,
+    # its item, and the end of the compile it is in.
+    stack: list[tuple[Iterator[Item], int, list[int], Item | None, int]] = [(iter(compiles), hi, [lo], None, hi)]
     while stack:
-        children, bound, cursor, parent = stack[-1]
+        children, bound, cursor, parent, finish = stack[-1]
         child = next(children, None)
         if child is None:
             stack.pop()
@@ -70,12 +99,9 @@ def _balanced(roots: list[PassNode], lo: int, hi: int, finish: int) -> Iterator[
                 yield ("C", bound, parent)
                 stack[-1][2][0] = bound
             continue
-        begin = min(max(child.start_ns, cursor[0]), bound)
-        stop = child.end_ns if child.end_ns is not None else finish
-        stop = min(max(stop, begin), bound)
+        if isinstance(child, CompileNode):
+            finish = compile_finish(child, last)
+        begin = min(max(_begin(child), cursor[0]), bound)
+        stop = min(max(_end(child, finish), begin), bound)
         yield ("O", begin, child)
-        stack.append((iter(sorted(child.children, key=_start_key)), stop, [begin], child))
-
-
-def _start_key(node: PassNode) -> tuple[int, int]:
-    return (node.start_ns, node.order)
+        stack.append((iter(_children(child)), stop, [begin], child, finish))

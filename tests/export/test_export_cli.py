@@ -45,12 +45,12 @@ def test_chrome_is_the_default_and_the_file_is_the_trace(
     assert written["otherData"]["recording"] == "h200-demo.msgpack"
 
 
-def test_speedscope_writes_one_profile_per_compile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_speedscope_writes_one_profile_of_the_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "passes.speedscope.json"
     code, lines = export(capsys, str(EXAMPLE), "-o", str(out), "--format", "speedscope")
     written = json.loads(out.read_text(encoding="utf-8"))
-    assert (code, lines) == (0, [f"iket-tui: wrote {2 * 734} events to {out}"])
-    assert len(written["profiles"]) == 9
+    assert (code, lines) == (0, [f"iket-tui: wrote {2 * (9 + 734 + 15)} events to {out}"])
+    assert len(written["profiles"]) == 1
     assert written["name"] == "h200-demo.msgpack"
 
 
