@@ -196,11 +196,12 @@ cut.""",
         """\
 Write a recording for other viewers: a Chrome trace JSON that Perfetto (ui.perfetto.dev)
 opens, with a process per kernel launch, a thread per block and warp, and the compiles'
-passes on their own track; or speedscope profiles of every compile's pass timings. `-o -`
-writes the document to standard output.""",
-        "iket-tui export run.msgpack -o trace.json",
+passes on their own track; or a speedscope profile of the process, its compiles as top frames
+holding their passes and codegen steps. The trace is written while the recording is read, in
+bounded memory; a name ending in .gz is written gzipped, and `-o -` writes to standard output.""",
+        "iket-tui export run.msgpack -o trace.json.gz",
         "iket-tui export run.msgpack -o passes.speedscope.json --format speedscope",
-        "iket-tui export run.msgpack -o - | gzip > trace.json.gz",
+        "iket-tui export run.msgpack -o - | jq '.traceEvents | length'",
     )
     recording(export)
     export.add_argument(
