@@ -1,21 +1,22 @@
-"""What the agent costs a real TileLang compile, with a client attached and reading.
+"""What the agent costs a real TileLang compile, with no client attached and with one reading.
 
-One process lowers the same GEMM for ``sm_90a`` again and again, cycling through four
-setups in rotating order (so drift on a noisy machine falls on all of them): no
-instrumentation tool; a TVM pass instrument whose ``run_before_pass`` and ``run_after_pass`` do
-nothing, given to every pass context through TileLang's instrumentation, which is the least
-any pass observer written in Python costs; the agent keeping no IR; and the agent keeping the
-IR around every pass (its default), while ``iket-tui record`` in another process reads every
-event. Each setup lowers once uncounted, then ``PER_SETUP`` times
-counted, back to back: what one compile leaves behind (freeing released IR changes how the next
-compile allocates) falls on a compile of the same setup, not on the next setup's. Only then
-does the round wait until the client has been sent everything: a thread that sleeps between
-compiles finds its caches cold, and its next compile costs 2 to 3% more CPU whoever made it
-sleep. A setup's cost is the lowering thread's CPU time in its counted lowerings plus the CPU
-time of every other thread of the process (the agent's sender) from its first lowering until
-its events were sent, shared among its lowerings. The figures are medians of per-round ratios
-against the uninstrumented lowering: on a shared 2-core machine wall time drifts by a percent
-or two between identical rounds, CPU time much less.
+One process lowers the same GEMM for ``sm_90a`` again and again, cycling through four setups in
+rotating order (so drift on a noisy machine falls on all of them): no instrumentation tool; a
+TVM pass instrument whose ``run_before_pass`` and ``run_after_pass`` do nothing, given to every
+pass context through TileLang's instrumentation, which is the least any pass observer written in
+Python costs; the agent with no client attached (it keeps no IR then, only the module of each
+running pass); and the agent while ``iket-tui record`` in another process is attached and reads
+every event, keeping the IR around every pass (its default then). The client attaches before
+that setup's lowerings and leaves after them. Each setup lowers once uncounted, then
+``PER_SETUP`` times counted, back to back: what one compile leaves behind (freeing released IR
+changes how the next compile allocates) falls on a compile of the same setup, not on the next
+setup's. Only then does the round wait until the client has been sent everything: a thread that
+sleeps between compiles finds its caches cold, and its next compile costs 2 to 3% more CPU
+whoever made it sleep. A setup's cost is the lowering thread's CPU time in its counted lowerings
+plus the CPU time of every other thread of the process (the agent's sender) from its first
+lowering until its events were sent, shared among its lowerings. The figures are medians of
+per-round ratios against the uninstrumented lowering: on a shared 2-core machine wall time
+drifts by a percent or two between identical rounds, CPU time much less.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from benchmarks.results import Figure, median
 ROUNDS = 60
 PER_SETUP = 2
 KERNEL = "gemm"
-SETUPS = ("off", "empty", "agent-no-ir", "agent")
+SETUPS = ("off", "empty", "agent-unwatched", "agent")
 
 
 def _measure(rounds: int) -> dict[str, object]:
@@ -47,13 +48,24 @@ def _measure(rounds: int) -> dict[str, object]:
     from iket_tui.demo import kernels
 
     running = agent.start()
-    recorder = subprocess.Popen(
-        [sys.executable, "-m", "iket_tui", "record", str(running.socket_path), "-o", os.devnull],
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while running.clients < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    recorder: subprocess.Popen[bytes] | None = None
+
+    def attached(attach: bool) -> None:
+        """A reading client attached (``iket-tui record``), or none."""
+        nonlocal recorder
+        if attach and recorder is None:
+            recorder = subprocess.Popen(
+                [sys.executable, "-m", "iket_tui", "record", str(running.socket_path), "-o", os.devnull],
+                stdout=subprocess.DEVNULL,
+            )
+        elif not attach and recorder is not None:
+            recorder.terminate()
+            recorder.wait()
+            recorder = None
+        deadline = time.monotonic() + 30
+        while (running.clients > 0) != attach and time.monotonic() < deadline:
+            time.sleep(0.02)
+
     from tilelang.instrumentation import (
         PassInstrumentationTool,
         register_pass_instrumentation_tool,
@@ -76,13 +88,11 @@ def _measure(rounds: int) -> dict[str, object]:
     def setup(name: str) -> None:
         tilelang_tool.unregister()
         unregister_pass_instrumentation_tool("benchmark-empty")
+        attached(name == "agent")
         if name == "empty":
             register_pass_instrumentation_tool("benchmark-empty", EmptyTool)
         elif name.startswith("agent"):
             tilelang_tool.register(registry)
-        registry.ir_store.limit = 0 if name == "agent-no-ir" else kept
-
-    kept = registry.ir_store.limit
 
     def wait_until_sent() -> None:
         flushed_by = time.monotonic() + 5
@@ -111,10 +121,9 @@ def _measure(rounds: int) -> dict[str, object]:
             # events were sent, shared among them.
             others = (p1 - p0) - (m3 - m0)
             times[name].append((m2 - m1) / PER_SETUP + others / (PER_SETUP + 1))
-    setup("off")
+    setup("agent")
     stats = running.client_stats()
-    recorder.terminate()
-    recorder.wait()
+    setup("off")
     return {**times, "produced": registry.produced, "clients": [s.__dict__ for s in stats]}
 
 
@@ -144,38 +153,37 @@ def run() -> list[Figure]:
         return median(ratios(name))
 
     floor = ratio("empty")
-    agent_alone = median([a / b for a, b in zip(data["agent-no-ir"], data["empty"], strict=True)])
-    ir = median([a / b for a, b in zip(data["agent"], data["agent-no-ir"], strict=True)])
     # Medians leave out what happens once in many compiles (a full garbage collection); the
     # ratio of the totals does not.
-    totals = sum(data["agent"]) / sum(off)
-    low, high = _median_interval(ratios("agent"))
-    how = (
-        f"{ROUNDS} rounds of {PER_SETUP} counted `{KERNEL}` lowerings per setup ({off_ms:.0f} ms CPU uninstrumented), "
-        f"{data['produced']} events sent; 95% interval of the median {low:.4f} to {high:.4f}; "
-        f"ratio of the totals {totals:.3f}"
+
+    def how(name: str) -> str:
+        low, high = _median_interval(ratios(name))
+        totals = sum(data[name]) / sum(off)
+        return f"95% interval of the median {low:.4f} to {high:.4f}; ratio of the totals {totals:.3f}"
+
+    rounds = (
+        f"{ROUNDS} rounds of {PER_SETUP} counted `{KERNEL}` lowerings per setup ({off_ms:.0f} ms CPU uninstrumented)"
     )
     return [
-        Figure("compile time with agent and a reading client / without", ratio("agent"), "x", 1.01, how),
+        Figure(
+            "compile time with the agent and no client attached / without",
+            ratio("agent-unwatched"),
+            "x",
+            1.01,
+            f"{rounds}; {how('agent-unwatched')}",
+        ),
+        Figure(
+            "compile time with the agent, a reading client and the IR kept / without",
+            ratio("agent"),
+            "x",
+            1.02,
+            f"same rounds, {data['produced']} events; {how('agent')}",
+        ),
         Figure(
             "  of which TVM calling a pass instrument in Python (empty callbacks)",
             floor,
             "x",
             1.01,
-            "same rounds; what any observer of TileLang's passes in Python costs",
-        ),
-        Figure(
-            "  the agent keeping no IR / the empty instrument",
-            agent_alone,
-            "x",
-            1.01,
-            "same rounds: the agent's own callbacks and sender",
-        ),
-        Figure(
-            "  keeping the IR of every pass / keeping none, both with the agent",
-            ir,
-            "x",
-            1.01,
-            "same rounds; the IR store holds the last 8 compiles (default)",
+            f"same rounds; what any observer of TileLang's passes in Python costs; {how('empty')}",
         ),
     ]
