@@ -82,7 +82,7 @@ def failed_pass(store: IRStore, compile_id: int, seq: int) -> dict[str, Any]:
     found: dict[str, Any] = {"ir_script": None, "ir_json": None, "ir_missing": None}
     module = store.module_before(compile_id, seq)
     if module is None:
-        found["ir_missing"] = "the agent kept no IR for this compile (IKET_TUI_IR_COMPILES=0?)"
+        found["ir_missing"] = "the agent no longer held the module this pass was given"
         return found
     try:
         script, cut = cut_to_fit(str(module.script()))
