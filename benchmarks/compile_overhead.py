@@ -183,7 +183,7 @@ def run() -> list[Figure]:
             "  of which TVM calling a pass instrument in Python (empty callbacks)",
             floor,
             "x",
-            1.01,
+            None,
             f"same rounds; what any observer of TileLang's passes in Python costs; {how('empty')}",
         ),
     ]

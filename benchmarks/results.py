@@ -9,21 +9,24 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Figure:
-    """A measured value with the target it must meet (``value <= target``)."""
+    """A measured value with the target it must meet (``value <= target``); without a target it
+    is a reference (a floor, a baseline) printed beside the others and never missed."""
 
     name: str
     value: float
     unit: str
-    target: float
+    target: float | None
     detail: str = ""
 
     @property
     def met(self) -> bool:
-        return self.value <= self.target
+        return self.target is None or self.value <= self.target
 
     def row(self) -> str:
-        verdict = "met" if self.met else "MISSED"
         measured = f"{self.value:.4f} {self.unit}" if self.unit == "x" else f"{self.value:.4g} {self.unit}"
+        if self.target is None:
+            return f"| {self.name} | {measured} | none | reference | {self.detail} |"
+        verdict = "met" if self.met else "MISSED"
         return f"| {self.name} | {measured} | <= {self.target:g} {self.unit} | {verdict} | {self.detail} |"
 
 
