@@ -12,7 +12,8 @@ Knobs, all optional:
   (a power of two, at least 16, default 32) and ``IKET_TUI_RING_FILE=<path>`` (drain a ring file written by
   another process instead of a GPU ring).
 - ``IKET_TUI_IR_COMPILES=<compiles>``, ``IKET_TUI_IR_MEMORY=<size>``: how much IR of recent
-  compiles the agent holds for ``ir`` requests (:mod:`iket_tui.agent.ir_store`).
+  compiles the agent holds for ``ir`` requests (:mod:`iket_tui.agent.ir_store`); it holds it only
+  while a client is attached, unless ``IKET_TUI_IR=always``.
 - ``IKET_TUI_SOCKET_DIR=<directory>``: where the agent's socket goes, rather than the user's
   runtime directory (:mod:`iket_tui.endpoints`); clients look there too when it is set.
 
