@@ -56,12 +56,22 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write a recording as a Chrome trace (for Perfetto) or a speedscope profile of pass
-    timings; the Chrome trace is written while the recording is read, in bounded memory, with
-    the bytes read shown on stderr when it is a terminal."""
+    """Write a recording as a Chrome trace (for Perfetto), a speedscope profile of pass
+    timings or Perfetto's native protobuf trace; the Chrome trace is written while the
+    recording is read, in bounded memory, with the bytes read shown on stderr when it is a
+    terminal."""
     import json
 
-    from iket_tui.export import ChromeStream, ExportError, events_in, export, recording_session, session_notes
+    from iket_tui.export import (
+        BINARY_FORMATS,
+        ChromeStream,
+        ExportError,
+        events_in,
+        export,
+        perfetto_trace,
+        recording_session,
+        session_notes,
+    )
     from iket_tui.export.destination import open_destination
 
     check_writable(args.output, stdout=True)
@@ -79,6 +89,9 @@ def cmd_export(args: argparse.Namespace) -> int:
                     progress.clear()
                 count = stream.finish()
                 session = stream.session
+            elif args.format in BINARY_FORMATS:
+                session = recording_session(reader)
+                count = perfetto_trace(session, out.write, name=args.file.name)
             else:
                 session = recording_session(reader)
                 document = export(session, args.format, name=args.file.name)

@@ -209,9 +209,10 @@ bounded memory; a name ending in .gz is written gzipped, and `-o -` writes to st
     )
     export.add_argument(
         "--format",
-        choices=("chrome", "speedscope"),
+        choices=("chrome", "speedscope", "perfetto"),
         default="chrome",
-        help="chrome: a Chrome trace for Perfetto (default); speedscope: pass timings",
+        help="chrome: a Chrome trace for Perfetto (default); speedscope: pass timings; "
+        "perfetto: Perfetto's native protobuf trace (e.g. -o trace.perfetto-trace)",
     )
     export.set_defaults(handler=cmd_export)
 

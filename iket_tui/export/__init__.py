@@ -1,7 +1,8 @@
 """Recordings as files that other viewers open: a Chrome trace (Perfetto, ``chrome://tracing``)
 of every kernel launch and compile, written while the recording is read
 (:mod:`~iket_tui.export.chrome`), and a speedscope profile of the process, its compiles
-holding their passes and codegen steps (:mod:`~iket_tui.export.speedscope`)."""
+holding their passes and codegen steps (:mod:`~iket_tui.export.speedscope`), and Perfetto's
+native protobuf trace of both (:mod:`~iket_tui.export.perfetto`)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from typing import Any, Final
 
 from iket_tui.export.chrome import CLOCKS_NOTE, ChromeStream, chrome_trace
 from iket_tui.export.common import STREAM_END, ExportError, recording_session, session_notes
+from iket_tui.export.perfetto import perfetto_trace
 from iket_tui.export.speedscope import SPEEDSCOPE_SCHEMA, speedscope
 from iket_tui.model.session import Session
 
 FORMATS: Final = ("chrome", "speedscope")
 """The formats :func:`export` makes as one JSON document."""
+BINARY_FORMATS: Final = ("perfetto",)
+"""The formats written as bytes (:func:`perfetto_trace`), not as a JSON document."""
 
 __all__ = [
+    "BINARY_FORMATS",
     "CLOCKS_NOTE",
     "FORMATS",
     "SPEEDSCOPE_SCHEMA",
@@ -25,6 +30,7 @@ __all__ = [
     "chrome_trace",
     "events_in",
     "export",
+    "perfetto_trace",
     "recording_session",
     "session_notes",
     "speedscope",

@@ -1,0 +1,327 @@
+"""A recording as Perfetto's native trace: a protobuf ``Trace`` of ``TracePacket``s, each a
+``TrackDescriptor`` or a ``TrackEvent``, encoded here by hand (varints and length-delimited
+fields; no protobuf library).
+
+Tracks: the watched process, a track per compile under it holding the compile and its passes
+as nested slices (``TYPE_SLICE_BEGIN``/``TYPE_SLICE_END``) with a child track for its codegen
+steps (nvcc runs inside a pass, so they get their own lane), and a track per kernel launch with
+a track per block under it and a track per warp under that, holding the warp's ranges as
+slices and its marks as instants (``TYPE_INSTANT``). Ranges are those the model pairs
+(:meth:`~iket_tui.model.launches.Launch.spans`), drawn as the Chrome export draws them.
+
+Times are nanoseconds. Compiles keep the host's monotonic clock exactly as recorded; kernel
+launches are timed by the GPU clock, which nothing ties to the host's, so each launch is
+placed at its offset from the first launch counted from the first compile (as the Chrome
+export starts both clocks at zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Final
+
+import numpy as np
+
+from iket_tui.export.chrome import NOTHING, ORPHAN_END_NAME
+from iket_tui.export.common import ExportError, compile_finish
+from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
+from iket_tui.model.nodes import CompileNode, PassNode
+from iket_tui.model.session import Session
+
+# Field numbers, from Perfetto's protos/perfetto/trace/... (named as the protos name them).
+TRACE_PACKET: Final = 1
+"""trace.proto: ``Trace.packet``."""
+PACKET_TIMESTAMP: Final = 8
+"""trace_packet.proto: ``TracePacket.timestamp`` (uint64, ns)."""
+PACKET_TRUSTED_PACKET_SEQUENCE_ID: Final = 10
+"""trace_packet.proto: ``TracePacket.trusted_packet_sequence_id``."""
+PACKET_TRACK_EVENT: Final = 11
+"""trace_packet.proto: ``TracePacket.track_event``."""
+PACKET_SEQUENCE_FLAGS: Final = 13
+"""trace_packet.proto: ``TracePacket.sequence_flags``."""
+PACKET_TRACK_DESCRIPTOR: Final = 60
+"""trace_packet.proto: ``TracePacket.track_descriptor``."""
+SEQ_INCREMENTAL_STATE_CLEARED: Final = 1
+"""trace_packet.proto: ``TracePacket.SequenceFlags.SEQ_INCREMENTAL_STATE_CLEARED``."""
+
+TRACK_UUID: Final = 1
+"""track_descriptor.proto: ``TrackDescriptor.uuid``."""
+TRACK_NAME: Final = 2
+"""track_descriptor.proto: ``TrackDescriptor.name``."""
+TRACK_PROCESS: Final = 3
+"""track_descriptor.proto: ``TrackDescriptor.process``."""
+TRACK_PARENT_UUID: Final = 5
+"""track_descriptor.proto: ``TrackDescriptor.parent_uuid``."""
+
+PROCESS_PID: Final = 1
+"""process_descriptor.proto: ``ProcessDescriptor.pid``."""
+PROCESS_CMDLINE: Final = 2
+"""process_descriptor.proto: ``ProcessDescriptor.cmdline`` (repeated string)."""
+PROCESS_PROCESS_NAME: Final = 6
+"""process_descriptor.proto: ``ProcessDescriptor.process_name``."""
+
+EVENT_TYPE: Final = 9
+"""track_event.proto: ``TrackEvent.type``."""
+EVENT_TRACK_UUID: Final = 11
+"""track_event.proto: ``TrackEvent.track_uuid``."""
+EVENT_CATEGORIES: Final = 22
+"""track_event.proto: ``TrackEvent.categories`` (repeated string)."""
+EVENT_NAME: Final = 23
+"""track_event.proto: ``TrackEvent.name``."""
+TYPE_SLICE_BEGIN: Final = 1
+"""track_event.proto: ``TrackEvent.Type.TYPE_SLICE_BEGIN``."""
+TYPE_SLICE_END: Final = 2
+"""track_event.proto: ``TrackEvent.Type.TYPE_SLICE_END``."""
+TYPE_INSTANT: Final = 3
+"""track_event.proto: ``TrackEvent.Type.TYPE_INSTANT``."""
+
+_UINT64: Final = (1 << 64) - 1
+WIRE_VARINT: Final = 0
+WIRE_LEN: Final = 2
+
+SEQUENCE_ID: Final = 1
+"""The one packet sequence the whole trace is written on."""
+CHUNK: Final = 1 << 16
+"""About how many bytes are gathered before each write."""
+PROCESS_UUID: Final = 1
+MARK_CATEGORY: Final = "mark"
+
+Event = tuple[int, int, str | None]
+"""A track's event: its time (ns), its type, and a slice's or instant's name (None for an end)."""
+
+
+def varint(value: int) -> bytes:
+    """``value`` as a protobuf base-128 varint (a negative one as its 64-bit two's complement,
+    as protobuf writes a negative int32 or int64)."""
+    value &= _UINT64
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _tag(field: int, wire: int) -> bytes:
+    return varint(field << 3 | wire)
+
+
+def _int(field: int, value: int) -> bytes:
+    return _tag(field, WIRE_VARINT) + varint(value)
+
+
+def _bytes(field: int, value: bytes) -> bytes:
+    return _tag(field, WIRE_LEN) + varint(len(value)) + value
+
+
+def _text(field: int, value: str) -> bytes:
+    return _bytes(field, value.encode("utf-8", "replace"))
+
+
+_PACKET: Final = _tag(TRACE_PACKET, WIRE_LEN)
+_SEQUENCE: Final = _int(PACKET_TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE_ID)
+_TIMESTAMP: Final = _tag(PACKET_TIMESTAMP, WIRE_VARINT)
+_TRACK_EVENT: Final = _tag(PACKET_TRACK_EVENT, WIRE_LEN)
+_TYPES: Final = {kind: _int(EVENT_TYPE, kind) for kind in (TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT)}
+
+
+class _Writer:
+    """Packets gathered into chunks and handed to ``write``."""
+
+    def __init__(self, write: Callable[[bytes], object]) -> None:
+        self._write = write
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._next_uuid = PROCESS_UUID
+        self._names: dict[tuple[str, str], bytes] = {}
+        self.events = 0
+
+    def uuid(self) -> int:
+        self._next_uuid += 1
+        return self._next_uuid
+
+    def packet(self, body: bytes) -> None:
+        data = _PACKET + varint(len(body)) + body
+        self._parts.append(data)
+        self._size += len(data)
+        if self._size >= CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._parts:
+            self._write(b"".join(self._parts))
+            self._parts.clear()
+            self._size = 0
+
+    def track(self, uuid: int, name: str, parent: int | None = None, process: bytes = b"") -> None:
+        body = _int(TRACK_UUID, uuid) + _text(TRACK_NAME, name)
+        if parent is not None:
+            body += _int(TRACK_PARENT_UUID, parent)
+        if process:
+            body += _bytes(TRACK_PROCESS, process)
+        self.packet(_SEQUENCE + _bytes(PACKET_TRACK_DESCRIPTOR, body))
+
+    def events_on(self, track: int, category: str, events: Iterable[Event]) -> None:
+        """A track's events, in the order given (their times never go back)."""
+        where = _int(EVENT_TRACK_UUID, track)
+        end = _TYPES[TYPE_SLICE_END] + where
+        names = self._names
+        for ts, kind, name in events:
+            if name is None:
+                event = end
+            else:
+                cat = MARK_CATEGORY if kind == TYPE_INSTANT else category
+                label = names.get((cat, name))
+                if label is None:
+                    label = _text(EVENT_CATEGORIES, cat) + _text(EVENT_NAME, name)
+                    names[(cat, name)] = label
+                event = _TYPES[kind] + where + label
+                self.events += 1
+            self.packet(_TIMESTAMP + varint(ts) + _SEQUENCE + _TRACK_EVENT + varint(len(event)) + event)
+
+
+def perfetto_trace(session: Session, write: Callable[[bytes], object], *, name: str = "") -> int:
+    """Write the Perfetto trace of a whole session through ``write``; the number of slices and
+    instants written. A session with no compile and no kernel launch is refused
+    (:class:`ExportError`) with nothing written."""
+    tree = session.tree
+    launches = sorted(session.kernels.launches.values(), key=lambda launch: launch.order)
+    if not tree.compiles and not launches:
+        raise ExportError(NOTHING)
+    out = _Writer(write)
+    out.packet(_SEQUENCE + _int(PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED))
+    process = tree.process
+    if tree.compiles or process.pid is not None:
+        _process(out, session, name)
+    origin = min((comp.begin_ns for comp in tree.compiles), default=0)
+    for comp in tree.compiles:
+        _compile(out, comp, session.last_t_ns)
+    kernel_origin = min((launch.first_ns for launch in launches), default=0)
+    for launch in launches:
+        _launch(out, launch, origin + launch.first_ns - kernel_origin)
+    out.flush()
+    return out.events
+
+
+def _process(out: _Writer, session: Session, name: str) -> None:
+    """The track of the watched process, which its compiles' tracks go under."""
+    process = session.tree.process
+    descriptor = b""
+    if process.pid is not None:
+        descriptor += _int(PROCESS_PID, process.pid)
+    descriptor += b"".join(_text(PROCESS_CMDLINE, arg) for arg in process.argv)
+    title = process.command or name or "process"
+    descriptor += _text(PROCESS_PROCESS_NAME, title)
+    out.track(PROCESS_UUID, title, process=descriptor)
+
+
+def _compile(out: _Writer, comp: CompileNode, last: int) -> None:
+    """A compile's track: the compile as a slice holding its passes; its codegen steps on a
+    track of their own under it."""
+    finish = compile_finish(comp, last)
+    track = out.uuid()
+    out.track(track, f"compile {comp.id}: {comp.title}", PROCESS_UUID)
+    slices: list[tuple[int, int, str]] = [(comp.begin_ns, finish, comp.title)]
+    for ctx in comp.context_order:
+        slices += ((node.start_ns, _pass_end(node, finish), node.name) for node in _preorder(ctx.roots))
+    out.events_on(track, "pass", nested(slices))
+    if comp.codegen_steps:
+        steps = out.uuid()
+        out.track(steps, f"compile {comp.id}: codegen", track)
+        out.events_on(
+            steps,
+            "codegen",
+            nested(
+                (step.begin_ns, step.end_ns if step.end_ns is not None else finish, step.title)
+                for step in comp.codegen_steps
+            ),
+        )
+
+
+def _pass_end(node: PassNode, finish: int) -> int:
+    return node.end_ns if node.end_ns is not None else finish
+
+
+def _preorder(roots: list[PassNode]) -> Iterator[PassNode]:
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        yield node
+        if node.children:
+            stack.extend(reversed(node.children))
+
+
+def nested(slices: Iterable[tuple[int, int, str]], instants: Iterable[tuple[int, str]] = ()) -> Iterator[Event]:
+    """Begin and end events of slices ``(begin, end, name)``, in time order and balanced: a
+    slice that begins inside another ends no later than it (an end past its parent's is drawn
+    at the parent's). Slices that begin together are opened longest first; a tie keeps the
+    given order (a parent before its children). Instants ``(t, name)`` go in at their time."""
+    ordered = sorted(slices, key=lambda item: (item[0], -item[1]))
+    marks = sorted(instants, key=lambda item: item[0])
+    stack: list[int] = []
+    at = 0
+    for begin, end, name in ordered:
+        while stack and stack[-1] <= begin:
+            closing = stack.pop()
+            while at < len(marks) and marks[at][0] < closing:
+                yield (marks[at][0], TYPE_INSTANT, marks[at][1])
+                at += 1
+            yield (closing, TYPE_SLICE_END, None)
+        while at < len(marks) and marks[at][0] < begin:
+            yield (marks[at][0], TYPE_INSTANT, marks[at][1])
+            at += 1
+        end = max(begin, min(end, stack[-1]) if stack else end)
+        yield (begin, TYPE_SLICE_BEGIN, name)
+        stack.append(end)
+    while stack:
+        closing = stack.pop()
+        while at < len(marks) and marks[at][0] < closing:
+            yield (marks[at][0], TYPE_INSTANT, marks[at][1])
+            at += 1
+        yield (closing, TYPE_SLICE_END, None)
+    for t, name in marks[at:]:
+        yield (t, TYPE_INSTANT, name)
+
+
+def _launch(out: _Writer, launch: Launch, offset_ns: int) -> None:
+    """A launch's track, a track per block under it and a track per warp under that one."""
+    spans = launch.spans()
+    grid = "x".join(str(size) for size in launch.grid())
+    track = out.uuid()
+    out.track(track, f"{launch.kernel} launch {launch.key[3]} ({grid})")
+    max_warps = spans.max_warps
+    ranges, marks = spans.spans, spans.marks
+    range_lanes = ranges["block"].astype(np.int64) * max_warps + ranges["warp"]
+    mark_lanes = marks["block"].astype(np.int64) * max_warps + marks["warp"]
+    flags = ranges["flags"]
+    begin = (offset_ns + np.where(flags & SPAN_NO_START, 0, ranges["start_ns"].astype(np.int64))).tolist()
+    end = (offset_ns + np.where(flags & SPAN_NO_END, launch.duration_ns, ranges["end_ns"].astype(np.int64))).tolist()
+    mark_t = (offset_ns + marks["t_ns"].astype(np.int64)).tolist()
+    known: dict[int, str] = {}
+
+    def label(event: int) -> str:
+        found = known.get(event)
+        if found is None:
+            found = known[event] = launch.event_name(event)
+        return found
+
+    lane_ranges: dict[int, list[tuple[int, int, str]]] = {}
+    for lane, b, e, event, flag in zip(
+        range_lanes.tolist(), begin, end, ranges["event"].tolist(), flags.tolist(), strict=True
+    ):
+        lane_ranges.setdefault(lane, []).append((b, e, ORPHAN_END_NAME if flag & SPAN_NO_START else label(event)))
+    lane_marks: dict[int, list[tuple[int, str]]] = {}
+    for lane, t, event in zip(mark_lanes.tolist(), mark_t, marks["event"].tolist(), strict=True):
+        lane_marks.setdefault(lane, []).append((t, label(event)))
+    blocks = spans.blocks.tolist()
+    block_tracks: dict[int, int] = {}
+    for lane in sorted(lane_ranges.keys() | lane_marks.keys()):
+        block, warp = divmod(lane, max_warps)
+        parent = block_tracks.get(block)
+        if parent is None:
+            x, y, z = blocks[block]
+            parent = block_tracks[block] = out.uuid()
+            out.track(parent, f"block ({x},{y},{z})", track)
+        warp_track = out.uuid()
+        out.track(warp_track, f"warp {warp}", parent)
+        out.events_on(warp_track, "range", nested(lane_ranges.get(lane, ()), lane_marks.get(lane, ())))
