@@ -43,10 +43,11 @@ from tvm.ir.instrument import pass_instrument
 from tvm.target import Target
 
 from iket_tui.agent import abort, capture, compiling, failures
-from iket_tui.agent.pass_notes import NotingCompile, PassNotes
+from iket_tui.agent.compile_end import EndingCompile, incomplete, target_text
+from iket_tui.agent.pass_notes import PassNotes
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.messages import Message, PassTuple
+from iket_tui.protocol.messages import PassTuple
 
 TOOL_NAME: Final = "iket-tui"
 
@@ -117,7 +118,7 @@ def _never_raises(method: Callable[Concatenate[_W, _P], _R]) -> Callable[Concate
     return guarded
 
 
-class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[misc]
+class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[misc]
     """One TileLang compile session, seen as ``compile_begin`` ... ``compile_end`` events."""
 
     def __init__(self, registry: Registry) -> None:
@@ -126,10 +127,6 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
         self._first_seen_ns: int | None = None
         self._early_contexts: list[tuple[int, int]] = []
         self._next_context = 0
-        self._unnamed_failures: list[tuple[int, PassTuple, int]] = []  # context, start row, time
-        self._held_exits: list[Message] = []
-        self._stage: str | None = None
-        self._finished = False
         self._failing: tuple[int, str, dict[str, Any]] | None = None  # seq, name, scope of the failed pass
         self._failed_codegen: tuple[str, dict[str, Any], capture.NvccRun | None] | None = None  # step, scope, nvcc
         self._thread_id: int | None = None  # the compiler's thread
@@ -168,70 +165,12 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
         self._codegen_ended(event, started, None)
         return result
 
-    def finish(self, error: BaseException | None) -> None:
-        try:
-            with self.lock:
-                self._finish(error)
-        except Exception:
-            self.registry.observer_errors += 1
-        finally:
-            self.release_notes()
-            if self.compile_id is not None:
-                ended = self.registry.running.ended(self.compile_id, failures.describe(error) if error else None)
-                abort.forget_unraised(ended)
-
-    def _finish(self, error: BaseException | None) -> None:
-        if self._finished:
-            return
-        self._finished = True
-        self.drain()
+    def _ending(self, error: BaseException | None) -> tuple[str, int | None] | None:
         if self.compile_id is None and self._first_seen_ns is None and error is None:
-            return
+            return None
         if self._label is None:
             self._label = _session_name()
-        compile_id = self.announce()
-        emit = self.registry.emit
-        described = failures.describe(error) if error is not None else None
-        for context, row, t_ns in self._unnamed_failures:
-            emit(_incomplete(context, row, t_ns, described))
-        self._unnamed_failures.clear()
-        for msg in self._held_exits:
-            emit(msg)
-        self._held_exits.clear()
-        captured = self._captured_failure(compile_id) if error is not None else None
-        if error is not None and captured is not None:
-            failure = m.compile_failure(
-                compile=compile_id,
-                error=described,
-                error_type=failures.type_name(error),
-                t_ns=time.monotonic_ns(),
-                **captured,
-            )
-            emit({**failure, **self._aborted(compile_id, error)})
-        now = time.monotonic_ns()
-        emit(
-            m.compile_end(
-                compile=compile_id,
-                label=self._label or "",
-                t_ns=now,
-                duration_ns=now - (self._first_seen_ns or now),
-                ok=error is None,
-                error=described,
-                error_type=failures.type_name(error) if error is not None else None,
-                traceback=failures.format_traceback(error) if error is not None else None,
-                stage=self._stage if error is not None else None,
-            )
-        )
-        self.registry.ir_store.compile_ended(compile_id)
-
-    def _aborted(self, compile_id: int, error: BaseException) -> dict[str, Any]:
-        """What a ``compile_failure`` adds for a compile aborted from outside: how long its pass
-        had been running, and the pass's own source when it is the user's (see docs/protocol.md)."""
-        running = self.registry.running.get(compile_id)
-        asked = running.abort if running is not None else None
-        if asked is None or not isinstance(error, abort.CompileAborted):
-            return {}
-        return {"aborted_after_ns": asked.running_ns, "pass_source": asked.pass_source}
+        return self._label or "", self._first_seen_ns
 
     def _captured_failure(self, compile_id: int) -> dict[str, Any] | None:
         """What was kept of the failed codegen step or pass, as ``compile_failure`` fields."""
@@ -289,7 +228,7 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
             if described is None:
                 self._unnamed_failures.append((context, row, now))
             else:
-                self.registry.emit(_incomplete(context, row, now, described))
+                self.registry.emit(incomplete(context, row, now, described))
 
     @_never_raises
     def callback_mismatch(self, context: int, actual: str, expected: str | None) -> None:
@@ -385,21 +324,6 @@ class CompileWatcher(NotingCompile, PassInstrumentationTool):  # type: ignore[mi
         self.registry.emit(msg)
 
 
-def _incomplete(context: int, start: PassTuple, t_ns: int, error: str | None) -> Message:
-    """The ``pass_incomplete`` of the pass whose start row is ``start``."""
-    return m.pass_incomplete(
-        compile=start[1],
-        context=context,
-        name=start[3],
-        seq=start[4],
-        depth=start[5],
-        parent=start[6],
-        phase=start[7],
-        t_ns=t_ns,
-        error=error,
-    )
-
-
 def _session_name() -> str | None:
     session = current_compile_pass_instrumentation()
     name = getattr(session, "name", None)
@@ -444,13 +368,7 @@ def _current_target() -> str | None:
         target = Target.current(allow_none=True)
     except Exception:
         return None
-    if target is None:
-        return None
-    try:
-        arch = target.attrs.get("arch")
-        return f"{target.kind.name} {arch}" if arch else str(target.kind.name)
-    except Exception:
-        return None
+    return None if target is None else target_text(target)
 
 
 def _optional_str(value: Any) -> str | None:

@@ -21,11 +21,12 @@ from typing import Any, Final
 from tvm import transform
 from tvm.target import Target
 
-from iket_tui.agent import abort, capture, failures
-from iket_tui.agent.pass_notes import NotingCompile, PassNotes
+from iket_tui.agent import capture, failures
+from iket_tui.agent.compile_end import EndingCompile, incomplete, target_text
+from iket_tui.agent.pass_notes import PassNotes
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.messages import Message, PassTuple
+from iket_tui.protocol.messages import PassTuple
 
 COMPILER: Final = "tvm"
 """The ``compiler`` field of the ``compile_begin`` and ``compile_failure`` of a plain TVM compile."""
@@ -45,7 +46,7 @@ class TvmPassNotes(PassNotes):
         self.watcher.keep_scope(self.context)
 
 
-class TvmCompile(NotingCompile):
+class TvmCompile(EndingCompile):
     """One plain TVM compile, seen as ``compile_begin`` ... ``compile_end`` events."""
 
     def __init__(
@@ -57,18 +58,14 @@ class TvmCompile(NotingCompile):
         self.target = _target_of(target)
         """The TVM target it compiles for (the one in scope when none is given), or None."""
         self.kernel = _name_of(mod)
-        self.target_text = _target_text(self.target) if self.target is not None else _given_text(target)
+        self.target_text = target_text(self.target) if self.target is not None else _given_text(target)
         parts = [entry, f"kernel={self.kernel}" if self.kernel else None, f"target={self.target_text or 'default'}"]
         self.label = ", ".join(part for part in parts if part)
         self._begin_ns = time.monotonic_ns()
         self._thread_id = threading.get_ident()
         self._next_context = 0
-        self._unnamed_failures: list[tuple[int, PassTuple, int]] = []  # context, start row, time
-        self._held_exits: list[Message] = []
-        self._stage: str | None = None
         self._failing: tuple[int, str, dict[str, Any]] | None = None  # seq, name, scope of the failed pass
         self._failed_codegen: tuple[str, dict[str, Any]] | None = None  # step, scope
-        self._finished = False
 
     # What the compile's contexts and its entry point tell it
 
@@ -119,7 +116,7 @@ class TvmCompile(NotingCompile):
             if described is None:
                 self._unnamed_failures.append((context, row, now))
             else:
-                self.registry.emit(_incomplete(context, row, now, described))
+                self.registry.emit(incomplete(context, row, now, described))
 
     def callback_mismatch(self, context: int, actual: str, expected: str | None) -> None:
         self.registry.emit(
@@ -184,7 +181,7 @@ class TvmCompile(NotingCompile):
                 self.drain()
                 described = failures.describe(error)
                 for context, row, t_ns in self._unnamed_failures:
-                    self.registry.emit(_incomplete(context, row, t_ns, described))
+                    self.registry.emit(incomplete(context, row, t_ns, described))
                 self._unnamed_failures.clear()
                 for msg in self._held_exits:
                     self.registry.emit(msg)
@@ -195,58 +192,11 @@ class TvmCompile(NotingCompile):
         except Exception:
             self.registry.observer_errors += 1
 
-    def finish(self, error: BaseException | None) -> None:
-        """The entry point returned (or raised ``error``): say how the compile ended."""
-        try:
-            with self.lock:
-                self._finish(error)
-        except Exception:
-            self.registry.observer_errors += 1
-        finally:
-            self.release_notes()
-            if self.compile_id is not None:
-                ended = self.registry.running.ended(self.compile_id, failures.describe(error) if error else None)
-                abort.forget_unraised(ended)
+    def _ending(self, error: BaseException | None) -> tuple[str, int | None]:
+        return self.label, self._begin_ns
 
-    def _finish(self, error: BaseException | None) -> None:
-        if self._finished:
-            return
-        self._finished = True
-        self.drain()
-        compile_id = self.announce()
-        emit = self.registry.emit
-        described = failures.describe(error) if error is not None else None
-        for context, row, t_ns in self._unnamed_failures:
-            emit(_incomplete(context, row, t_ns, described))
-        self._unnamed_failures.clear()
-        for msg in self._held_exits:
-            emit(msg)
-        self._held_exits.clear()
-        captured = self._captured_failure(compile_id) if error is not None else None
-        if error is not None and captured is not None:
-            failure = m.compile_failure(
-                compile=compile_id,
-                error=described,
-                error_type=failures.type_name(error),
-                t_ns=time.monotonic_ns(),
-                **captured,
-            )
-            emit({**failure, "compiler": COMPILER, **self._aborted(compile_id, error)})
-        now = time.monotonic_ns()
-        emit(
-            m.compile_end(
-                compile=compile_id,
-                label=self.label,
-                t_ns=now,
-                duration_ns=now - self._begin_ns,
-                ok=error is None,
-                error=described,
-                error_type=failures.type_name(error) if error is not None else None,
-                traceback=failures.format_traceback(error) if error is not None else None,
-                stage=self._stage if error is not None else None,
-            )
-        )
-        self.registry.ir_store.compile_ended(compile_id)
+    def _failure_fields(self) -> dict[str, Any]:
+        return {"compiler": COMPILER}
 
     def _captured_failure(self, compile_id: int) -> dict[str, Any] | None:
         """What was kept of the failed pass or codegen step, as ``compile_failure`` fields."""
@@ -261,14 +211,6 @@ class TvmCompile(NotingCompile):
             return {"stage": "pass", "seq": seq, "name": name, **found, **module}
         return None
 
-    def _aborted(self, compile_id: int, error: BaseException) -> dict[str, Any]:
-        """What a ``compile_failure`` adds for a compile aborted from outside (see docs/protocol.md)."""
-        running = self.registry.running.get(compile_id)
-        asked = running.abort if running is not None else None
-        if asked is None or not isinstance(error, abort.CompileAborted):
-            return {}
-        return {"aborted_after_ns": asked.running_ns, "pass_source": asked.pass_source}
-
     def _scope(self) -> dict[str, Any]:
         """The target and configuration in force, the compile's own target where none is in scope."""
         found = capture.scope()
@@ -278,39 +220,12 @@ class TvmCompile(NotingCompile):
         return found
 
 
-def _incomplete(context: int, start: PassTuple, t_ns: int, error: str | None) -> Message:
-    """The ``pass_incomplete`` of the pass whose start row is ``start``."""
-    return m.pass_incomplete(
-        compile=start[1],
-        context=context,
-        name=start[3],
-        seq=start[4],
-        depth=start[5],
-        parent=start[6],
-        phase=start[7],
-        t_ns=t_ns,
-        error=error,
-    )
-
-
-# What a compile is called
-
-
 def _target_of(given: Any) -> Any:
     """``given`` as a TVM ``Target`` (the one in scope when none is given), or None."""
     try:
         if given is None:
             return Target.current(allow_none=True)
         return given if isinstance(given, Target) else Target(given)
-    except Exception:
-        return None
-
-
-def _target_text(target: Any) -> str | None:
-    """``llvm``, or ``cuda sm_90`` where the target names an architecture."""
-    try:
-        arch = target.attrs.get("arch")
-        return f"{target.kind.name} {arch}" if arch else str(target.kind.name)
     except Exception:
         return None
 
