@@ -113,10 +113,9 @@ class ReproPane(HangPane):
         if answer.request_id != self._asked:
             return
         self._asked = None
-        found = answer.response
-        if found is None or not found.get("ok"):
-            why = answer.error if found is None else found.get("error") or "not captured"
-            self.show(f"no reproducer of {self.stuck.what}", str(why))
+        found, why = message.outcome(unsaid="not captured")
+        if found is None:
+            self.show(f"no reproducer of {self.stuck.what}", why)
             return
         self.show(f"writing a reproducer of {self.stuck.what} to {self.directory} ...")
         self._write(found)
@@ -188,10 +187,9 @@ class AbortPane(HangPane):
         if answer.request_id != self._asked:
             return
         self._asked = None
-        found = answer.response
-        if found is None or not found.get("ok"):
-            why = answer.error if found is None else found.get("error") or "it could not"
-            self.show(f"compile {self.stuck.compile} was not aborted", str(why))
+        found, why = message.outcome(unsaid="it could not")
+        if found is None:
+            self.show(f"compile {self.stuck.compile} was not aborted", why)
             return
         self.answer = found
         state = found.get("state")

@@ -120,12 +120,9 @@ class IRScreen(Screen[None]):
         if answer.request_id != self._asked:
             return
         self._asked = None
-        found = answer.response
+        found, why = message.outcome(unsaid="not available")
         if found is None:
-            self._title(f"no IR of {self.what}: {answer.error}")
-            return
-        if not found.get("ok"):
-            self._title(f"no IR of {self.what}: {found.get('error') or 'not available'}")
+            self._title(f"no IR of {self.what}: {why}")
             return
         self.answer = found
         if not isinstance(found.get("after"), str):

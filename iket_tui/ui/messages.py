@@ -47,6 +47,16 @@ class ResponseArrived(Message):
 
     answer: Answer
 
+    def outcome(self, *, unsaid: str) -> tuple[m.Message | None, str]:
+        """The agent's answer when it says ``ok``; else ``None`` and why not in one line (the
+        agent's error, why no answer came, or ``unsaid`` when neither says)."""
+        found = self.answer.response
+        if found is None:
+            return None, self.answer.error or unsaid
+        if not found.get("ok"):
+            return None, str(found.get("error") or unsaid)
+        return found, ""
+
 
 class ModelChanged(Message):
     """The app applied a batch to the session, or the clock moved on: screens showing either catch up."""

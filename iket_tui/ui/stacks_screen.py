@@ -117,9 +117,9 @@ class StacksScreen(Screen[None]):
         if answer.request_id != self._asked:
             return
         self._asked = None
-        found = answer.response
+        found, why = message.outcome(unsaid="the agent gave no reason")
         if found is None:
-            self._show(f"no stacks: {answer.error}", self._lines())
+            self._show(f"no stacks: {why}", self._lines())
             return
         self.response = found
         threads = len(found.get("threads") or [])

@@ -83,3 +83,19 @@ async def test_an_answer_that_never_comes_is_said_on_the_stacks_screen() -> None
         source.feed(SourceBatch(answers=(Answer(1, error=why),)))
         await wait_until(pilot, lambda: screen.title_text() != "asking the target for its stacks ...", "the answer")
         assert screen.title_text() == f"no stacks: {why}"
+
+
+@app_test
+async def test_an_agent_that_answers_it_cannot_is_said_on_the_stacks_screen() -> None:
+    source = AskableSource()
+    app = IketApp(source, clock=FrozenClock())
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        await pilot.press("S")
+        await wait_until(pilot, lambda: isinstance(app.screen, StacksScreen), "the stacks screen")
+        screen = app.screen
+        assert isinstance(screen, StacksScreen)
+        source.feed(_answered(1, what=m.WHAT_STACKS, ok=False, error="the agent's thread list is unreadable"))
+        await wait_until(pilot, lambda: screen.title_text() != "asking the target for its stacks ...", "the answer")
+        assert screen.title_text() == "no stacks: the agent's thread list is unreadable"
+        assert screen.body_text() == ""
