@@ -5,6 +5,9 @@ Knobs, all optional:
 - ``IKET_TUI_WAIT_CLIENT=<seconds>``: block until a first client has received its catch-up,
   for at most that long, so that ``iket-tui run`` sees the program from its first event. It
   is removed from the environment once read, so child processes do not wait again.
+- ``IKET_TUI_CHILD_WAIT=<seconds>``: the same for every process started from this one (and from
+  those), which start their own agent from the ``IKET_TUI=1`` they inherit: ``iket-tui run``
+  sets it while it follows a program's children (:mod:`iket_tui.agent.lifecycle`).
 - ``IKET_TUI_BACKLOG=<events>``, ``IKET_TUI_QUEUE=<events>``: the backlog and per-client queue
   bounds.
 - ``IKET_TUI_KERNELS=1``: trace kernels (:mod:`iket_tui.agent.kernels`), with
@@ -106,11 +109,14 @@ def _kernel_options() -> KernelOptions | None:
 def _autostart() -> None:
     try:
         from iket_tui.agent import start
+        from iket_tui.agent.lifecycle import child_wait_s
 
         backlog = _count(BACKLOG)
         queue = _count(QUEUE)
         kernels = _kernel_options()
         wait = _seconds(WAIT_CLIENT)
+        if wait is None:
+            wait = child_wait_s()
         agent = start(
             backlog=backlog if backlog is not None else DEFAULT_BACKLOG,
             queue=queue if queue is not None else DEFAULT_QUEUE,

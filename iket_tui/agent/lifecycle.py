@@ -1,9 +1,19 @@
-"""Starting and stopping the agent of this process: its socket server and its TileLang watcher."""
+"""Starting and stopping the agent of this process: its socket server and its TileLang watcher.
+
+A process forked from one that runs the agent starts its own at once, with the same settings
+(a multiprocessing worker made by ``fork`` or by the ``forkserver``): it serves its own socket,
+its hello names its parent, and it holds nothing of the parent's (see
+:meth:`~iket_tui.agent.registry.Registry.forget`). It does not trace kernels: a forked child
+cannot use its parent's GPU context. Processes that start a new interpreter (``spawn``,
+``subprocess`` running Python) start theirs from the ``IKET_TUI=1`` they inherit.
+"""
 
 from __future__ import annotations
 
 import atexit
 import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,14 +26,32 @@ if TYPE_CHECKING:
     from iket_tui.agent.kernels import KernelTracer
 
 
+CHILD_WAIT = "IKET_TUI_CHILD_WAIT"
+"""Seconds the agent of every child process waits for a first client before the child goes
+on (set by ``iket-tui run`` while it follows children, so that it misses nothing of one); kept
+in the environment, so that every generation waits."""
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """How an agent was started: a forked child starts its own agent with the same."""
+
+    backlog: int
+    queue: int
+    heartbeat_s: float
+    exit_flush_s: float
+    send_buffer: int | None
+
+
 class Agent:
     """The agent running in this process."""
 
-    def __init__(self, registry: Registry, server: AgentServer, hook: TileLangHook, exit_flush_s: float) -> None:
+    def __init__(self, registry: Registry, server: AgentServer, hook: TileLangHook, settings: AgentSettings) -> None:
         self.registry = registry
         self._server = server
         self._hook = hook
-        self._exit_flush_s = exit_flush_s
+        self.settings = settings
+        self._exit_flush_s = settings.exit_flush_s
         self.pid = server.pid
         self.kernels: KernelTracer | None = None
         """Kernel tracing, when it is on."""
@@ -143,7 +171,7 @@ def start(
             except BaseException:
                 server.close(reason="error", flush_s=0.0)
                 raise
-            agent = Agent(registry, server, hook, exit_flush_s)
+            agent = Agent(registry, server, hook, AgentSettings(backlog, queue, heartbeat_s, exit_flush_s, send_buffer))
             atexit.register(agent._at_exit)
             registry.agent = agent
     if kernels:
@@ -164,3 +192,62 @@ def current() -> Agent | None:
     """The agent running in this process, if any."""
     agent = registry.agent
     return agent if agent is not None and agent.pid == os.getpid() else None
+
+
+def child_wait_s() -> float | None:
+    """:data:`CHILD_WAIT` as seconds; ``None`` when unset, or not a number of seconds (said on stderr)."""
+    raw = os.environ.get(CHILD_WAIT, "")
+    if raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        print(f"iket-tui agent: {CHILD_WAIT} must be a number of seconds, got {raw!r}; not waiting", file=sys.stderr)
+        return None
+    return value
+
+
+def _start_in_forked_child() -> None:
+    """In a child made by ``fork`` from a process that ran the agent: start this child's own.
+    Any problem is one line on stderr, and the child runs on without an agent."""
+    parent = registry.parent_agent
+    registry.parent_agent = None
+    if parent is None:
+        return
+    settings = parent.settings
+    try:
+        agent = start(
+            backlog=settings.backlog,
+            queue=settings.queue,
+            heartbeat_s=settings.heartbeat_s,
+            exit_flush_s=settings.exit_flush_s,
+            send_buffer=settings.send_buffer,
+        )
+        _flush_before_worker_exit(agent)
+        wait = child_wait_s()
+        if wait is not None and not agent.wait_for_client(wait):
+            print(
+                f"iket-tui agent: no client attached to pid {agent.pid} within {wait:g} s; running on", file=sys.stderr
+            )
+    except Exception as exc:
+        print(f"iket-tui agent: not started in forked pid {os.getpid()}: {exc}", file=sys.stderr)
+
+
+def _flush_before_worker_exit(agent: Agent) -> None:
+    """A multiprocessing worker made by ``fork`` or the fork server ends with ``os._exit``, past
+    ``atexit``: have multiprocessing's own exit handling flush the agent's clients and say bye.
+    It clears its finalizers right after the fork, so the finalizer is set up after that."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        util.register_after_fork(agent, _finalize_at_worker_exit)
+
+
+def _finalize_at_worker_exit(agent: Agent) -> None:
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(agent, agent._at_exit, exitpriority=-100)
+
+
+os.register_at_fork(after_in_child=_start_in_forked_child)

@@ -201,6 +201,9 @@ class Registry:
         """The agent running in this process, if any."""
         self.agent_lock = threading.Lock()
         """Held while the agent starts or stops."""
+        self.parent_agent: Agent | None = None
+        """In a child made by ``fork``, until the child's own agent starts: the agent of the
+        parent, let go of by :meth:`forget`, whose settings the child's agent takes."""
 
     def emit(self, msg: Message) -> None:
         """Record one event and offer it to every client. Cheap, and never waits on a client.
@@ -339,9 +342,10 @@ class Registry:
     def forget(self) -> None:
         """Start from nothing, in a child made by ``fork``: the parent's compiles, open passes,
         IR, queued events and clients are the parent's, and so is its agent, whose copies of
-        sockets the child closes (:meth:`Agent.abandon`). Only the forking thread lives on in
-        the child, so every lock is made anew: another thread may have held one at the fork.
-        Compile ids go on counting, so that no id is given twice in the child."""
+        sockets the child closes (:meth:`Agent.abandon`); it is kept as :attr:`parent_agent`
+        for the child to start its own like it. Only the forking thread lives on in the child,
+        so every lock is made anew: another thread may have held one at the fork. Compile ids
+        go on counting, so that no id is given twice in the child."""
         agent = self.agent
         self._lock = threading.Lock()
         self._backlog = deque(maxlen=self._backlog.maxlen)
@@ -357,6 +361,7 @@ class Registry:
         self.observer_errors = 0
         self.agent = None
         self.agent_lock = threading.Lock()
+        self.parent_agent = agent
         if agent is not None:
             agent.abandon()
 

@@ -45,6 +45,20 @@ WATCH_S = 1.0
 """How often the accept thread checks that the socket file is still this agent's."""
 
 log = logging.getLogger("iket_tui.agent")
+RANK_VARIABLES = ("RANK", "LOCAL_RANK")
+"""Where a distributed launcher (``torchrun``, ``mpirun`` through torch's launcher) puts a
+process's rank, the global one first."""
+
+
+def rank_of_this_process() -> int | None:
+    """This process's rank among those a distributed launcher started (``RANK``, else
+    ``LOCAL_RANK``), so that a client watching them all can label each; ``None`` when unset or
+    not a whole number."""
+    for name in RANK_VARIABLES:
+        raw = os.environ.get(name, "")
+        if raw.isdigit():
+            return int(raw)
+    return None
 
 
 class AgentServer:
@@ -75,6 +89,8 @@ class AgentServer:
                 capabilities=[m.CAP_PASSES, CAP_RESUME],
                 argv=endpoints.process_argv(self.pid) or list(sys.argv),
                 t_ns=time.monotonic_ns(),
+                ppid=os.getppid(),
+                rank=rank_of_this_process(),
             ),
             queue=queue,
             heartbeat_s=heartbeat_s,

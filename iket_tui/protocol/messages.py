@@ -224,10 +224,16 @@ def hello(
     capabilities: list[str],
     argv: list[str] | None = None,
     t_ns: int = 0,
+    ppid: int | None = None,
+    rank: int | None = None,
 ) -> Message:
     """Both ends send one first. ``start_time`` is the process start time in clock ticks since
-    boot (``/proc/PID/stat`` field 22), which tells a reused pid from the original process."""
-    return {
+    boot (``/proc/PID/stat`` field 22), which tells a reused pid from the original process.
+
+    An agent also names its parent process (``ppid``) and, in a process started by a distributed
+    launcher such as ``torchrun``, its ``rank``: a client watching several processes places each
+    one under its parent and labels it by rank."""
+    msg: Message = {
         "type": HELLO,
         "proto": list(PROTOCOL_VERSION),
         "role": role,
@@ -238,6 +244,11 @@ def hello(
         "argv": argv or [],
         "t_ns": t_ns,
     }
+    if ppid is not None:
+        msg["ppid"] = ppid
+    if rank is not None:
+        msg["rank"] = rank
+    return msg
 
 
 def heartbeat(*, t_ns: int, produced: int, dropped: int, open_passes: int, observer_errors: int = 0) -> Message:

@@ -1,5 +1,6 @@
-"""A child made by ``fork`` starts the agent's state from nothing and leaves the parent's clients
-to the parent (a DataLoader worker or a multiprocessing pool forked from a watched program).
+"""A child made by ``fork`` starts the agent's state from nothing, leaves the parent's clients
+to the parent, and serves its own agent (a DataLoader worker or a multiprocessing pool forked
+from a watched program).
 
 The target (``targets/forks.py``) forks while its agent serves a client, one compile is held
 inside a pass and the IR of another is kept; both sides report what the agent holds.
@@ -16,11 +17,18 @@ from pathlib import Path
 import pytest
 from agent_wire import WireClient, socket_of, spawn_target
 
+from iket_tui import endpoints
 from iket_tui.protocol import messages as m
 
 pytestmark = pytest.mark.tilelang
 
 SLOW_PASS = "iket_test.SlowLayoutInference"
+
+
+def socket_of_pid(pid: int) -> Path:
+    start = endpoints.process_start_time(pid)
+    assert start is not None
+    return endpoints.socket_path_for(pid, start)
 
 
 def test_a_forked_child_holds_nothing_of_the_parents_agent_and_its_clients_see_the_parent_end(
@@ -49,15 +57,19 @@ def test_a_forked_child_holds_nothing_of_the_parents_agent_and_its_clients_see_t
 
         assert child == {
             "pid": child_pid,
-            "agent": False,
+            "agent": True,
             "produced": 0,
             "open": [],
             "open_passes": 0,
             "clients": 0,
             "notes_waiting": False,
             "ir": {},
-            "sockets": 0,
-        }
+            "sockets": 1,
+        }, "nothing of the parent's; one socket, its own agent's"
+        own = WireClient(socket_of_pid(child_pid))
+        assert own.agent_hello["pid"] == child_pid and own.agent_hello["ppid"] == proc.pid
+        own.catch_up()
+        own.close()
 
         proc.kill()
         proc.wait()
