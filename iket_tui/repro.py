@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from iket_tui.durations import duration
 from iket_tui.outputs import make_directory, write_files
 from iket_tui.protocol import messages as m
 
@@ -482,7 +483,7 @@ def _stack_text(frames: list[Any]) -> str:
 
 def _hang_script(capture: m.Message, end: m.Message | None, source: str, compiler: str = "tilelang") -> str:
     running = capture.get("running_ns")
-    running_s = f"{running / 1e9:.1f} s" if isinstance(running, int) else "a while"
+    running_s = duration(running) if isinstance(running, int) else "a while"
     label = capture.get("label") or (end.get("label") if end is not None else None)
     label = _quotable(str(label)) if label else ""
     source = _quotable(source)

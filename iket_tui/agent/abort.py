@@ -27,6 +27,7 @@ from typing import Any, Final
 from iket_tui.agent.registry import Registry, registry
 from iket_tui.agent.running import Abort
 from iket_tui.agent.stuck import NothingRunning, pass_source, running_now
+from iket_tui.durations import duration
 from iket_tui.protocol import messages as m
 
 RAISE_WAIT_S: Final = 1.0
@@ -78,7 +79,7 @@ def abort(registry: Registry, compile_id: int | None = None) -> dict[str, Any]:
     pending = running.abort
     if pending is None or pending.raised.is_set():
         pending = Abort(
-            message=f"aborted by iket-tui after {_seconds(found.running_ns)} in {found.name}",
+            message=f"aborted by iket-tui after {duration(found.running_ns)} in {found.name}",
             name=found.name,
             seq=found.seq,
             running_ns=found.running_ns,
@@ -158,9 +159,3 @@ def _where(frame: Any) -> str | None:
     code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
     where = f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
     return f"{where}: {code}" if code else where
-
-
-def _seconds(ns: int) -> str:
-    """``4.2 s`` under ten seconds, ``12 s`` from there."""
-    seconds = ns / 1e9
-    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"

@@ -11,6 +11,7 @@ from iket_tui.cli.errors import UsageError, say
 from iket_tui.cli.files import cmd_repro as cmd_repro_failure
 from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.targets import target_socket
+from iket_tui.durations import duration
 from iket_tui.outputs import OutputError
 from iket_tui.protocol import messages as m
 from iket_tui.sources.reading import RecordingReader
@@ -51,7 +52,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"{args.output}: {exc.strerror or type(exc).__name__}") from None
     running = capture.get("running_ns")
-    ran = f", running for {running / 1e9:.1f} s" if isinstance(running, int) else ""
+    ran = f", running for {duration(running)}" if isinstance(running, int) else ""
     say(
         f"wrote a reproducer of the stuck pass {found.name} (pass {capture.get('seq')} of compile "
         f"{found.compile}{ran}) to {where}: {found.note}"

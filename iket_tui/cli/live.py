@@ -19,6 +19,7 @@ from iket_tui.cli.signals import watch_signals
 from iket_tui.cli.targets import target_socket
 from iket_tui.demo.sample import NAME as SAMPLE_NAME
 from iket_tui.demo.sample import sample_recording
+from iket_tui.durations import duration
 from iket_tui.outputs import STDOUT
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.launch import LaunchedProgram
@@ -141,10 +142,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     recorder = source.recorder
     count = recorder.messages if recorder is not None else 0
     dropped = f"; the agent dropped {recorder.dropped} events" if recorder is not None and recorder.dropped else ""
-    summary = (
-        f"recorded {count} messages from {source.who} to {shown(args.output)} in {time.monotonic() - started:.1f} s"
-        f" ({why}){dropped}"
-    )
+    took = duration(int((time.monotonic() - started) * 1e9))
+    summary = f"recorded {count} messages from {source.who} to {shown(args.output)} in {took} ({why}){dropped}"
     if to_stdout:
         say(summary)  # the recording has standard output
     else:

@@ -7,6 +7,7 @@ import sys
 
 from iket_tui.cli.errors import UsageError, say
 from iket_tui.cli.targets import target_socket
+from iket_tui.durations import duration
 from iket_tui.endpoints import list_endpoints, process_argv, runtime_dir, runtime_dir_problem, uptime_seconds
 from iket_tui.sources.socket import SocketSource
 
@@ -62,20 +63,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
     rows = [("PID", "UPTIME", "SOCKET", "COMMAND")]
     for endpoint in endpoints:
         command = " ".join(" ".join(process_argv(endpoint.pid)).split()) or "?"  # one line, whatever argv holds
-        uptime = _uptime(uptime_seconds(endpoint.start_time))
+        uptime = duration(int(uptime_seconds(endpoint.start_time) * 1e9)).replace(" ", "")  # one column
         rows.append((str(endpoint.pid), uptime, str(endpoint.path), command))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for pid, uptime, path, command in rows:
         print(f"{pid:>{widths[0]}}  {uptime:>{widths[1]}}  {path:<{widths[2]}}  {command}")
     return 0
-
-
-def _uptime(seconds: float) -> str:
-    total = int(seconds)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"

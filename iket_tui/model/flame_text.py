@@ -11,6 +11,7 @@ import struct
 
 import numpy as np
 
+from iket_tui.durations import duration
 from iket_tui.model.flame_layout import BLOCK, SM, FlameLayout, FlameRow, SmLayout, Window
 from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
 
@@ -18,18 +19,6 @@ NO_LAUNCH = "no kernel launch selected"
 EVICTED = "this launch was summarised to keep memory bounded: its events are no longer held"
 NO_START = "(end without a start)"
 """How an end whose start was never seen is named (its event id is 0)."""
-
-
-def format_ns(value: float) -> str:
-    """A time in the unit that keeps it short: ns, µs, ms or s."""
-    value = float(value)
-    if abs(value) >= 1e9:
-        return f"{value / 1e9:.3f} s"
-    if abs(value) >= 1e6:
-        return f"{value / 1e6:.3f} ms"
-    if abs(value) >= 1e3:
-        return f"{value / 1e3:.2f} µs"
-    return f"{value:.0f} ns"
 
 
 def payload_text(payload_type: int, bits: int) -> str:
@@ -60,7 +49,7 @@ def block_text(layout: FlameLayout | SmLayout, block: int) -> str:
     """A block's bar: its title, its warps and when it ran."""
     spans = layout.spans
     begin, end = int(spans.block_start_ns[block]), int(spans.block_end_ns[block])
-    lasted = f"t+{format_ns(begin)} to t+{format_ns(end)} ({format_ns(end - begin)})"
+    lasted = f"t+{duration(begin)} to t+{duration(end)} ({duration(end - begin)})"
     return f"{layout.block_title(block)}: {int(spans.warps[block])} warps, {lasted}"
 
 
@@ -69,20 +58,20 @@ def mark_text(launch: Launch, layout: FlameLayout | SmLayout, index: int) -> str
     mark = layout.spans.marks[index]
     name = launch.event_name(int(mark["event"]))
     payload = payload_text(int(mark["payload_type"]), int(mark["payload"]))
-    return f"mark {name} at t+{format_ns(int(mark['t_ns']))}{payload}"
+    return f"mark {name} at t+{duration(int(mark['t_ns']))}{payload}"
 
 
 def span_text(launch: Launch, layout: FlameLayout | SmLayout, index: int) -> str:
     """A range: its event, from when, how long (or which end tracing never saw), its payload."""
     span = layout.spans.spans[index]
     flags = int(span["flags"])
-    start = "before tracing saw it" if flags & SPAN_NO_START else f"t+{format_ns(int(span['start_ns']))}"
+    start = "before tracing saw it" if flags & SPAN_NO_START else f"t+{duration(int(span['start_ns']))}"
     if flags & SPAN_NO_END:
         length = "no end recorded"
     elif flags & SPAN_NO_START:
-        length = f"ended t+{format_ns(int(span['end_ns']))}"
+        length = f"ended t+{duration(int(span['end_ns']))}"
     else:
-        length = format_ns(int(span["end_ns"]) - int(span["start_ns"]))
+        length = duration(int(span["end_ns"]) - int(span["start_ns"]))
     payload = payload_text(int(span["payload_type"]), int(span["payload"]))
     return f"range {event_label(launch, int(span['event']))} from {start}, {length}{payload}"
 
@@ -98,7 +87,10 @@ def describe_cursor(
         return NO_LAUNCH
     at = layout.rows[row]
     t_ns = window.time_of(column)
-    text = f"{row_place(layout, at)} · t+{format_ns(t_ns)} · {format_ns(window.ns_per_column)}/col"
+    text = (
+        f"{row_place(layout, at)} · t+{duration(t_ns, resolution_ns=window.ns_per_column)}"
+        f" · {duration(window.ns_per_column)}/col"
+    )
     found = layout.at(at, t_ns, window.ns_per_column)
     if found is None:
         return text
@@ -122,14 +114,14 @@ def describe_row(launch: Launch | None, layout: FlameLayout | SmLayout | None, r
         lines = [f"SM {at.block}", f"{len(blocks)} blocks of this launch ran here:"]
         for block in blocks[np.argsort(spans.block_start_ns[blocks])].tolist():
             begin, end = int(spans.block_start_ns[block]), int(spans.block_end_ns[block])
-            lines.append(f"  {layout.block_title(block)}  t+{format_ns(begin)} .. t+{format_ns(end)}")
+            lines.append(f"  {layout.block_title(block)}  t+{duration(begin)} .. t+{duration(end)}")
         return lines
     block = at.block
     begin, end = int(spans.block_start_ns[block]), int(spans.block_end_ns[block])
     lines = [
         layout.block_title(block),
         f"warps      {int(spans.warps[block])}",
-        f"ran        t+{format_ns(begin)} .. t+{format_ns(end)} ({format_ns(end - begin)})",
+        f"ran        t+{duration(begin)} .. t+{duration(end)} ({duration(end - begin)})",
     ]
     in_row = spans.spans["block"] == block
     marks_in_row = spans.marks["block"] == block
@@ -161,7 +153,7 @@ def ruler(start_ns: float, ns_per_column: float, columns: int, spacing: int = 14
         column = math.floor((tick - start_ns) / ns_per_column)
         if column >= columns:
             break
-        text = "┊" + format_ns(tick)
+        text = "┊" + duration(tick, resolution_ns=step)
         for offset, char in enumerate(text[: columns - column]):
             line[column + offset] = char
         tick += step

@@ -14,6 +14,7 @@ import math
 import re
 from typing import Any
 
+from iket_tui.durations import duration
 from iket_tui.protocol import messages as m
 from iket_tui.ring.decode import EventTables, decode, payload_values
 from iket_tui.ring.events import EventTableError
@@ -173,7 +174,7 @@ def _quoted(key: Any) -> str:
 def _field(key: str, value: Any) -> str:
     kind = type(value)
     if kind is int:
-        return f"{key[:-3]}={value / 1e6:.3f}ms" if key.endswith("_ns") else f"{key}={value}"
+        return f"{key[:-3]}={duration(value).replace(' ', '')}" if key.endswith("_ns") else f"{key}={value}"
     if type(value) is str:
         if key == "traceback":
             return f"traceback=<{len(value.splitlines())} lines>"

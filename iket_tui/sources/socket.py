@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from iket_tui import __version__
+from iket_tui.durations import duration
 from iket_tui.endpoints import (
     EndpointError,
     ForeignPeerError,
@@ -540,7 +541,8 @@ class SocketSource:
             else f"{lost} events of the gap were lost (its agent no longer held them)"
         )
         self._gap_notes.append(
-            f"reconnected to pid {self.agent_hello['pid']} after {time.monotonic() - started:.1f} s without its agent;"
+            f"reconnected to pid {self.agent_hello['pid']} after {duration(int((time.monotonic() - started) * 1e9))}"
+            " without its agent;"
             f" {gone}"
         )
 

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from iket_tui.model.flame_text import format_ns
+from iket_tui.durations import duration as format_ns
 from iket_tui.model.kernels import KernelTimeline
 from iket_tui.model.launches import Launch, event_stats
 from iket_tui.model.session import Session

@@ -88,7 +88,7 @@ def test_text_is_one_aligned_line_per_message(recording: Path, tmp_path: Path) -
     assert len(lines) == len(msgs)
     assert [line[17:35].strip() for line in lines] == [msg["type"] for msg in msgs]
     first_pass = next(line for line in lines if "pass_end" in line)
-    assert "compile=1 context=0 seq=0 depth=0 parent=- phase=pipeline_cuda tl.Pass0 duration=0.001ms" in first_pass
+    assert "compile=1 context=0 seq=0 depth=0 parent=- phase=pipeline_cuda tl.Pass0 duration=1.00µs" in first_pass
     failed = run_iket("dump", str(_failing_compile(tmp_path / "fail.msgpack"))).stdout.splitlines()
     assert len(failed) == 6
     assert 'error="InternalError: Layout infer conflict"' in failed[3]

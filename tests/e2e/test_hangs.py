@@ -27,6 +27,7 @@ pytest.importorskip("tilelang")
 
 from live_target import WAIT_S, Stuck, main_code, socket_of, stacks_of
 
+from iket_tui.durations import duration
 from iket_tui.model.nodes import FAILED
 from iket_tui.model.session import Session
 from iket_tui.model.visible_rows import Row
@@ -42,7 +43,9 @@ TARGETS = Path(__file__).parent / "targets"
 PASSES = TARGETS / "hang_passes.py"
 SPIN_CODE = "while turns >= 0:  # a Python loop that never ends"
 PAUSE_CODE = "_libc.pause()  # blocks in native code until a signal is handled"
-ABORTED = re.compile(r"aborted by iket-tui after \d+(\.\d)? s in hang_test\.(SpinForever|PauseForever)")
+ABORTED = re.compile(
+    r"aborted by iket-tui after (\d+(\.\d+)? (ms|s)|\d+m \d\ds) in hang_test\.(SpinForever|PauseForever)"
+)
 
 
 @dataclass
@@ -248,7 +251,7 @@ def test_a_pass_blocked_in_native_code_is_reproduced_and_the_abort_says_it_waits
     assert written.returncode == 0, written.stderr
     assert written.stderr.startswith(
         f"iket-tui: wrote a reproducer of the stuck pass hang_test.PauseForever (pass {capture['seq']} of compile 1, "
-        f"running for {capture['running_ns'] / 1e9:.1f} s) to {out}: "
+        f"running for {duration(capture['running_ns'])}) to {out}: "
     )
     _reproduces(out, PAUSE_CODE, "pause_forever", tmp_path)
 

@@ -13,7 +13,6 @@ from iket_tui.model.flame_text import (
     NO_LAUNCH,
     describe_cursor,
     describe_row,
-    format_ns,
     payload_text,
     ruler,
 )
@@ -70,18 +69,6 @@ def small_launch() -> Launch:
 
 
 WINDOW = Window(0.0, 4.0, 12)  # column c is the time 4c + 2 ns
-
-
-def test_times_read_in_the_unit_that_keeps_them_short() -> None:
-    assert [format_ns(v) for v in (0, 999, 1_000, 25_500, 1_234_567, 2_000_000_000, -1_500)] == [
-        "0 ns",
-        "999 ns",
-        "1.00 µs",
-        "25.50 µs",
-        "1.235 ms",
-        "2.000 s",
-        "-1.50 µs",
-    ]
 
 
 def test_a_payload_reads_as_its_type() -> None:
@@ -191,4 +178,4 @@ def test_the_time_axis_ticks_at_round_times_that_never_overlap() -> None:
     assert ruler(0.0, 10.0, 40) == "┊0 ns" + " " * 15 + "┊200 ns" + " " * 13  # a round step of 14 columns or more
     assert ruler(50.0, 10.0, 30) == " " * 15 + "┊200 ns" + " " * 8  # the first tick at or after the start
     asked_for_2 = ruler(0.0, 1_000.0, 60, spacing=2)  # every 10 columns at least, so labels never meet
-    assert asked_for_2 == "┊0 ns     ┊10.00 µs ┊20.00 µs ┊30.00 µs ┊40.00 µs ┊50.00 µs "
+    assert asked_for_2 == "┊0 ns     ┊10.0 µs  ┊20.0 µs  ┊30.0 µs  ┊40.0 µs  ┊50.0 µs  "

@@ -282,7 +282,7 @@ async def test_the_event_rate_falls_while_nothing_arrives() -> None:
         assert "quiet  0 ev/s  813 events" in header(app)
         clock.advance(40.0)  # no heartbeat either: the target does not answer
         app.refresh_views()
-        assert "unresponsive for 45.00 s (since " in header(app)
+        assert "unresponsive for 45.0 s (since " in header(app)
 
 
 @app_test
@@ -319,7 +319,7 @@ async def test_a_compile_rejected_by_nvcc_shows_its_failed_codegen_step() -> Non
         await pilot.press("home", *["down"] * line)
 
         assert cursor_row(app).startswith("✗ codegen tilelang_cuda RuntimeError: nvcc fai… failed")
-        assert cursor_row(app).endswith("300.0 ms")
+        assert cursor_row(app).endswith("300 ms")
         assert details(app).startswith("codegen tilelang_cuda\nstatus: failed")
         assert NVCC_REJECTED in details(app)
 
