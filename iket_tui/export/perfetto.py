@@ -28,52 +28,58 @@ from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
 from iket_tui.model.nodes import CompileNode, PassNode
 from iket_tui.model.session import Session
 
-# Field numbers, from Perfetto's protos/perfetto/trace/... (named as the protos name them).
+# Field numbers and types as Perfetto's own protos declare them, checked against google/perfetto
+# at ec5d16b14b74 (2026-08-22): protos/perfetto/trace/trace.proto, trace_packet.proto,
+# track_event/track_event.proto, track_event/track_descriptor.proto and
+# track_event/process_descriptor.proto (the paths below are under protos/perfetto/trace/).
+# tests/export/test_export_perfetto.py decodes the output against its own copy of these numbers.
 TRACE_PACKET: Final = 1
-"""trace.proto: ``Trace.packet``."""
+"""trace.proto: ``repeated TracePacket packet = 1`` of ``Trace``."""
 PACKET_TIMESTAMP: Final = 8
-"""trace_packet.proto: ``TracePacket.timestamp`` (uint64, ns)."""
+"""trace_packet.proto: ``optional uint64 timestamp = 8`` (ns, on the default clock, BOOTTIME)."""
 PACKET_TRUSTED_PACKET_SEQUENCE_ID: Final = 10
-"""trace_packet.proto: ``TracePacket.trusted_packet_sequence_id``."""
+"""trace_packet.proto: ``uint32 trusted_packet_sequence_id = 10`` (in the oneof
+``optional_trusted_packet_sequence_id``; a file written without the tracing service sets it,
+as Perfetto's docs/reference/synthetic-track-event.md does)."""
 PACKET_TRACK_EVENT: Final = 11
-"""trace_packet.proto: ``TracePacket.track_event``."""
+"""trace_packet.proto: ``TrackEvent track_event = 11`` (in the oneof ``data``)."""
 PACKET_SEQUENCE_FLAGS: Final = 13
-"""trace_packet.proto: ``TracePacket.sequence_flags``."""
+"""trace_packet.proto: ``optional uint32 sequence_flags = 13``."""
 PACKET_TRACK_DESCRIPTOR: Final = 60
-"""trace_packet.proto: ``TracePacket.track_descriptor``."""
+"""trace_packet.proto: ``TrackDescriptor track_descriptor = 60`` (in the oneof ``data``)."""
 SEQ_INCREMENTAL_STATE_CLEARED: Final = 1
-"""trace_packet.proto: ``TracePacket.SequenceFlags.SEQ_INCREMENTAL_STATE_CLEARED``."""
+"""trace_packet.proto: ``TracePacket.SequenceFlags.SEQ_INCREMENTAL_STATE_CLEARED = 1``."""
 
 TRACK_UUID: Final = 1
-"""track_descriptor.proto: ``TrackDescriptor.uuid``."""
+"""track_event/track_descriptor.proto: ``optional uint64 uuid = 1``."""
 TRACK_NAME: Final = 2
-"""track_descriptor.proto: ``TrackDescriptor.name``."""
+"""track_event/track_descriptor.proto: ``string name = 2`` (in the oneof ``static_or_dynamic_name``)."""
 TRACK_PROCESS: Final = 3
-"""track_descriptor.proto: ``TrackDescriptor.process``."""
+"""track_event/track_descriptor.proto: ``optional ProcessDescriptor process = 3``."""
 TRACK_PARENT_UUID: Final = 5
-"""track_descriptor.proto: ``TrackDescriptor.parent_uuid``."""
+"""track_event/track_descriptor.proto: ``optional uint64 parent_uuid = 5``."""
 
 PROCESS_PID: Final = 1
-"""process_descriptor.proto: ``ProcessDescriptor.pid``."""
+"""track_event/process_descriptor.proto: ``optional int32 pid = 1``."""
 PROCESS_CMDLINE: Final = 2
-"""process_descriptor.proto: ``ProcessDescriptor.cmdline`` (repeated string)."""
+"""track_event/process_descriptor.proto: ``repeated string cmdline = 2``."""
 PROCESS_PROCESS_NAME: Final = 6
-"""process_descriptor.proto: ``ProcessDescriptor.process_name``."""
+"""track_event/process_descriptor.proto: ``optional string process_name = 6``."""
 
 EVENT_TYPE: Final = 9
-"""track_event.proto: ``TrackEvent.type``."""
+"""track_event/track_event.proto: ``optional Type type = 9`` (an enum, written as a varint)."""
 EVENT_TRACK_UUID: Final = 11
-"""track_event.proto: ``TrackEvent.track_uuid``."""
+"""track_event/track_event.proto: ``optional uint64 track_uuid = 11``."""
 EVENT_CATEGORIES: Final = 22
-"""track_event.proto: ``TrackEvent.categories`` (repeated string)."""
+"""track_event/track_event.proto: ``repeated string categories = 22``."""
 EVENT_NAME: Final = 23
-"""track_event.proto: ``TrackEvent.name``."""
+"""track_event/track_event.proto: ``string name = 23`` (in the oneof ``name_field``)."""
 TYPE_SLICE_BEGIN: Final = 1
-"""track_event.proto: ``TrackEvent.Type.TYPE_SLICE_BEGIN``."""
+"""track_event/track_event.proto: ``TrackEvent.Type.TYPE_SLICE_BEGIN = 1``."""
 TYPE_SLICE_END: Final = 2
-"""track_event.proto: ``TrackEvent.Type.TYPE_SLICE_END``."""
+"""track_event/track_event.proto: ``TrackEvent.Type.TYPE_SLICE_END = 2``."""
 TYPE_INSTANT: Final = 3
-"""track_event.proto: ``TrackEvent.Type.TYPE_INSTANT``."""
+"""track_event/track_event.proto: ``TrackEvent.Type.TYPE_INSTANT = 3``."""
 
 _UINT64: Final = (1 << 64) - 1
 WIRE_VARINT: Final = 0

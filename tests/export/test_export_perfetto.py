@@ -1,151 +1,21 @@
-"""``--format perfetto``: Perfetto's native protobuf trace, decoded back here by a small protobuf
-reader and compared with the session it was made from and with the Chrome export."""
+"""``--format perfetto``: Perfetto's native protobuf trace, decoded back by a small protobuf
+reader against the field numbers and wire types of Perfetto's own protos (``perfetto_reader``)
+and compared with the session it was made from and with the Chrome export."""
 
 from __future__ import annotations
 
 import gzip
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from export_helpers import EXAMPLE
+from perfetto_reader import Trace, decode
 
 from iket_tui.cli import main
 from iket_tui.export import ExportError, chrome_trace, perfetto_trace, recording_session
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
-
-Fields = list[tuple[int, int, Any]]
-
-
-def read_varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, at
-
-
-def fields(data: bytes) -> Fields:
-    """A message's fields as ``(number, wire type, value)``: an int for varints and fixed
-    widths, bytes for length-delimited fields."""
-    out: Fields = []
-    at = 0
-    while at < len(data):
-        key, at = read_varint(data, at)
-        number, wire = key >> 3, key & 7
-        value: Any
-        if wire == 0:
-            value, at = read_varint(data, at)
-        elif wire == 1:
-            value, at = int.from_bytes(data[at : at + 8], "little"), at + 8
-        elif wire == 2:
-            size, at = read_varint(data, at)
-            value, at = data[at : at + size], at + size
-            assert at <= len(data), "a length past the end of its message"
-        elif wire == 5:
-            value, at = int.from_bytes(data[at : at + 4], "little"), at + 4
-        else:
-            raise AssertionError(f"wire type {wire}")
-        out.append((number, wire, value))
-    assert at == len(data)
-    return out
-
-
-def one(found: Fields, number: int) -> Any:
-    values = [value for n, _, value in found if n == number]
-    assert len(values) <= 1, (number, values)
-    return values[0] if values else None
-
-
-@dataclass
-class Track:
-    uuid: int
-    name: str
-    parent: int | None
-    pid: int | None = None
-    process_name: str | None = None
-    events: list[tuple[int, int, str | None, str | None]] = field(default_factory=list)
-    """``(timestamp, type, name, category)`` in the order written."""
-
-
-@dataclass
-class Trace:
-    tracks: dict[int, Track]
-
-    def children(self, parent: int | None) -> list[Track]:
-        return [track for track in self.tracks.values() if track.parent == parent]
-
-    def slices(self, track: Track) -> list[tuple[str, int, int]]:
-        """A track's slices as ``(name, begin, end)``, checking that its begins and ends are
-        balanced, properly nested and in time order."""
-        out: list[tuple[str, int, int]] = []
-        stack: list[tuple[str, int]] = []
-        last = 0
-        for ts, kind, name, _ in track.events:
-            assert ts >= last, track.name
-            last = ts
-            if kind == 1:
-                assert name is not None
-                stack.append((name, ts))
-            elif kind == 2:
-                assert stack, f"an end without a begin on {track.name}"
-                begun, begin = stack.pop()
-                out.append((begun, begin, ts))
-            else:
-                assert kind == 3, kind
-        assert not stack, f"slices never ended on {track.name}"
-        return out
-
-    def instants(self, track: Track) -> list[tuple[str | None, int]]:
-        return [(name, ts) for ts, kind, name, _ in track.events if kind == 3]
-
-
-def decode(data: bytes) -> Trace:
-    tracks: dict[int, Track] = {}
-    pending: list[tuple[int, int, int, str | None, str | None]] = []
-    packets = fields(data)
-    assert packets
-    for number, wire, body in packets:
-        assert (number, wire) == (1, 2)  # Trace.packet
-        packet = fields(body)
-        assert one(packet, 10) == 1  # trusted_packet_sequence_id
-        descriptor, event = one(packet, 60), one(packet, 11)
-        if descriptor is not None:
-            found = fields(descriptor)
-            uuid = one(found, 1)
-            assert uuid and uuid not in tracks
-            track = Track(uuid, one(found, 2).decode(), one(found, 5))
-            process = one(found, 3)
-            if process is not None:
-                described = fields(process)
-                track.pid = one(described, 1)
-                track.process_name = one(described, 6).decode()
-            tracks[uuid] = track
-        elif event is not None:
-            found = fields(event)
-            name, category = one(found, 23), one(found, 22)
-            pending.append(
-                (
-                    one(found, 11),
-                    one(packet, 8),
-                    one(found, 9),
-                    None if name is None else name.decode(),
-                    None if category is None else category.decode(),
-                )
-            )
-    for uuid, ts, kind, name, category in pending:
-        assert uuid in tracks, "an event on a track never described"
-        assert ts is not None
-        tracks[uuid].events.append((ts, kind, name, category))
-    for track in tracks.values():
-        assert track.parent is None or track.parent in tracks
-    return Trace(tracks)
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +41,7 @@ def test_one_process_track_for_the_watched_pid(example_trace: Trace, example_ses
     assert processes[0].pid == example_session.tree.process.pid
     assert processes[0].parent is None
     assert processes[0].process_name == example_session.tree.process.command
+    assert processes[0].cmdline == list(example_session.tree.process.argv) != []
 
 
 def test_a_track_per_compile_with_its_passes_nested_at_their_exact_times(

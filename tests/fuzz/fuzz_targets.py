@@ -19,7 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from iket_tui.export import FORMATS, ExportError, export, recording_session
+from perfetto_reader import decode
+
+from iket_tui.export import FORMATS, ExportError, export, perfetto_trace, recording_session
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import ProtocolError
@@ -268,7 +270,9 @@ def dump(data: bytes) -> None:
 
 
 def exports(data: bytes) -> None:
-    """Both exports: a document JSON can write (no NaN), or a one-line :class:`ExportError`."""
+    """Every export: a document JSON can write (no NaN), a Perfetto trace that reads back against
+    Perfetto's protos with every track's slices balanced, nested and in time order and as many
+    slices and instants as the exporter counted, or a one-line :class:`ExportError`."""
     with within_bounds(len(data)):
         read = _read(data)
         if read is None:
@@ -282,6 +286,16 @@ def exports(data: bytes) -> None:
                 _one_line(exc)
                 continue
             json.dumps(document, allow_nan=False)
+        out = bytearray()
+        try:
+            counted = perfetto_trace(model, out.extend, name="fuzz")
+        except ExportError as exc:
+            _one_line(exc)
+            assert not out, "a refused export wrote something"
+            return
+        trace = decode(bytes(out))
+        written = sum(len(trace.slices(track)) + len(trace.instants(track)) for track in trace.tracks.values())
+        assert written == counted, f"the exporter counted {counted} slices and instants, the trace holds {written}"
 
 
 TARGETS: dict[str, Target] = {

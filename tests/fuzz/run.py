@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # tests/: helpers shared with the suite
 
 from fuzz_targets import TARGETS
 from fuzzing import Found, fuzz, keep
