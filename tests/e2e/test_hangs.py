@@ -43,9 +43,9 @@ TARGETS = Path(__file__).parent / "targets"
 PASSES = TARGETS / "hang_passes.py"
 SPIN_CODE = "while turns >= 0:  # a Python loop that never ends"
 PAUSE_CODE = "_libc.pause()  # blocks in native code until a signal is handled"
-ABORTED = re.compile(
-    r"aborted by iket-tui after (\d+(\.\d+)? (ms|s)|\d+m \d\ds) in hang_test\.(SpinForever|PauseForever)"
-)
+DURATION = r"(\d+(\.\d+)? (ns|µs|ms|s)|\d+m \d\ds|\d+h \d\dm)"
+"""A duration as :func:`iket_tui.durations.duration` writes it."""
+ABORTED = re.compile(rf"aborted by iket-tui after {DURATION} in hang_test\.(SpinForever|PauseForever)")
 
 
 @dataclass
@@ -173,7 +173,7 @@ def test_a_python_loop_is_reproduced_elsewhere_and_aborted_while_the_program_goe
     (said,) = written.stderr.splitlines()
     assert re.fullmatch(
         rf"iket-tui: wrote a reproducer of the stuck pass hang_test\.SpinForever \(pass \d+ of compile 1, running "
-        rf"for \d+\.\d s\) to {out}: hang_test\.SpinForever is a pass of your own, in {PASSES} \(spin_forever\): "
+        rf"for {DURATION}\) to {out}: hang_test\.SpinForever is a pass of your own, in {PASSES} \(spin_forever\): "
         rf"python {out}/repro\.py imports that file to rebuild it, so it needs that file too "
         r"\(--pass-source FILE where it lives elsewhere\)",
         said,
@@ -217,7 +217,7 @@ def test_a_python_loop_is_reproduced_elsewhere_and_aborted_while_the_program_goe
     )
     compile_row, pass_row = _tree_rows(session, 1)
     assert compile_row.startswith(f"  ▼ ✗ gemm CompileAborted: {message} ")
-    assert re.fullmatch(r" +▼ ✗ hang_test\.SpinForever +failed +pipeline_cuda +\d+\.\d\d s +\d+\.\d\d s", pass_row)
+    assert re.fullmatch(rf" +▼ ✗ hang_test\.SpinForever +failed +pipeline_cuda +{DURATION} +{DURATION}", pass_row)
 
     # The failure was captured as any failure is, and `repro` on the recording makes a hang of it.
     again = tmp_path / "again"
