@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from iket_tui.cli.errors import EXIT_BAD_INPUT, UsageError, check_stdout_takes, check_writable, say, shown
 from iket_tui.cli.files import replay
@@ -20,10 +21,19 @@ from iket_tui.cli.targets import target_socket
 from iket_tui.demo.sample import NAME as SAMPLE_NAME
 from iket_tui.demo.sample import sample_recording
 from iket_tui.durations import duration
+from iket_tui.endpoints import NoAgentError, list_endpoints, resolve_target
 from iket_tui.outputs import STDOUT
 from iket_tui.sources.base import SourceError
+from iket_tui.sources.descendants import agents_below
 from iket_tui.sources.launch import LaunchedProgram
+from iket_tui.sources.merged import ProcessStreams
 from iket_tui.sources.socket import SocketSource
+
+LiveSource = SocketSource | ProcessStreams
+"""One process's agent, or the agents of several merged into one stream."""
+CHILD_WAIT_S = 10.0
+"""How long each child of a program ``run`` follows waits for the UI to attach (see the agent's
+``IKET_TUI_CHILD_WAIT``), so that nothing of a short-lived worker is missed."""
 
 STOP_GRACE_S = 5.0
 DEMO_MODULE = "iket_tui.demo.program"
@@ -41,7 +51,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run needs a command: iket-tui run [OPTIONS] -- CMD [ARGS...]")
     if args.record is not None:
         check_writable(args.record)
-    program = LaunchedProgram(command, log_output=not args.no_ui, agent_env=_kernel_env(args))
+    follow = not getattr(args, "no_follow", False)
+    agent_env = _kernel_env(args)
+    if follow:
+        agent_env["IKET_TUI_CHILD_WAIT"] = f"{CHILD_WAIT_S:g}"
+    program = LaunchedProgram(command, log_output=not args.no_ui, agent_env=agent_env)
     stopped: list[int] = []
     stop = threading.Event()
 
@@ -63,7 +77,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         say(f"{command[0]} exited with code {code} before an iket-tui agent started in it")
         _report_output(program, code)
         return code
-    source = SocketSource(path, record_to=args.record, connect_retry_s=5.0, filters=filters_of(args))
+    source: LiveSource
+    if follow:
+        source = ProcessStreams(
+            [path],
+            record_to=args.record,
+            find=lambda: [found.path for found in agents_below(program.pid)],
+            following=lambda: program.returncode is None,
+            description=f"pid {program.pid}: {' '.join(command)}",
+            reader_options={"connect_retry_s": 5.0, "filters": filters_of(args)},
+        )
+    else:
+        source = SocketSource(path, record_to=args.record, connect_retry_s=5.0, filters=filters_of(args))
     if args.no_ui:
         return _run_headless(program, source)
     return _run_with_ui(program, source, args.stuck_after, getattr(args, "sample_kernels", None))
@@ -74,7 +99,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
     exit code 2 when its recording stopped early (the disk filled up: the header said so)."""
     if args.record is not None:
         check_writable(args.record)
-    source = SocketSource(target_socket(args.target, start_agent=True), record_to=args.record, filters=filters_of(args))
+    source = _attached(args)
     try:
         source.connect()
         code, signum = show(source, args.stuck_after)
@@ -86,6 +111,48 @@ def cmd_attach(args: argparse.Namespace) -> int:
     if signum is not None:
         return 128 + signum
     return EXIT_BAD_INPUT if stopped_recording else code
+
+
+def _attached(args: argparse.Namespace) -> LiveSource:
+    """The source ``attach`` watches: one TARGET's agent, or several merged (``PID PID ...``,
+    or ``--all``: every live agent of this user, and those that start while it watches)."""
+    targets: list[str] = list(args.target)
+    options: dict[str, Any] = {"record_to": args.record, "filters": filters_of(args)}
+    if args.all:
+        if targets:
+            raise UsageError("attach --all watches every agent of this user: name no TARGET with it")
+        found = [endpoint.path for endpoint in list_endpoints(listening_only=True)]
+        if not found:
+            raise SourceError(
+                "no live iket-tui agents of this user (start one with `iket-tui run -- CMD` or IKET_TUI=1)"
+            )
+        return ProcessStreams(
+            found,
+            record_to=args.record,
+            find=lambda: [endpoint.path for endpoint in list_endpoints()],
+            following=lambda: True,
+            description="every agent of this user",
+            reader_options={"filters": filters_of(args)},
+        )
+    if not targets:
+        raise UsageError("attach needs a TARGET (a pid, a socket path or HOST:PID), several pids, or --all")
+    if len(targets) == 1:
+        return SocketSource(target_socket(targets[0], start_agent=True), **options)
+    if len(set(targets)) != len(targets):
+        raise UsageError("a TARGET is named twice: name each process once")
+    without_agent = []
+    for target in targets:  # every target checked before an agent is started in any of them
+        try:
+            resolve_target(target)
+        except NoAgentError:
+            without_agent.append(target)
+    paths = [target_socket(target, start_agent=target in without_agent) for target in targets]
+    return ProcessStreams(
+        paths,
+        record_to=args.record,
+        description="pids " + ", ".join(targets),
+        reader_options={"filters": filters_of(args)},
+    )
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -200,7 +267,7 @@ def _kernel_env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def _run_headless(program: LaunchedProgram, source: SocketSource) -> int:
+def _run_headless(program: LaunchedProgram, source: LiveSource) -> int:
     stopped: list[int] = []
 
     def on_signal(signum: int) -> None:
@@ -231,7 +298,7 @@ def _run_headless(program: LaunchedProgram, source: SocketSource) -> int:
 
 
 def _run_with_ui(
-    program: LaunchedProgram, source: SocketSource, stuck_after_s: float, sample_kernels: Path | None = None
+    program: LaunchedProgram, source: LiveSource, stuck_after_s: float, sample_kernels: Path | None = None
 ) -> int:
     try:
         _code, signum = show(source, stuck_after_s, sample_kernels=sample_kernels)
@@ -248,7 +315,7 @@ def _run_with_ui(
     return 128 + signum if signum is not None else code
 
 
-def _follow(source: SocketSource, *, stop_recording: bool = False, say_recording_stopped: bool = False) -> None:
+def _follow(source: LiveSource, *, stop_recording: bool = False, say_recording_stopped: bool = False) -> None:
     """Read a source headless until it ends, saying its notes (its error is left to the caller).
 
     When its recording stops (the disk is full), ``stop_recording`` ends the reading there (the
@@ -271,7 +338,7 @@ def _exit_code(program: LaunchedProgram) -> int:
     return code
 
 
-def _report_recording(source: SocketSource, *, stop_said: bool = False) -> str | None:
+def _report_recording(source: LiveSource, *, stop_said: bool = False) -> str | None:
     """Say how many messages were recorded, or instead why recording stopped early (the disk
     is full) where that was not said yet (``stop_said``, or it is the source's error, which
     the caller says); returns that reason."""
@@ -285,7 +352,7 @@ def _report_recording(source: SocketSource, *, stop_said: bool = False) -> str |
     return recorder.stopped
 
 
-def _recording_stopped(source: SocketSource) -> str | None:
+def _recording_stopped(source: LiveSource) -> str | None:
     """Why the source's recording stopped before the stream ended (the disk is full), if it did."""
     return source.recorder.stopped if source.recorder is not None else None
 

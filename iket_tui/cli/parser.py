@@ -87,13 +87,20 @@ def build_parser() -> argparse.ArgumentParser:
 Start CMD with the iket-tui agent in it and watch its compiles live. The program waits up to
 10 s for the UI to attach, so that nothing is missed; its output goes to a log file, named
 when it exits, and iket-tui exits with its exit code. Quitting the UI stops a program that
-still runs.""",
+still runs. The processes it starts that run Python (multiprocessing workers, subprocesses,
+the ranks of torchrun) start their own agent and are watched too, each under its parent in the
+tree, unless --no-follow.""",
         "iket-tui run -- python my_kernel.py",
         "iket-tui run --record run.msgpack --kernels -- python my_kernel.py",
         "iket-tui run --no-ui --record run.msgpack -- python my_kernel.py",
     )
     run.add_argument("--record", type=Path, metavar="FILE", help="also record the stream to FILE")
     run.add_argument("--no-ui", action="store_true", help="only record (with --record); the program keeps the terminal")
+    run.add_argument(
+        "--no-follow",
+        action="store_true",
+        help="watch only the program, not the processes it starts (followed by default, each under its parent)",
+    )
     run.add_argument(
         "--kernels", action="store_true", help="also stream the IKET events of running kernels (kernel tracing)"
     )
@@ -115,8 +122,20 @@ pass still open. `iket-tui ls` lists the live agents of this user.""",
         "iket-tui attach 12345",
         "iket-tui attach 12345 --record run.msgpack",
         "iket-tui attach /tmp/gpu-box.sock",
+        "iket-tui attach 12345 12346 12347    # several processes in one tree",
+        "iket-tui attach --all",
     )
-    target(attach)
+    attach.add_argument(
+        "target",
+        nargs="*",
+        metavar="TARGET",
+        help="a pid (see `iket-tui ls`), or the path of an agent socket; several show their processes in one tree",
+    )
+    attach.add_argument(
+        "--all",
+        action="store_true",
+        help="every live agent of this user, and those that start while it watches, in one tree",
+    )
     attach.add_argument("--record", type=Path, metavar="FILE", help="also record the stream to FILE")
     ui_options(attach)
     add_filter_arguments(attach)

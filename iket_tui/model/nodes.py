@@ -30,9 +30,31 @@ MISMATCH = Status.MISMATCH
 
 
 class ProcessNode:
-    """The watched process, as its agent introduced itself in its hello."""
+    """A watched process, as its agent introduced itself in its hello.
 
-    __slots__ = ("argv", "capabilities", "exit_reason", "pid", "seen_hello", "start_time", "version")
+    A session of several processes has one per process: each holds its own compiles (agents
+    number their compiles from 1, each its own way), its own counters of what its agent
+    reported, and its place under its parent process (``ppid`` in its hello).
+    """
+
+    __slots__ = (
+        "argv",
+        "by_id",
+        "capabilities",
+        "children",
+        "compiles",
+        "counters",
+        "exit_reason",
+        "parent",
+        "pid",
+        "ppid",
+        "rank",
+        "seen_hello",
+        "start_time",
+        "stream_end",
+        "stream_failed",
+        "version",
+    )
 
     def __init__(self) -> None:
         self.pid: int | None = None
@@ -42,10 +64,26 @@ class ProcessNode:
         self.capabilities: list[str] = []
         self.seen_hello = False
         self.exit_reason: str | None = None  # from the agent's bye
+        self.ppid: int | None = None
+        self.rank: int | None = None  # from the hello, under a distributed launcher
+        self.parent: ProcessNode | None = None  # the process of ``ppid``, when it is watched too
+        self.children: list[ProcessNode] = []
+        self.compiles: list[CompileNode] = []  # this process's, in arrival order
+        self.by_id: dict[int, CompileNode] = {}  # this process's compiles by the agent's id
+        self.counters: Any = None  # its StreamCounters, in a session of several processes
+        self.stream_end: str | None = None  # why its stream ended, once it has
+        self.stream_failed = False  # its stream ended in an error
 
     @property
     def command(self) -> str:
         return " ".join(self.argv)
+
+    @property
+    def name(self) -> str:
+        """The process in the user's words: its rank where a launcher gave it one, else its pid."""
+        if self.rank is not None:
+            return f"rank {self.rank}"
+        return f"pid {self.pid}" if self.pid is not None else "a process"
 
 
 class CompileNode:
@@ -69,6 +107,7 @@ class CompileNode:
         "mismatches",
         "order",
         "position",
+        "process",
         "shape",
         "stage",
         "status",
@@ -98,6 +137,7 @@ class CompileNode:
         self.failing: PassNode | None = None  # the pass the compile failed in
         self.mismatches = 0
         self.position = position  # index in PassTree.compiles
+        self.process: ProcessNode | None = None  # whose compile it is
         self.order = order  # tree order among every node
         self.version = 0  # bumped on every change to this compile or its descendants
         self.shape = 0  # bumped when a descendant is added (the rows below it change)

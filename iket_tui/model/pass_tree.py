@@ -31,6 +31,7 @@ from iket_tui.model.nodes import (
     ContextNode,
     PassNode,
     ProcessNode,
+    Status,
 )
 from iket_tui.model.typical import TypicalDurations
 from iket_tui.protocol import messages as m
@@ -42,7 +43,11 @@ DEFAULT_STUCK_AFTER_NS = 30_000_000_000
 
 
 class PassTree:
-    """Compiles, pass contexts and passes of one watched process, under its process row.
+    """Compiles, pass contexts and passes of the watched process, under its process row; in a
+    session of several processes, of each of them, under a row per process.
+
+    Messages are applied to the process :meth:`select_process` chose last (the first one until
+    another is chosen): each process numbers its compiles its own way.
 
     ``version`` changes after every batch that the session applied; each compile has its own
     ``version`` (any change below it) and ``shape`` (a node added below it), so a view
@@ -51,7 +56,13 @@ class PassTree:
 
     def __init__(self, *, stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS, stuck_factor: float = STUCK_FACTOR) -> None:
         self.process = ProcessNode()
-        """The root row; the session fills it from the agent's hello and bye."""
+        """The root row; the session fills it from the agent's hello and bye. In a session of
+        several processes, the first one seen."""
+        self.processes: list[ProcessNode] = [self.process]
+        """Every process, in the order they appeared."""
+        self.current = self.process
+        """The process the messages being applied come from."""
+        self.process_shape = 0  # bumped when a process is added or placed under its parent
         self.compiles: list[CompileNode] = []
         self.passes: list[PassNode] = []  # in tree order
         self.open_compiles: dict[CompileNode, None] = {}  # compiles not yet ended, oldest first
@@ -62,7 +73,8 @@ class PassTree:
         self.shape = 0  # bumped when a compile is added
         self.failed_compiles = 0
         self.last_t_ns = 0  # the latest agent time the rare handlers saw; the session tracks the rest
-        self._by_id: dict[int, CompileNode] = {}
+        self._by_id: dict[int, CompileNode] = self.process.by_id  # the current process's compiles
+        self._by_pid: dict[int, ProcessNode] = {}
         self._samples = self.typical.samples
         self._order = 0
         self.row_handlers: dict[str, Callable[[m.PassRow], None]] = {
@@ -85,13 +97,73 @@ class PassTree:
         }
         """Handlers of compile and pass messages as maps, by message type."""
 
-    def abandon_open(self, t: int, reason: str) -> None:
+    @property
+    def several(self) -> bool:
+        """Whether this session watches more than one process."""
+        return len(self.processes) > 1
+
+    def select_process(self, pid: int) -> ProcessNode:
+        """The process ``pid``, from now on the one messages are applied to; the first one
+        seen takes the root row."""
+        node = self._by_pid.get(pid)
+        if node is None:
+            if self.process not in self._by_pid.values() and self.process.pid in (None, pid):
+                node = self.process  # the first process, even when its first messages were told before
+            else:
+                node = ProcessNode()
+                self.processes.append(node)
+            node.pid = pid
+            self._by_pid[pid] = node
+            self._place(node)
+            self.process_shape += 1
+        self.current = node
+        self._by_id = node.by_id
+        return node
+
+    def place(self, node: ProcessNode, ppid: int | None) -> None:
+        """``node``'s hello named its parent: put it under that process, if it is watched."""
+        if node.ppid == ppid:
+            return
+        node.ppid = ppid
+        self._place(node)
+        self.process_shape += 1
+
+    def _place(self, node: ProcessNode) -> None:
+        parent = self._by_pid.get(node.ppid) if node.ppid is not None and node.ppid != node.pid else None
+        if parent is not None and parent is not node.parent and not _is_below(parent, node):
+            if node.parent is not None:
+                node.parent.children.remove(node)
+            node.parent = parent
+            parent.children.append(node)
+        for other in self.processes:  # its children that came first
+            if other.parent is None and other is not node and other.ppid == node.pid and not _is_below(node, other):
+                other.parent = node
+                node.children.append(other)
+
+    def process_status(self, process: ProcessNode) -> Status:
+        """What became of a process, in a session of several: failed (its stream failed, or a
+        compile of it did), running (its stream goes on), or done."""
+        if process.stream_failed or any(comp.status is FAILED for comp in process.compiles):
+            return FAILED
+        if process.stream_end is None and process.exit_reason is None:
+            return RUNNING
+        return DONE
+
+    def process_of(self, node: CompileNode) -> ProcessNode:
+        """The process a compile ran in."""
+        return node.process if node.process is not None else self.process
+
+    def abandon_open(self, t: int, reason: str, process: ProcessNode | None = None) -> None:
         """The stream ended (target exited, socket closed, recording over) at agent time ``t``:
-        whatever is still open will never be reported finished, so it is marked incomplete."""
+        whatever is still open will never be reported finished, so it is marked incomplete
+        (only what ``process`` ran, when given: the stream of that process ended)."""
         note = f"never finished: {reason}"
         for node in self.running_passes():
-            self._abandon(node, t, note)
+            if process is None or self.process_of(node.compile) is process:
+                self._abandon(node, t, note)
         for comp in list(self.open_compiles):
+            if process is not None and self.process_of(comp) is not process:
+                continue
             del self.open_compiles[comp]
             if comp.status is RUNNING:
                 comp.status = INCOMPLETE
@@ -103,8 +175,9 @@ class PassTree:
 
     # Derived state
 
-    def compile(self, compile_id: int) -> CompileNode | None:
-        return self._by_id.get(compile_id)
+    def compile(self, compile_id: int, process: ProcessNode | None = None) -> CompileNode | None:
+        """Compile ``compile_id`` of ``process`` (by default the first process)."""
+        return (process or self.process).by_id.get(compile_id)
 
     def is_stuck(self, node: PassNode, now_ns: int) -> bool:
         """A running pass that has run far longer than is usual for its name, and longer than
@@ -132,6 +205,8 @@ class PassTree:
 
     def _new_compile(self, compile_id: int, t: int) -> CompileNode:
         comp = CompileNode(compile_id, t, len(self.compiles), self._next_order())
+        comp.process = self.current
+        self.current.compiles.append(comp)
         self.compiles.append(comp)
         self.open_compiles[comp] = None
         self._by_id[compile_id] = comp
@@ -459,6 +534,16 @@ class PassTree:
         if comp is not None:
             comp.failure = msg
             comp.version += 1
+
+
+def _is_below(node: ProcessNode, above: ProcessNode) -> bool:
+    """Whether ``above`` is ``node`` or one of its ancestors (placing it would make a loop)."""
+    up: ProcessNode | None = node
+    while up is not None:
+        if up is above:
+            return True
+        up = up.parent
+    return False
 
 
 def _running_in(comp: CompileNode) -> list[PassNode]:

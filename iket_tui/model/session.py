@@ -4,7 +4,10 @@ it is about.
 Compile and pass messages go to the :class:`~iket_tui.model.pass_tree.PassTree`, kernel
 messages to the :class:`~iket_tui.model.kernels.KernelTimeline`, and the session's own traffic
 (hello, heartbeats, drops, checkpoints, bye) to the process row and the stream's counters.
-Applied on the app thread only, in arrival order. Every message is untrusted: one with missing
+A stream that merges several processes' streams says whose messages follow with a ``process``
+message: each process then has its row, its compiles and its own counters of what its agent
+reported, and the session's counters are their sums. Applied on the app thread only, in
+arrival order. Every message is untrusted: one with missing
 keys or fields of the wrong type is counted as malformed and changes nothing; one of a type
 this version does not know is counted as unknown. Applying is the hot path of a replay, so the
 handlers are looked up in one dict built once.
@@ -23,6 +26,18 @@ from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.pass_tree import DEFAULT_STUCK_AFTER_NS, STUCK_FACTOR, PassTree
 from iket_tui.protocol import messages as m
 
+AGENT_COUNTS = (
+    "backlog",
+    "backlog_lost",
+    "dropped",
+    "filtered_passes",
+    "observer_errors",
+    "open_passes",
+    "produced",
+    "reconnections",
+)
+"""The counters each process's agent reports: kept per process, summed over the session."""
+
 
 class Session:
     """The pass tree, the kernel timeline and the stream's health, from one stream's messages.
@@ -34,6 +49,7 @@ class Session:
         self.tree = PassTree(stuck_after_ns=stuck_after_ns, stuck_factor=stuck_factor)
         self.kernels = KernelTimeline()
         self.counters = StreamCounters()
+        self.tree.process.counters = self.counters  # one process: its counts are the session's
         self.version = 0
         self.ended: str | None = None
         self._last_t_ns = 0
@@ -54,6 +70,7 @@ class Session:
             m.RESPONSE: self._ignore,
             m.RECORDING: self._ignore,
             m.END: self._ignore,
+            m.PROCESS: self._process,
         }
         self._handlers = {**self.tree.handlers, **own}
 
@@ -123,6 +140,8 @@ class Session:
             else:
                 applied += 1
         counters.events += applied - (counters.heartbeats + self._session_messages - session)
+        if self.tree.several:
+            self._sum_agent_counts()
         if msg is not skipped:
             try:
                 t = msg[8] if type(msg) is list and len(msg) == m.PASS_ROW_LEN else msg["t_ns"]
@@ -133,12 +152,21 @@ class Session:
         self.tree.version += 1
         self.version += 1
 
+    def _sum_agent_counts(self) -> None:
+        total = self.counters
+        processes = self.tree.processes
+        for name in AGENT_COUNTS:
+            setattr(total, name, sum(getattr(process.counters, name) for process in processes))
+
     def end_stream(self, reason: str) -> None:
         """The stream ended: whatever is still open will never be reported finished, so it is
         marked incomplete at the last time seen."""
         if self.ended is not None:
             return
         self.ended = reason
+        for process in self.tree.processes:
+            if process.stream_end is None:
+                process.stream_end = reason
         self.tree.abandon_open(self.last_t_ns, reason)
         self.version += 1
 
@@ -160,9 +188,11 @@ class Session:
         if not isinstance(argv, list) or not all(type(arg) is str for arg in argv):
             raise MALFORMED
         version = opt_str_field(msg.get("version"))
-        process = self.tree.process
+        ppid = msg.get("ppid")
+        rank = msg.get("rank")
+        process = self.tree.current
         if process.seen_hello:
-            self.counters.reconnections += 1  # the agent again, after a gap (docs/protocol.md "Reconnecting")
+            process.counters.reconnections += 1  # the agent again, after a gap (docs/protocol.md "Reconnecting")
         process.exit_reason = None
         process.pid = pid
         process.argv = argv
@@ -172,6 +202,9 @@ class Session:
         caps = msg.get("caps")
         process.capabilities = [cap for cap in caps if type(cap) is str] if isinstance(caps, list) else []
         process.seen_hello = True
+        process.rank = rank if type(rank) is int else None
+        if type(ppid) is int:
+            self.tree.place(process, ppid)
         t = msg.get("t_ns")
         if type(t) is int:
             self._seen(t)
@@ -181,8 +214,8 @@ class Session:
         t = int_field(msg["t_ns"])
         produced = int_field(msg["produced"])
         dropped = int_field(msg["dropped"])
-        counters = self.counters
-        counters.heartbeats += 1
+        self.counters.heartbeats += 1
+        counters = self.tree.current.counters
         counters.produced = max(counters.produced, produced)
         counters.saw_dropped(dropped)
         open_passes = msg.get("open_passes")
@@ -198,9 +231,10 @@ class Session:
         backlog = int_field(msg["backlog"])
         lost = int_field(msg["backlog_lost"])
         t = int_field(msg["t_ns"])
-        self.counters.backlog += backlog
-        self.counters.backlog_lost += lost
-        self.counters.saw_filtered(msg.get("filtered_passes"))
+        counters = self.tree.current.counters
+        counters.backlog += backlog
+        counters.backlog_lost += lost
+        counters.saw_filtered(msg.get("filtered_passes"))
         self._seen(t)
         self._session_messages += 1
 
@@ -208,23 +242,55 @@ class Session:
         total = int_field(msg["total"])
         int_field(msg["count"])
         t = int_field(msg["t_ns"])
-        self.counters.saw_dropped(total)
+        self.tree.current.counters.saw_dropped(total)
         self._seen(t)
         self._session_messages += 1
 
     def _checkpoint(self, msg: dict[str, Any]) -> None:
-        self.counters.saw_dropped(int_field(msg["dropped"]))
+        self.tree.current.counters.saw_dropped(int_field(msg["dropped"]))
         self._session_messages += 1
 
     def _bye(self, msg: dict[str, Any]) -> None:
         dropped = int_field(msg["dropped"])
         t = int_field(msg["t_ns"])
         reason = msg.get("reason")
-        self.tree.process.exit_reason = reason if type(reason) is str else "exited"
-        self.counters.saw_dropped(dropped)
-        self.counters.saw_filtered(msg.get("filtered_passes"))
+        self.tree.current.exit_reason = reason if type(reason) is str else "exited"
+        counters = self.tree.current.counters
+        counters.saw_dropped(dropped)
+        counters.saw_filtered(msg.get("filtered_passes"))
         self._seen(t)
         self._session_messages += 1
+
+    def _process(self, msg: dict[str, Any]) -> None:
+        """Whose messages follow, in a stream of several processes; or that its stream ended."""
+        pid = int_field(msg["pid"])
+        start_time = msg.get("start_time")
+        state = msg.get("state")
+        reason = opt_str_field(msg.get("reason"))
+        if state not in (None, m.PROCESS_ENDED, m.PROCESS_FAILED):
+            raise MALFORMED
+        process = self.select_process(pid)
+        if type(start_time) is int and process.start_time is None:
+            process.start_time = start_time
+        if state is not None and process.stream_end is None:
+            process.stream_end = reason or state
+            process.stream_failed = state == m.PROCESS_FAILED
+            self.tree.abandon_open(self.last_t_ns, process.stream_end, process=process)
+        self._session_messages += 1
+
+    def select_process(self, pid: int) -> ProcessNode:
+        """The process ``pid`` of a stream of several, from now on the one messages are applied to."""
+        tree = self.tree
+        one = not tree.several
+        process = tree.select_process(pid)
+        if process.counters is None:
+            process.counters = StreamCounters()
+        if one and tree.several:  # a second process: the first one's counts become its own
+            first = StreamCounters()
+            for name in AGENT_COUNTS:
+                setattr(first, name, getattr(self.counters, name))
+            tree.process.counters = first
+        return process
 
     def _compile_failure(self, msg: dict[str, Any]) -> None:
         self.tree.compile_failure(msg)

@@ -5,6 +5,9 @@ expanded) with the row number where each segment starts, so a new pass in the ne
 compile rebuilds one short segment, a new compile appends one, and finding the row at a
 given line is a binary search. This is what lets a view of half a million passes stay
 responsive while events stream in.
+
+A session of several processes shows a row per process, each under its parent process, and
+the segments of a process's compiles under its row (:meth:`VisibleRows._lay_out`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,13 @@ class VisibleRows:
         self._compile_touches: dict[CompileNode, int] = {}
         self._process_row = Row(tree.process, 0, True)
         self._total = 0
+        # Several processes: the row of each process and the segments of its compiles, in order.
+        self._layout: list[ProcessNode | int] = []  # a process, or a compile's position
+        self._layout_starts: list[int] = []
+        self._layout_index: dict[ProcessNode | int, int] = {}
+        self._depths: dict[ProcessNode, int] = {}
+        self._process_shape = -1
+        self._layout_stale = True
 
     # Expansion
 
@@ -87,7 +97,7 @@ class VisibleRows:
     def reveal(self, node: Node) -> None:
         """Expand everything above ``node`` automatically so it is on a row (a failure, a
         search match). Choices the user made to collapse are overridden: they asked to see it."""
-        for above in ancestors(node):
+        for above in (*processes_above(node, self.tree), *ancestors(node)):
             if not self.is_expanded(above):
                 self._chosen.pop(above, None)
                 self._auto.add(above)
@@ -102,6 +112,7 @@ class VisibleRows:
 
     def _touch(self, node: Node) -> None:
         if isinstance(node, ProcessNode):
+            self._layout_stale = True
             self.version += 1
             return
         comp = node if isinstance(node, CompileNode) else node.compile
@@ -112,6 +123,11 @@ class VisibleRows:
 
     def refresh(self) -> bool:
         """Bring the rows up to date with the tree; True if they changed."""
+        if self.tree.several and self.tree.process_shape != self._process_shape:
+            self._process_shape = self.tree.process_shape
+            self._depths = _depths(self.tree)
+            self._stale.update(range(len(self._segments)))  # a process placed deeper moves its rows
+            self._layout_stale = True
         compiles = self.tree.compiles
         segments = self._segments
         changed_from: int | None = None
@@ -136,6 +152,8 @@ class VisibleRows:
             self._starts.append(0)
             self._set_watched(comp)
             changed_from = position if changed_from is None else changed_from
+        if self.tree.several:
+            return self._lay_out(changed_from is not None)
         if changed_from is None:
             return False
         starts = self._starts
@@ -153,29 +171,66 @@ class VisibleRows:
         else:
             self._watched.discard(comp.position)
 
+    def _lay_out(self, segments_changed: bool) -> bool:
+        """Several processes: the order of process rows and compile segments, and where each
+        starts; True if the rows changed."""
+        if not (segments_changed or self._layout_stale):
+            return False
+        layout: list[ProcessNode | int] = []  # rebuilt whole: compiles that came go under their process
+
+        def add(process: ProcessNode) -> None:
+            layout.append(process)
+            if not self.is_expanded(process):
+                return
+            layout.extend(comp.position for comp in process.compiles)
+            for child in process.children:
+                add(child)
+
+        for process in self.tree.processes:
+            if process.parent is None:
+                add(process)
+        self._layout = layout
+        self._layout_index = {entry: index for index, entry in enumerate(layout)}
+        self._layout_stale = False
+        row = 0
+        starts: list[int] = []
+        segments = self._segments
+        for entry in self._layout:
+            starts.append(row)
+            row += 1 if isinstance(entry, ProcessNode) else len(segments[entry]) if entry < len(segments) else 0
+        self._layout_starts = starts
+        self._total = row
+        self.version += 1
+        return True
+
     def _build(self, comp: CompileNode) -> list[Row]:
-        rows = [Row(comp, 1, True)]
+        base = self._depths.get(comp.process, 0) if comp.process is not None and self.tree.several else 0
+        rows = [Row(comp, 1 + base, True)]
         if not self.is_expanded(comp):
             return rows
         expanded = self.is_expanded
         for ctx in comp.context_order:
-            rows.append(Row(ctx, 2, bool(ctx.roots)))
+            rows.append(Row(ctx, 2 + base, bool(ctx.roots)))
             if not ctx.roots or not expanded(ctx):
                 continue
-            stack: list[tuple[PassNode, int]] = [(node, 3) for node in reversed(ctx.roots)]
+            stack: list[tuple[PassNode, int]] = [(node, 3 + base) for node in reversed(ctx.roots)]
             while stack:
                 node, level = stack.pop()
                 children = node.children
                 rows.append(Row(node, level, bool(children)))
                 if children and expanded(node):
                     stack.extend((child, level + 1) for child in reversed(children))
-        rows.extend(Row(step, 2, False) for step in comp.codegen_steps)
+        rows.extend(Row(step, 2 + base, False) for step in comp.codegen_steps)
         return rows
 
     def __len__(self) -> int:
+        if self.tree.several:
+            return self._total
         return 1 + self._total if self.is_expanded(self.tree.process) else 1
 
     def row(self, index: int) -> Row | None:
+        if self.tree.several:
+            return self._row_of_several(index)
         if index == 0:
             return self._process_row
         if index < 0 or index >= len(self):
@@ -183,8 +238,19 @@ class VisibleRows:
         position = bisect_right(self._starts, index) - 1
         return self._segments[position][index - self._starts[position]]
 
+    def _row_of_several(self, index: int) -> Row | None:
+        if index < 0 or index >= self._total:
+            return None
+        at = bisect_right(self._layout_starts, index) - 1
+        entry = self._layout[at]
+        if isinstance(entry, ProcessNode):
+            return Row(entry, self._depths.get(entry, 0), True)
+        return self._segments[entry][index - self._layout_starts[at]]
+
     def index_of(self, node: Node) -> int | None:
         """The row showing ``node``, or None if it is hidden under a collapsed node."""
+        if self.tree.several:
+            return self._index_of_several(node)
         if isinstance(node, ProcessNode):
             return 0
         if not self.is_expanded(self.tree.process):
@@ -197,9 +263,22 @@ class VisibleRows:
                 return self._starts[comp.position] + offset
         return None
 
+    def _index_of_several(self, node: Node) -> int | None:
+        if isinstance(node, ProcessNode):
+            at = self._layout_index.get(node)
+            return None if at is None else self._layout_starts[at]
+        comp = node if isinstance(node, CompileNode) else node.compile
+        at = self._layout_index.get(comp.position)
+        if at is None or comp.position >= len(self._segments):
+            return None
+        for offset, row in enumerate(self._segments[comp.position]):
+            if row.node is node:
+                return self._layout_starts[at] + offset
+        return None
+
     def nearest_shown(self, node: Node) -> Node:
         """``node`` if it is on a row, else its closest ancestor that is."""
-        for candidate in (node, *reversed(ancestors(node))):
+        for candidate in (node, *reversed(ancestors(node)), *reversed(processes_above(node, self.tree))):
             if self.index_of(candidate) is not None:
                 return candidate
         return self.tree.process
@@ -211,8 +290,40 @@ def parent_of(node: Node, tree: PassTree) -> Node | None:
     if isinstance(node, ContextNode | CodegenNode):
         return node.compile
     if isinstance(node, CompileNode):
-        return tree.process
+        return tree.process_of(node)
+    if isinstance(node, ProcessNode):
+        return node.parent
     return None
+
+
+def processes_above(node: Node, tree: PassTree) -> list[ProcessNode]:
+    """The processes whose rows are above ``node`` in a session of several, outermost first
+    (none in a session of one, where the process row is always there)."""
+    if not tree.several:
+        return []
+    if isinstance(node, ProcessNode):
+        process = node.parent
+    else:
+        comp = node if isinstance(node, CompileNode) else node.compile
+        process = tree.process_of(comp)
+    chain: list[ProcessNode] = []
+    while process is not None:
+        chain.append(process)
+        process = process.parent
+    chain.reverse()
+    return chain
+
+
+def _depths(tree: PassTree) -> dict[ProcessNode, int]:
+    """How deep each process sits under the processes above it."""
+    depths: dict[ProcessNode, int] = {}
+    for process in tree.processes:
+        depth, up = 0, process.parent
+        while up is not None:
+            depth += 1
+            up = up.parent
+        depths[process] = depth
+    return depths
 
 
 def ancestors(node: Node) -> list[Node]:

@@ -55,6 +55,7 @@ KERNEL_TRACING: Final = "kernel_tracing"  # the agent's kernel tracing state (on
 RECORDING: Final = "recording"
 CHECKPOINT: Final = "checkpoint"
 END: Final = "end"
+PROCESS: Final = "process"  # in a stream of several processes: whose messages follow
 
 PASS_EVENTS: Final = frozenset({PASS_START, PASS_END, PASS_INCOMPLETE})
 KNOWN_TYPES: Final = frozenset(
@@ -84,6 +85,7 @@ KNOWN_TYPES: Final = frozenset(
         RECORDING,
         CHECKPOINT,
         END,
+        PROCESS,
     }
 )
 
@@ -475,6 +477,23 @@ def recording(*, created_unix: float, software_version: str, source: str) -> Mes
         "version": software_version,
         "source": source,
     }
+
+
+PROCESS_ENDED: Final = "ended"
+PROCESS_FAILED: Final = "failed"
+
+
+def process(*, pid: int, start_time: int, state: str | None = None, reason: str | None = None) -> Message:
+    """In a stream that merges the streams of several processes (``iket-tui attach PID PID``,
+    ``run`` following a program's children) and in its recording: the messages that follow, up
+    to the next ``process``, come from the agent of process ``pid``. With ``state``
+    (:data:`PROCESS_ENDED` or :data:`PROCESS_FAILED`), that process's stream ended, ``reason``
+    saying why; the stream of the others goes on."""
+    msg: Message = {"type": PROCESS, "pid": pid, "start_time": start_time}
+    if state is not None:
+        msg["state"] = state
+        msg["reason"] = reason or state
+    return msg
 
 
 def checkpoint(*, messages: int, dropped: int, t_ns: int) -> Message:

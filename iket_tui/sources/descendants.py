@@ -45,5 +45,7 @@ def descends_from(pid: int, ancestor: int) -> bool:
 
 
 def agents_below(root: int) -> list[AgentEndpoint]:
-    """Live, listening agents of this user whose process descends from ``root``, oldest pid first."""
-    return [found for found in list_endpoints(listening_only=True) if descends_from(found.pid, root)]
+    """Agent sockets of this user whose live process descends from ``root``, oldest pid first.
+    Found by their names alone, without connecting: a socket that nothing listens on is only
+    found out by connecting to it."""
+    return [found for found in list_endpoints() if descends_from(found.pid, root)]

@@ -26,7 +26,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -68,7 +68,8 @@ class SocketSource:
     :meth:`batches` connects itself otherwise. With ``record_to`` every frame received,
     the agent's hello included, is written to that recording as it arrives; a recording that
     cannot go on (the disk is full) stops there, the stream goes on, and the next batch says
-    so in ``recording_stopped``. After the stream
+    so in ``recording_stopped``. With ``frames_to`` instead, the frames go to that function (a
+    recording of several processes' streams, see :mod:`iket_tui.sources.merged`). After the stream
     ends, :attr:`error` holds the one-line failure (``None`` when it ended normally) and
     :attr:`end_reason` says why it ended.
     """
@@ -83,6 +84,7 @@ class SocketSource:
         batch_interval_s: float = 0.03,
         reconnect_s: float = DEFAULT_RECONNECT_S,
         filters: Mapping[str, Any] | None = None,
+        frames_to: Callable[[bytes, list[m.Item]], None] | None = None,
     ) -> None:
         self.path = Path(path)
         self.description = f"socket {self.path}"
@@ -108,6 +110,7 @@ class SocketSource:
         self._batch_interval_s = batch_interval_s
         self._decoder = MessageDecoder(rows=True)
         self._unrecorded = bytearray()  # received bytes not yet written to the recording
+        self._frames_to = frames_to  # where received frames go when a merged recording holds them
         self._recording_stopped: str | None = None  # why recording stopped, for the next batch
         self._recorded = 0  # stream bytes accounted for: recorded, or skipped when not recording
         self._sock: socket.socket | None = None
@@ -594,12 +597,14 @@ class SocketSource:
         size = upto - self._recorded
         if size <= 0:
             return
-        if self.recorder is not None:
-            try:
+        try:
+            if self.recorder is not None:
                 self.recorder.write_frames(bytes(self._unrecorded[:size]), msgs)
                 self.recorder.flush()
-            except RecordingStopped as exc:  # the file stops here; the stream goes on without it
-                self._recording_stopped = str(exc)
+            elif self._frames_to is not None:
+                self._frames_to(bytes(self._unrecorded[:size]), msgs)
+        except RecordingStopped as exc:  # the file stops here; the stream goes on without it
+            self._recording_stopped = str(exc)
         del self._unrecorded[:size]
         self._recorded = upto
 

@@ -29,7 +29,7 @@ from iket_tui.model.activity import Connection, StreamActivity
 from iket_tui.model.clock import AgentClock
 from iket_tui.model.collector import tune_for_large_trees
 from iket_tui.model.kernels import KernelMessageError, KernelTimeline
-from iket_tui.model.nodes import FAILED, RUNNING, CompileNode, Node, PassNode
+from iket_tui.model.nodes import DONE, FAILED, RUNNING, CompileNode, Node, PassNode, ProcessNode
 from iket_tui.model.pass_search import PassSearch
 from iket_tui.model.pass_timing import PassTiming
 from iket_tui.model.session import Session
@@ -41,7 +41,7 @@ from iket_tui.ui import units
 from iket_tui.ui.detail_pane import DetailPane
 from iket_tui.ui.header_bar import HeaderBar, HeaderState
 from iket_tui.ui.help_screen import HelpScreen
-from iket_tui.ui.messages import BatchArrived, ModelChanged, ResponseArrived, SampleRead, SourceFinished
+from iket_tui.ui.messages import AskTarget, BatchArrived, ModelChanged, ResponseArrived, SampleRead, SourceFinished
 from iket_tui.ui.pass_tree_view import ColumnHeader, PassTreeView
 from iket_tui.ui.search_bar import SearchBar
 
@@ -225,6 +225,23 @@ class IketApp(App[int]):
             raise SourceError("the source is closed")
         return self.source.request(what, timeout_s=timeout_s, **fields)
 
+    def ask_process_of(self, node: Node) -> AskTarget:
+        """How to ask the agent of the process ``node`` belongs to: in a session of several
+        processes, each request names its process; in a session of one, it is :meth:`request`."""
+        if not self.pass_tree.several:
+            return self.request
+        pid = self._process_of(node).pid
+        return partial(self.request, process=pid)
+
+    def _process_under_cursor(self) -> ProcessNode:
+        return self._process_of(self.view.cursor)
+
+    def _process_of(self, node: Node) -> ProcessNode:
+        if isinstance(node, ProcessNode):
+            return node
+        comp = node if isinstance(node, CompileNode) else node.compile
+        return self.pass_tree.process_of(comp)
+
     def _tell_screens(self, make: Callable[[], ModelChanged | ResponseArrived]) -> None:
         """Post a message of its own to every screen above the pass tree's (which the app refreshes itself)."""
         for screen in self.screen_stack[1:]:
@@ -365,7 +382,7 @@ class IketApp(App[int]):
         session = self.session
         process = session.process
         target = self.source.description
-        if process.pid is not None:
+        if process.pid is not None and not self.pass_tree.several:
             pid = f"pid {process.pid}"
             watched = f"{pid}  {process.command}" if pid not in target else process.command
             if self.playback is None:
@@ -399,7 +416,21 @@ class IketApp(App[int]):
             recording=self.recording_stopped or "",
             kernels=session.kernels.headline(),
             silent_for=self._silent_for(now_s) if connection is Connection.SILENT else "",
+            processes=self._processes_line(),
         )
+
+    def _processes_line(self) -> str:
+        """How many processes a session of several watches, and how many are live, ended, failed."""
+        tree = self.pass_tree
+        if not tree.several:
+            return ""
+        states = [tree.process_status(process) for process in tree.processes]
+        parts = [f"{len(states)} processes"]
+        for status, word in ((RUNNING, "live"), (DONE, "ended"), (FAILED, "failed")):
+            count = states.count(status)
+            if count:
+                parts.append(f"{count} {word}")
+        return parts[0] + ": " + ", ".join(parts[1:])
 
     def _silent_for(self, now_s: float) -> str:
         """How long nothing came, not even a heartbeat, and since when on the wall clock."""
@@ -457,7 +488,7 @@ class IketApp(App[int]):
         if not isinstance(node, PassNode):
             self.notify("IR is shown for a pass: put the cursor on one", severity="warning")
             return
-        self.push_screen(IRScreen(self.request, node))
+        self.push_screen(IRScreen(self.ask_process_of(node), node))
 
     def action_timing(self) -> None:
         """Pass timings across every compile, and the slowest passes of each (T again, or Escape, comes back)."""
@@ -476,8 +507,9 @@ class IketApp(App[int]):
 
         stuck = self._running_pass()
         if stuck is not None:
-            process = self.session.process
-            self.push_screen(ReproPane(self.request, stuck, program=f"pid {process.pid}: {process.command}"))
+            process = self._process_under_cursor()
+            program = f"pid {process.pid}: {process.command}"
+            self.push_screen(ReproPane(self.ask_process_of(self.view.cursor), stuck, program=program))
 
     def action_abort(self) -> None:
         """Abort the compile of the running pass under the cursor, once confirmed."""
@@ -485,7 +517,7 @@ class IketApp(App[int]):
 
         stuck = self._running_pass()
         if stuck is not None:
-            self.push_screen(AbortPane(self.request, stuck))
+            self.push_screen(AbortPane(self.ask_process_of(self.view.cursor), stuck))
 
     def _running_pass(self) -> StuckPass | None:
         """The pass under the cursor if it runs, else the running pass of the compile under it."""
@@ -508,7 +540,8 @@ class IketApp(App[int]):
         from iket_tui.ui.stacks_screen import StacksScreen
 
         if not isinstance(self.screen, StacksScreen):
-            self.push_screen(StacksScreen(self.request, self.session.process.pid))
+            node = self.view.cursor
+            self.push_screen(StacksScreen(self.ask_process_of(node), self._process_under_cursor().pid))
 
     def action_kernels(self) -> None:
         """The launches of traced kernels and the flame view (K again, or Escape, comes back)."""

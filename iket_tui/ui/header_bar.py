@@ -26,6 +26,7 @@ class HeaderState:
     kernels: str = ""  # kernel tracing: events read and lost, or why there is no ring
     silent_for: str = ""  # with connection "silent": for how long, and since when
     recording: str = ""  # why recording to a file stopped, once it did; shown until the end
+    processes: str = ""  # several processes: how many, and how many are live, ended and failed
 
     @property
     def message_line(self) -> str:
@@ -70,6 +71,7 @@ class HeaderBar(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(id="header-status"):
             yield Static(id="header-target", markup=False)
+            yield Static(id="header-processes", markup=False)
             yield Static(id="header-connection", markup=False)
             yield Static(id="header-rate", markup=False)
             yield Static(id="header-dropped", markup=False)
@@ -85,6 +87,11 @@ class HeaderBar(Vertical):
         self.state = state
         if old is None or old.target != state.target:
             self.query_one("#header-target", Static).update(state.target)
+        if old is None or old.processes != state.processes:
+            widget = self.query_one("#header-processes", Static)
+            widget.update(state.processes)
+            widget.display = bool(state.processes)
+            widget.set_class("failed" in state.processes, "-nonzero")
         if old is None or (old.connection, old.silent_for) != (state.connection, state.silent_for):
             widget = self.query_one("#header-connection", Static)
             widget.update(state.connection_text)
@@ -124,6 +131,6 @@ class HeaderBar(Vertical):
         state = self.state
         if state is None:
             return ""
-        parts = [state.target, state.connection_text, f"{state.rate} ev/s", f"{state.events:,} events"]
+        parts = [state.target, state.processes, state.connection_text, f"{state.rate} ev/s", f"{state.events:,} events"]
         parts += [state.loss, state.kernels, state.mode, state.message_line]
         return "  ".join(part for part in parts if part)

@@ -127,7 +127,7 @@ def node_status(tree: PassTree, node: Node, now_ns: int) -> str:
     if isinstance(node, PassNode) and tree.is_stuck(node, now_ns):
         return "stuck"
     if isinstance(node, ProcessNode):
-        return ""
+        return tree.process_status(node).value if tree.several else ""
     status: Status = node.status
     return status.value
 
@@ -157,7 +157,7 @@ def paint_row(tree: PassTree, row: Row, state: RowState, columns: Columns, style
         add(GLYPHS[status] + " ", status_style)
     name, name_style, note = _title(tree, node, styles)
     if isinstance(node, ProcessNode):
-        summary = _process_summary(tree)
+        summary = _process_summary(tree, node)
         room = columns.width - used - len(summary) - 1
         add(_fit(name, room), name_style)
         room = columns.width - used - len(summary) - 1
@@ -205,6 +205,8 @@ def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | 
     process = node
     if process.pid is None:
         return "waiting for the target…", styles.process, ""
+    if process.rank is not None and tree.several:
+        return f"rank {process.rank}  pid {process.pid}", styles.process, process.command
     return f"pid {process.pid}", styles.process, process.command
 
 
@@ -232,12 +234,19 @@ def _label_note(comp: CompileNode) -> str:
     return ", ".join(part for part in parts if part and part != f"kernel={comp.kernel}")
 
 
-def _process_summary(tree: PassTree) -> str:
-    compiles = len(tree.compiles)
+def _process_summary(tree: PassTree, process: ProcessNode) -> str:
+    """The compiles of the session, or of ``process`` in a session of several."""
+    if tree.several:
+        compiles = len(process.compiles)
+        failed = sum(1 for comp in process.compiles if comp.status is FAILED)
+        running = sum(1 for comp in process.compiles if comp in tree.open_compiles)
+    else:
+        compiles = len(tree.compiles)
+        failed = tree.failed_compiles
+        running = len(tree.open_compiles)  # none once the stream ended: they became incomplete
     text = f"{compiles} compile{'s' if compiles != 1 else ''}"
-    if tree.failed_compiles:
-        text += f", {tree.failed_compiles} failed"
-    running = len(tree.open_compiles)  # none once the stream ended: they became incomplete
+    if failed:
+        text += f", {failed} failed"
     if running:
         text += f", {running} running"
     return text + " "

@@ -1,0 +1,333 @@
+"""One stream from the agents of several processes: ``iket-tui attach PID PID ...``, ``attach
+--all``, and ``run`` following the processes its program starts.
+
+Each process's agent is read by its own :class:`~iket_tui.sources.socket.SocketSource` on its
+own thread; their batches are handed out one by one, each behind a ``process`` message naming
+whose messages follow (:func:`iket_tui.protocol.messages.process`), so that the session tells
+them apart. When one process's stream ends, a ``process`` message with its ``state`` says so,
+and the others go on; the merged stream ends once every process's has (and, while following,
+once the processes to follow are done). New agents are looked for every
+:data:`FIND_EVERY_S` through ``find`` (the agents below the program, or every agent of this
+user).
+
+A recording of the merged stream holds every process's frames as they arrived, each run of
+one process's frames after a ``process`` frame naming it: replaying it tells them apart the
+same way. Requests name the process they are for; each answer comes back under the id the
+merged stream gave the request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from iket_tui.protocol import messages as m
+from iket_tui.sources.base import Answer, SourceBatch, SourceError, SourceState
+from iket_tui.sources.recorder import RecordingStopped, RecordingWriter
+from iket_tui.sources.socket import DEFAULT_REQUEST_TIMEOUT_S, SocketSource
+
+FIND_EVERY_S = 0.1
+"""How often new agents are looked for while following."""
+
+
+class SharedRecording:
+    """One recording written by the readers of several processes. Called from the readers'
+    threads.
+
+    Until a second process writes, the file is exactly the recording of the first one; from
+    then on each run of one process's frames follows a ``process`` frame naming it (frames
+    before any ``process`` frame are the first process's).
+    """
+
+    def __init__(self, writer: RecordingWriter) -> None:
+        self.writer = writer
+        self._lock = threading.Lock()
+        self._first: int | None = None
+        self._several = False
+        self._current: int | None = None
+
+    def frames_of(self, hello_of: Callable[[], m.Message | None]) -> Callable[[bytes, list[m.Item]], None]:
+        """Where a reader writes the frames it received (raises ``RecordingStopped``);
+        ``hello_of`` gives its agent's hello, which names the process."""
+
+        def write(data: bytes, msgs: list[m.Item]) -> None:
+            hello = hello_of()
+            pid = hello["pid"] if hello is not None else 0
+            with self._lock:
+                if self._first is None:
+                    self._first = self._current = pid
+                elif pid != self._first:
+                    self._several = True
+                if self._several and self._current != pid:
+                    start = hello["start_time"] if hello is not None else 0
+                    self.writer.write(m.process(pid=pid, start_time=start))
+                    self._current = pid
+                self.writer.write_frames(data, msgs)
+                self.writer.flush()
+
+        return write
+
+    def note(self, msg: m.Message) -> None:
+        """Write a message of the merged stream's own (a process's stream ended), once the
+        recording holds several processes."""
+        with self._lock, contextlib.suppress(RecordingStopped):
+            if self._several:
+                self.writer.write(msg)
+                self.writer.flush()
+                self._current = None
+
+    def close(self, reason: str) -> None:
+        with self._lock:
+            self.writer.close(reason)
+
+
+@dataclass(eq=False)
+class _Reader:
+    """One process's source, and what the merged stream knows of it."""
+
+    source: SocketSource
+    pid: int = 0
+    start_time: int = 0
+    ended: bool = False
+
+
+class ProcessStreams:
+    """An :class:`~iket_tui.sources.base.EventSource` over the agents of several processes.
+
+    ``paths`` are connected by :meth:`connect` (a bad one is a one-line :class:`SourceError`
+    naming it). ``find`` returns the sockets of agents to follow as they appear; ``following``
+    says whether more may still appear (``run`` stops looking once its program exited).
+    ``reader_options`` are passed to every :class:`SocketSource`.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        *,
+        record_to: Path | None = None,
+        find: Callable[[], Iterable[Path]] | None = None,
+        following: Callable[[], bool] | None = None,
+        description: str | None = None,
+        reader_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.paths = [Path(path) for path in paths]
+        self.description = description or "processes " + ", ".join(str(path) for path in self.paths)
+        self.record_to = record_to
+        self.recorder: RecordingWriter | None = None
+        self.error: str | None = None
+        self.end_reason: str | None = None
+        self._find = find
+        self._following = following
+        self._options = dict(reader_options or {})
+        self._readers: list[_Reader] = []
+        self._known: set[Path] = set()
+        self._shared: SharedRecording | None = None
+        self._arrived: queue.Queue[tuple[_Reader, SourceBatch | None]] = queue.Queue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._close_reason: str | None = None
+        self._connected = False
+        self._ids = itertools.count(1)
+        self._asked: dict[tuple[int, int], int] = {}  # (id() of the reader, its request id) -> our id
+
+    @property
+    def who(self) -> str:
+        return self.description
+
+    @property
+    def pids(self) -> list[int]:
+        """The processes followed so far, in the order they were found."""
+        return [reader.pid for reader in self._readers]
+
+    # -- connecting ---------------------------------------------------------------------
+
+    def connect(self) -> list[m.Message]:
+        """Connect to every agent named; returns their hellos. Raises :class:`SourceError`."""
+        with self._lock:
+            if self._connected:
+                return [reader.source.agent_hello or {} for reader in self._readers]
+            self._connected = True
+        if self.record_to is not None:
+            self.recorder = RecordingWriter(self.record_to, source=self.description)
+            self._shared = SharedRecording(self.recorder)
+        hellos = []
+        try:
+            for path in self.paths:
+                reader = self._reader(path)
+                hellos.append(reader.source.connect())
+                self._note_hello(reader)
+        except SourceError:
+            self._close_readers("error")
+            raise
+        return hellos
+
+    def _reader(self, path: Path) -> _Reader:
+        made: list[SocketSource] = []
+        frames_to = self._shared.frames_of(lambda: made[0].agent_hello) if self._shared is not None else None
+        source = SocketSource(path, frames_to=frames_to, **self._options)
+        made.append(source)
+        reader = _Reader(source)
+        with self._lock:
+            self._readers.append(reader)
+            self._known.add(path)
+        return reader
+
+    def _note_hello(self, reader: _Reader) -> None:
+        hello = reader.source.agent_hello
+        if hello is not None:
+            reader.pid, reader.start_time = hello["pid"], hello["start_time"]
+
+    # -- the merged stream --------------------------------------------------------------
+
+    def batches(self) -> Iterator[SourceBatch]:
+        try:
+            self.connect()
+        except SourceError as exc:
+            self.error = str(exc)
+            yield SourceBatch(state=SourceState.FAILED, error=self.error)
+            return
+        for reader in list(self._readers):
+            self._start(reader)
+        yield SourceBatch(state=SourceState.LIVE)
+        try:
+            yield from self._merge()
+        finally:
+            self._close_readers(self.end_reason or self._close_reason or "closed")
+
+    def _start(self, reader: _Reader) -> None:
+        threading.Thread(
+            target=self._read, args=(reader,), name=f"iket-tui read {reader.source.path}", daemon=True
+        ).start()
+
+    def _read(self, reader: _Reader) -> None:
+        if reader.source.agent_hello is None:  # found while following: connected here
+            try:
+                reader.source.connect()
+            except SourceError:  # a socket nothing listens on (yet): not an agent to follow
+                with self._lock:
+                    self._readers.remove(reader)
+                return
+            self._note_hello(reader)
+        try:
+            for batch in reader.source.batches():
+                self._note_hello(reader)
+                self._arrived.put((reader, batch))
+        except Exception as exc:  # one process's reader failing ends only its stream
+            self._arrived.put((reader, SourceBatch(state=SourceState.FAILED, error=str(exc))))
+        self._arrived.put((reader, None))
+
+    def _merge(self) -> Iterator[SourceBatch]:
+        while not self._closed:
+            self._look_for_new()
+            try:
+                reader, batch = self._arrived.get(timeout=FIND_EVERY_S)
+            except queue.Empty:
+                if self._all_done():
+                    break
+                continue
+            if batch is None:
+                reader.ended = True
+                if self._all_done():
+                    break
+                continue
+            yield self._merged(reader, batch)
+        if not self._closed:
+            self.end_reason = "every process's stream ended"
+            yield SourceBatch(state=SourceState.ENDED)
+
+    def _all_done(self) -> bool:
+        with self._lock:
+            readers = list(self._readers)
+        if not all(reader.ended for reader in readers) or not self._arrived.empty():
+            return False
+        return self._following is None or not self._following()
+
+    def _look_for_new(self) -> None:
+        if self._find is None or (self._following is not None and not self._following()):
+            return
+        try:
+            found = list(self._find())
+        except OSError:
+            return
+        for path in found:
+            if path not in self._known and not self._closed:
+                self._start(self._reader(path))
+
+    def _merged(self, reader: _Reader, batch: SourceBatch) -> SourceBatch:
+        """``batch`` of one process's stream as a batch of the merged one."""
+        marker = m.process(pid=reader.pid, start_time=reader.start_time)
+        notes = batch.notes
+        messages: tuple[m.Message, ...] = (marker, *batch.messages) if batch.messages else ()
+        if batch.state in (SourceState.ENDED, SourceState.FAILED):
+            failed = batch.state is SourceState.FAILED
+            why = batch.error or reader.source.end_reason or "its stream ended"
+            ended = m.process(
+                pid=reader.pid,
+                start_time=reader.start_time,
+                state=m.PROCESS_FAILED if failed else m.PROCESS_ENDED,
+                reason=why,
+            )
+            messages = (*messages, ended)
+            if self._shared is not None:
+                self._shared.note(ended)
+            if failed:
+                notes = (*notes, f"pid {reader.pid}: {why}")
+        answers = tuple(self._ours(reader, answer) for answer in batch.answers)
+        return SourceBatch(messages=messages, notes=notes, answers=answers, recording_stopped=batch.recording_stopped)
+
+    # -- requests -----------------------------------------------------------------------
+
+    def request(self, what: str, *, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, **fields: object) -> int:
+        """Ask the agent of the process ``process`` names in ``fields`` (by default the first
+        one) for ``what``; the answer comes under the id returned. Raises :class:`SourceError`
+        for a process not watched."""
+        process = fields.pop("process", None)
+        with self._lock:
+            readers = list(self._readers)
+        reader = next((r for r in readers if process is None or r.pid == process), None)
+        if reader is None:
+            raise SourceError(f"pid {process} is not one of the processes watched")
+        theirs = reader.source.request(what, timeout_s=timeout_s, **fields)
+        ours = next(self._ids)
+        with self._lock:
+            self._asked[(id(reader), theirs)] = ours
+        return ours
+
+    def _ours(self, reader: _Reader, answer: Answer) -> Answer:
+        with self._lock:
+            ours = self._asked.pop((id(reader), answer.request_id), answer.request_id)
+        response = answer.response
+        if response is not None:
+            response = {**response, "id": ours}
+        return replace(answer, request_id=ours, response=response)
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close(self, reason: str = "closed") -> None:
+        """End the merged stream soon; safe from any thread."""
+        self._closed = True
+        self._close_reason = self._close_reason or reason
+        for reader in list(self._readers):
+            reader.source.close(reason)
+
+    def close_and_wait(self, reason: str = "closed", *, timeout_s: float = 5.0) -> None:
+        self.close(reason)
+        for reader in list(self._readers):
+            reader.source.close_and_wait(reason, timeout_s=timeout_s)
+        self._close_recording(reason)
+
+    def _close_readers(self, reason: str) -> None:
+        for reader in list(self._readers):
+            reader.source.close(reason)
+        self._close_recording(reason)
+
+    def _close_recording(self, reason: str) -> None:
+        if self._shared is not None:
+            with contextlib.suppress(SourceError):
+                self._shared.close(reason)
