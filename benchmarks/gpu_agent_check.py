@@ -21,7 +21,7 @@ import numpy as np
 
 from iket_tui.protocol import messages as m
 from iket_tui.ring.decode import EventTables, decode
-from iket_tui.ring.layout import KIND_MASK, KIND_NAMES
+from iket_tui.ring.layout import EVENT_WARP_BEGIN, EVENT_WARP_END, EVENT_WARP_ROW, KIND_MASK, KIND_NAMES
 from iket_tui.ring.wire import module_from_message, records_from_message
 from iket_tui.sources.reading import read_recording
 
@@ -51,7 +51,11 @@ def summarise(path: Path) -> list[tuple[str, bool, str]]:
     first_records = next(i for i, msg in enumerate(messages) if msg.get("type") == m.KERNEL_RECORDS)
     first_module = next(i for i, msg in enumerate(messages) if msg.get("type") == m.KERNEL_MODULE)
     rows.append(("table before records", first_module < first_records, f"message {first_module} < {first_records}"))
-    events = np.concatenate([decode(b.chunks, tables, b.layout) for b in batches])
+    rows_all = np.concatenate([decode(b.chunks, tables, b.layout) for b in batches])
+    events = rows_all[(rows_all["kind"] & EVENT_WARP_ROW) == 0]
+    began = int(((rows_all["kind"] & EVENT_WARP_BEGIN) != 0).sum())
+    ended = int(((rows_all["kind"] & EVENT_WARP_END) != 0).sum())
+    rows.append(("warps began, ended", began == ended > 0, f"{began}, {ended}"))
     last = batches[-1].counters
     rows.append(
         (

@@ -1,14 +1,16 @@
 # mypy: disable-error-code="valid-type, untyped-decorator, no-untyped-call"
-"""The kernel event ring on a real GPU: correctness, loss accounting, liveness, overhead, drain.
+"""The kernel event ring on a real GPU: correctness, loss accounting, liveness, a block that
+waits, overhead, drain.
 
-Needs an NVIDIA GPU with host-mapped memory (run on the H200), CuPy, torch and TileLang:
+Needs an NVIDIA GPU (run on the H200), CuPy, torch and TileLang:
 
-    PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 python3 benchmarks/gpu_ring_check.py [--fences acq_rel,sc]
+    PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 python3 benchmarks/gpu_ring_check.py [--overhead-only]
 
-It allocates the ring with ``cudaHostAlloc(..., cudaHostAllocMapped)`` (under UVA the host
-pointer is the device pointer), compiles TileLang kernels with the iket-tui runtime through
-TileLang's CUDA post-processing callback, launches them on torch tensors, drains the ring and
-prints one table; with ``$OUT`` set it also writes ``$OUT/gpu_ring_check.json``.
+It allocates the ring in device memory (:class:`~iket_tui.ring.device_copy.DeviceRing`, copied
+to the host by a DMA engine on a stream of its own while kernels run), compiles TileLang kernels
+with the iket-tui runtime through TileLang's CUDA post-processing callback, launches them on
+torch tensors, drains the ring and prints one table; with ``$OUT`` set it also writes
+``$OUT/gpu_ring_check.json``.
 
 The kernel builders below are plain TileLang and need no GPU: the CPU tests lower and nvcc them
 (tests/ring/test_ring_tilelang.py), so that what runs here has compiled before.
@@ -24,26 +26,29 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from iket_tui.ring.buffer import RingView, memory_at
 from iket_tui.ring.counters import DrainBatch
 from iket_tui.ring.decode import EventTables
 from iket_tui.ring.device import RingTarget
 from iket_tui.ring.drain import RingDrain
+from iket_tui.ring.events import ModuleEvents
 from iket_tui.ring.layout import (
-    DEFAULT_LAYOUT,
-    DEVICE_MIN_CHUNKS,
     EVENT_DTYPE,
+    EVENT_WARP_BEGIN,
+    EVENT_WARP_END,
+    EVENT_WARP_ROW,
     KIND_END,
     KIND_MARK,
     KIND_MASK,
     KIND_START,
-    ChunkLayout,
+    MIN_RECORDS_PER_SEGMENT,
+    WARP_SLOTS,
     RingGeometry,
 )
 from iket_tui.ring.runtime import DeviceRuntime, installed
@@ -175,43 +180,26 @@ def lower_kernel(runtime: DeviceRuntime, func: Any) -> str:
         return str(tilelang.lower(func, target=target, enable_device_compile=False).kernel_source)
 
 
-# ---- the ring in host-mapped memory ---------------------------------------------------------------
+# ---- the ring in device memory --------------------------------------------------------------------
 
 
-class HostRing:
-    """A ring in ``cudaHostAlloc(..., cudaHostAllocMapped)`` memory, with its drain.
+class GpuRing:
+    """A ring in device memory with its drain (copies by a DMA engine, while kernels run).
 
-    With ``memory="device"`` the same ring lives in device memory instead (``cudaMalloc``): the
-    host cannot drain it while kernels run, so it only measures what the kernels pay when their
-    chunks need not cross PCIe (the cost of staging in device memory before a DMA copy).
     ``cuda_runtime`` replaces the runtime's CUDA text (``gpu_ring_variants.py`` measures edited copies)."""
 
-    def __init__(
-        self, geometry: RingGeometry, fence: str = "acq_rel", memory: str = "host", cuda_runtime: str | None = None
-    ) -> None:
-        import cupy
+    def __init__(self, geometry: RingGeometry, cuda_runtime: str | None = None) -> None:
+        from iket_tui.ring.device_copy import DeviceRing
 
-        self._cupy = cupy
-        self.memory = memory
-        runtime = cupy.cuda.runtime
-        if memory == "device":
-            self._host = np.zeros(geometry.total_bytes, dtype=np.uint8)
-            self.view = RingView.format(self._host, geometry)
-            self.address = int(runtime.malloc(geometry.total_bytes))
-            runtime.memcpy(self.address, self._host.ctypes.data, geometry.total_bytes, runtime.memcpyHostToDevice)
-        else:
-            self.address = int(runtime.hostAlloc(geometry.total_bytes, runtime.hostAllocMapped))
-            self.view = RingView.format(memory_at(self.address, geometry.total_bytes), geometry)
-        self.target = RingTarget(self.address, geometry, self.view.ring_id, fence=fence)
+        self.device = DeviceRing(geometry)
+        self.view = self.device.view
+        self.target = RingTarget(self.device.address, geometry, self.view.ring_id)
         self.tables = EventTables()
-        self.runtime = DeviceRuntime(self.target, on_module=self.tables.add, cuda_runtime=cuda_runtime)
-        self.drain = RingDrain(self.view)
+        self.runtime = DeviceRuntime(self.target, on_module=self._on_module, cuda_runtime=cuda_runtime)
+        self.drain = RingDrain(self.view, source=self.device)
 
-    def free(self) -> None:
-        if self.memory == "device":
-            self._cupy.cuda.runtime.free(self.address)
-        else:
-            self._cupy.cuda.runtime.freeHost(self.address)
+    def _on_module(self, events: ModuleEvents, target: RingTarget | None) -> None:
+        self.tables.add(events)
 
 
 @dataclass
@@ -227,13 +215,15 @@ class Collected:
         if self.keep:
             self.batches.append((time.monotonic(), batch))
 
-    def events(self, tables: EventTables) -> np.ndarray[Any, Any]:
+    def events(self, tables: EventTables, warp_rows: bool = False) -> np.ndarray[Any, Any]:
+        """The events of every batch (with the warp rows of warps that began or ended alone, if asked)."""
         parts = [batch.decode(tables) for _, batch in self.batches]
-        return np.concatenate(parts) if parts else np.empty(0, dtype=EVENT_DTYPE)
+        events = np.concatenate(parts) if parts else np.empty(0, dtype=EVENT_DTYPE)
+        return events if warp_rows else events[(events["kind"] & EVENT_WARP_ROW) == 0]
 
 
 @contextmanager
-def draining(ring: HostRing, keep: bool = True) -> Iterator[Collected]:
+def draining(ring: GpuRing, keep: bool = True) -> Iterator[Collected]:
     """Drain ``ring`` at 20 Hz on a thread inside the block; the last pass runs after it."""
     collected = Collected(keep)
     stop = threading.Event()
@@ -274,7 +264,7 @@ class Row:
     expected: str
 
 
-def check_known_count(ring: HostRing, blocks: int, steps: int, label: str, expect_loss: bool) -> list[Row]:
+def check_known_count(ring: GpuRing, blocks: int, steps: int, label: str, expect_loss: bool) -> list[Row]:
     """Launch the known-count kernel once, drain, and account for every event."""
     import torch
 
@@ -288,6 +278,9 @@ def check_known_count(ring: HostRing, blocks: int, steps: int, label: str, expec
     warps = blocks * THREADS // 32
     expected = warps * known_count_per_warp(steps)
     events = collected.events(ring.tables)
+    rows_all = collected.events(ring.tables, warp_rows=True)
+    began = int(((rows_all["kind"] & EVENT_WARP_BEGIN) != 0).sum())
+    ended = int(((rows_all["kind"] & EVENT_WARP_END) != 0).sum())
     rows = [
         Row(
             f"{label}: kernel result",
@@ -305,7 +298,17 @@ def check_known_count(ring: HostRing, blocks: int, steps: int, label: str, expec
     ]
     if expect_loss:
         rows.append(Row(f"{label}: loss counted", counters.events_lost > 0, str(counters.events_lost), "> 0"))
+        rows.append(
+            Row(
+                f"{label}: records written = read + lost",
+                counters.chunks_written == counters.chunks_read + counters.chunks_lost
+                and counters.chunks_written == warps * (known_count_per_warp(steps) + 4),
+                f"written {counters.chunks_written}, read {counters.chunks_read}, lost {counters.chunks_lost}",
+                f"written {warps * (known_count_per_warp(steps) + 4)}",
+            )
+        )
         return rows
+    rows.append(Row(f"{label}: every warp began and ended", began == ended == warps, f"{began}, {ended}", str(warps)))
     rows.append(Row(f"{label}: received", len(events) == expected, str(len(events)), str(expected)))
     rows.append(Row(f"{label}: lost", counters.events_lost == 0, str(counters.events_lost), "0"))
     rows.extend(_check_known_events(events, blocks, steps, label))
@@ -339,7 +342,7 @@ def _check_known_events(events: np.ndarray[Any, Any], blocks: int, steps: int, l
     ]
 
 
-def check_liveness(ring: HostRing, blocks: int, outer: int, inner: int) -> list[Row]:
+def check_liveness(ring: GpuRing, blocks: int, outer: int, inner: int) -> list[Row]:
     """A kernel that runs for seconds: its records must reach the host while it runs."""
     import torch
 
@@ -374,15 +377,16 @@ def check_liveness(ring: HostRing, blocks: int, outer: int, inner: int) -> list[
     ]
 
 
-def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tuple[list[Row], dict[str, float]]:
-    """Median time of the traced GEMMs against the plain one, launches interleaved."""
+def check_overhead(ring: GpuRing, rounds: int, launches: int, size: int) -> tuple[list[Row], dict[str, float]]:
+    """Median time of the traced GEMMs against the plain one, launches interleaved, the ring
+    drained meanwhile (the live transport, as the agent runs it)."""
     import torch
 
     kernels = {}
     for variant in GEMM_VARIANTS:
         t0 = time.monotonic()
         kernels[variant] = compile_kernel(ring.runtime, gemm_kernel(variant, size))
-        print(f"  compiled GEMM {variant} ({ring.target.fence} fence) in {time.monotonic() - t0:.1f} s", flush=True)
+        print(f"  compiled GEMM {variant} in {time.monotonic() - t0:.1f} s", flush=True)
     a = torch.randn(size, size, dtype=torch.float16, device="cuda")
     b = torch.randn(size, size, dtype=torch.float16, device="cuda")
     reference = a.float() @ b.float()
@@ -391,7 +395,7 @@ def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tup
     for variant, kernel in kernels.items():
         c = torch.empty(size, size, dtype=torch.float16, device="cuda")
         kernel(a, b, c)
-        seconds = finish(f"GEMM {variant} ({ring.target.fence} fence)")
+        seconds = finish(f"GEMM {variant}")
         error = float((c.float() - reference).abs().max() / reference.abs().max())
         rows.append(
             Row(
@@ -401,14 +405,15 @@ def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tup
                 "< 1e-2",
             )
         )
-        print(f"  GEMM {variant} ran in {seconds * 1e3:.1f} ms", flush=True)
         outputs[variant] = c
     times: dict[str, list[float]] = {variant: [] for variant in GEMM_VARIANTS}
     read_before = ring.drain.counters.events_read
-    with draining(ring, keep=False) if ring.memory == "host" else nullcontext():
+    order = list(kernels.items())
+    with draining(ring, keep=False):
         t0 = time.monotonic()
-        for _ in range(rounds):
-            for variant, kernel in kernels.items():
+        for round_ in range(rounds):
+            shift = round_ % len(order)
+            for variant, kernel in order[shift:] + order[:shift]:
                 times[variant] += timed_launches(kernel, (a, b, outputs[variant]), launches, f"timed GEMM {variant}")
         elapsed = time.monotonic() - t0
     medians = {variant: statistics.median(values) for variant, values in times.items()}
@@ -416,33 +421,22 @@ def check_overhead(ring: HostRing, rounds: int, launches: int, size: int) -> tup
     ratio_steps = medians["ksteps"] / medians["plain"]
     ratio_block = medians["block"] / medians["plain"]
     tflops = 2 * size**3 / (medians["plain"] * 1e-3) / 1e12
-    fence = ring.target.fence
-    if ring.target.geometry.layout.chunk_bytes != DEFAULT_LAYOUT.chunk_bytes:
-        fence = f"{fence}, {ring.target.geometry.layout.chunk_bytes}-byte chunks"
-    if ring.memory != "host":
-        fence = f"{fence}, ring in {ring.memory} memory"
+    counters = ring.drain.counters
     rows += [
         Row(f"GEMM {size} plain", True, f"{medians['plain'] * 1000:.1f} us ({tflops:.0f} TFLOP/s)", ""),
+        Row(f"overhead {size}: ranges every k-step", ratio_steps <= 1.10, f"{ratio_steps:.3f}", "<= 1.10"),
+        Row(f"overhead {size}: one range per block", ratio_block <= 1.01, f"{ratio_block:.3f}", "<= 1.01"),
+        Row("drained during GEMMs", True, f"{drained / elapsed / 1e6:.1f} M events/s read", ""),
         Row(
-            f"overhead {size}, {fence} fence: ranges every k-step", ratio_steps <= 1.05, f"{ratio_steps:.3f}", "<= 1.05"
-        ),
-        Row(
-            f"overhead {size}, {fence} fence: one range per block", ratio_block <= 1.01, f"{ratio_block:.3f}", "<= 1.01"
+            "counters during GEMMs",
+            counters.balanced and counters.torn == 0,
+            f"written {counters.events_written}, read {counters.events_read}, lost {counters.events_lost}, "
+            f"torn {counters.torn}",
+            "balanced, torn 0",
         ),
     ]
-    if ring.memory == "host":
-        rows += [
-            Row("drain during GEMMs", True, f"{drained / elapsed / 1e6:.1f} M events/s read", ""),
-            Row(
-                "counters during GEMMs",
-                ring.drain.counters.balanced and ring.drain.counters.torn == 0,
-                f"lost {ring.drain.counters.events_lost}, torn {ring.drain.counters.torn}",
-                "balanced, torn 0",
-            ),
-        ]
-    key = fence.replace(", ring in ", "_").replace(" memory", "").replace(", ", "_").replace("-byte chunks", "B")
-    figures = {f"gemm{size}_{key}_{k}_us": v * 1000 for k, v in medians.items()}
-    figures |= {f"ratio{size}_{key}_ksteps": ratio_steps, f"ratio{size}_{key}_block": ratio_block}
+    figures = {f"gemm{size}_{k}_us": v * 1000 for k, v in medians.items()}
+    figures |= {f"ratio{size}_ksteps": ratio_steps, f"ratio{size}_block": ratio_block}
     return rows, figures
 
 
@@ -473,6 +467,216 @@ def check_drain_rate() -> list[Row]:
         ),
         Row("host drain + decode rate", True, f"{result['drain_decode_events_per_s'] / 1e6:.0f} M/s", ""),
     ]
+
+
+def _warps(events: np.ndarray[Any, Any]) -> dict[tuple[int, int], np.ndarray[Any, Any]]:
+    """Each warp's rows, by (block, warp), in the order they were drained."""
+    keys = events["block_x"].astype(np.int64) * 64 + events["warp"]
+    return {(int(k) // 64, int(k) % 64): events[keys == k] for k in np.unique(keys)}
+
+
+def waiting_expected(warp_block: int) -> int:
+    """Events a warp of ``waiting_steps`` writes in ``warp_block``: its tile range, three per
+    step, and the wait range in the block that waits."""
+    from iket_tui.demo import kernels as demo
+
+    return 2 + 3 * demo.WAITING_STEPS + (2 if warp_block == demo.WAITING_BLOCK else 0)
+
+
+def check_waiting_block(ring: GpuRing, hold_s: float) -> list[Row]:
+    """A block that waits on a flag: while it waits, the drain has every event its warps ran
+    (the last one the ``wait`` range's start) and no end; after it is released, every warp ends
+    and every event is accounted for."""
+    import torch
+
+    from iket_tui.demo import kernels as demo
+
+    kernel = compile_kernel(ring.runtime, demo.waiting_steps())
+    flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+    out = torch.zeros(demo.WAITING_BLOCKS * 128, dtype=torch.float32, device="cuda")
+    before = ring.drain.counters
+    with draining(ring) as collected:
+        kernel(flag, out)
+        time.sleep(hold_s)
+        held = collected.events(ring.tables, warp_rows=True)
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            flag.copy_(torch.ones(1, dtype=torch.int32), non_blocking=True)
+        seconds = finish("the waiting kernel after its release")
+    events = collected.events(ring.tables, warp_rows=True)
+    table = next(t for t in (ring.tables.module(i) for i in range(1, 64)) if t and t.kernels[0].startswith("waiting"))
+    wait_id = next(e.event_id for e in table.events if e.name == "wait")
+    warps = _warps(held[held["module"] == table.module])
+    stuck = {key: rows for key, rows in warps.items() if key[0] == demo.WAITING_BLOCK}
+    ended = [key for key, rows in warps.items() if (rows["kind"] & EVENT_WARP_END).any()]
+    stuck_ok = len(stuck) == 4 and all(
+        int(rows["event"][-1]) == wait_id and not (rows["kind"] & EVENT_WARP_END).any() for rows in stuck.values()
+    )
+    final = _warps(events[events["module"] == table.module])
+    real = events[(events["module"] == table.module) & ((events["kind"] & EVENT_WARP_ROW) == 0)]
+    expected = sum(waiting_expected(block) * 4 for block in range(demo.WAITING_BLOCKS))
+    counters = ring.drain.counters
+    last_events = [int(rows["event"][-1]) for rows in stuck.values()]
+    return [
+        Row(
+            "waiting block: its warps' events while it waits",
+            stuck_ok,
+            f"{len(stuck)} warps of block {demo.WAITING_BLOCK}, last events {last_events} (wait = {wait_id}), no end",
+            "4 warps, last event the wait start, no end",
+        ),
+        Row(
+            "waiting block: the other warps ended meanwhile",
+            len(ended) == 4 * (demo.WAITING_BLOCKS - 1),
+            f"{len(ended)} warps ended after {hold_s:.1f} s",
+            str(4 * (demo.WAITING_BLOCKS - 1)),
+        ),
+        Row(
+            "waiting block: after release, all ended and every event read",
+            all((rows["kind"] & EVENT_WARP_END).any() for rows in final.values())
+            and len(final) == 4 * demo.WAITING_BLOCKS
+            and len(real) == expected
+            and counters.events_read - before.events_read == expected
+            and counters.events_lost == before.events_lost
+            and counters.balanced,
+            f"{len(real)} events of {len(final)} warps, ended {seconds:.2f} s after release; lost "
+            f"{counters.events_lost - before.events_lost}",
+            f"{expected} events, {4 * demo.WAITING_BLOCKS} warps, lost 0",
+        ),
+    ]
+
+
+def check_stuck_under_agent(out: str, kill: bool, hold_s: float = 8.0) -> list[Row]:
+    """``iket-tui run --kernels --record`` around a program whose block waits: the recording
+    holds the waiting warps' events while they wait; then either the program releases it (every
+    warp ends, every record accounted for) or it is killed while waiting (the recording still
+    ends cleanly, its last state the waiting one)."""
+    import signal
+    import subprocess
+
+    from iket_tui.demo import kernels as demo
+    from iket_tui.sources.reading import read_recording
+
+    name = "stuck-killed" if kill else "stuck"
+    record = os.path.join(out, f"{name}.msgpack")
+    launched = os.path.join(out, f"{name}.launched")
+    program = [
+        sys.executable,
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_stuck_program.py"),
+        "--wait",
+        str(600 if kill else hold_s),
+        "--launched",
+        launched,
+    ]
+    command = [sys.executable, "-m", "iket_tui", "run", "--kernels", "--no-ui", "--record", record, "--", *program]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    t0 = time.monotonic()
+    while not os.path.exists(launched):
+        if proc.poll() is not None or time.monotonic() - t0 > 240:
+            proc.kill()
+            output = proc.communicate()[0] or ""
+            return [Row(f"{name}: program launched its kernel", False, output[-300:].replace("\n", " | "), "launched")]
+        time.sleep(0.1)
+    time.sleep(3.0)
+    during = _recorded_warps(read_recording(Path(record)))
+    if kill:
+        with open(launched) as file:
+            os.kill(int(file.read().strip()), signal.SIGKILL)
+    try:
+        output = proc.communicate(timeout=180)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output = proc.communicate()[0]
+    messages, info = read_recording(Path(record))
+    after = _recorded_warps((messages, info))
+    stuck = [key for key, state in during.warps.items() if key[0] == demo.WAITING_BLOCK]
+    stuck_ok = (
+        len(stuck) == 4
+        and all(during.warps[key][0] == "wait" and not during.warps[key][1] for key in stuck)
+        and sum(ended for _, ended in during.warps.values()) == 4 * (demo.WAITING_BLOCKS - 1)
+    )
+    rows = [
+        Row(
+            f"{name}: while waiting, the recording holds the block's last events and no end",
+            stuck_ok,
+            f"{len(stuck)} warps of block {demo.WAITING_BLOCK} last at "
+            f"{sorted({during.warps[k][0] for k in stuck})}, {sum(e for _, e in during.warps.values())} of "
+            f"{len(during.warps)} warps ended",
+            "4 warps last at wait, 252 ended",
+        )
+    ]
+    counters = after.counters
+    if kill:
+        still = [key for key, state in after.warps.items() if not state[1]]
+        rows.append(
+            Row(
+                f"{name}: killed while waiting, the recording ends cleanly with the waiting state",
+                info.ended and info.cut_at is None and sorted(still) == sorted(stuck),
+                f"ended {info.ended}, cut {info.cut_at}, warps not ended {sorted(still)}, exit {proc.returncode}",
+                "ended, the 4 waiting warps not ended",
+            )
+        )
+    else:
+        expected = sum(waiting_expected(block) * 4 for block in range(demo.WAITING_BLOCKS))
+        rows.append(
+            Row(
+                f"{name}: released, every warp ends and every record is accounted for",
+                info.ended
+                and proc.returncode == 0
+                and all(state[1] for state in after.warps.values())
+                and after.events == expected
+                and counters is not None
+                and counters.balanced
+                and counters.events_lost == 0
+                and counters.events_read == expected,
+                f"{after.events} events, {len(after.warps)} warps, counters {counters}, exit {proc.returncode}",
+                f"{expected} events, lost 0",
+            )
+        )
+    if not all(row.ok for row in rows):
+        print(output[-3000:], flush=True)
+    return rows
+
+
+@dataclass
+class RecordedWarps:
+    warps: dict[tuple[int, int], tuple[str, bool]]
+    """(block, warp) -> (name of its last event, whether it ended)."""
+    events: int
+    counters: Any
+
+
+def _recorded_warps(read: tuple[list[Any], Any]) -> RecordedWarps:
+    """What a recording says of the waiting kernel's warps."""
+    from iket_tui.ring.wire import module_from_message, records_from_message
+
+    messages, _ = read
+    tables = EventTables()
+    module = None
+    for msg in messages:
+        if msg.get("type") == "kernel_module":
+            table = module_from_message(msg)
+            tables.add(table)
+            if table.kernels and table.kernels[0].startswith("waiting"):
+                module = table
+    batches = [records_from_message(msg) for msg in messages if msg.get("type") == "kernel_records"]
+    if module is None or not batches:
+        return RecordedWarps({}, 0, batches[-1].counters if batches else None)
+    events = np.concatenate([batch_decode(b, tables) for b in batches])
+    events = events[events["module"] == module.module]
+    names = {e.event_id: e.name for e in module.events} | {module.range_end_id: "(end)", 0: "(begin)"}
+    warps = {}
+    for key, rows in _warps(events).items():
+        real = rows[(rows["kind"] & EVENT_WARP_ROW) == 0]
+        last = names.get(int(real["event"][-1]), "?") if len(real) else "(none)"
+        warps[key] = (last, bool((rows["kind"] & EVENT_WARP_END).any()))
+    real_events = int(((events["kind"] & EVENT_WARP_ROW) == 0).sum())
+    return RecordedWarps(warps, real_events, batches[-1].counters)
+
+
+def batch_decode(records: Any, tables: EventTables) -> np.ndarray[Any, Any]:
+    from iket_tui.ring.decode import decode
+
+    return decode(records.chunks, tables, records.layout, records.warp_slots)
 
 
 # ---- main -----------------------------------------------------------------------------------------
@@ -552,17 +756,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="overhead: rounds of interleaved launches")
     parser.add_argument("--launches", type=int, default=20, help="overhead: launches per variant per round")
     parser.add_argument("--live-seconds", type=float, default=2.0, help="liveness kernel duration, roughly")
-    parser.add_argument(
-        "--fences", default="acq_rel,sc", help="overhead: fences to compare, comma-separated (sc, acq_rel, none)"
-    )
+    parser.add_argument("--hold-seconds", type=float, default=3.0, help="how long the waiting block waits")
     parser.add_argument("--gemm-sizes", default=str(GEMM_SIZE), help="overhead: GEMM sizes, comma-separated")
-    parser.add_argument(
-        "--chunk-bytes", default="256", help="overhead: chunk sizes to compare, comma-separated (128, 256, 512)"
-    )
-    parser.add_argument(
-        "--memory", default="host", help="overhead: where the ring lives, comma-separated (host, device)"
-    )
-    parser.add_argument("--overhead-only", action="store_true", help="skip correctness, loss, liveness and drain")
+    parser.add_argument("--overhead-only", action="store_true", help="skip correctness, loss, liveness and the rest")
+    parser.add_argument("--no-agent", action="store_true", help="skip the checks through iket-tui run")
     args = parser.parse_args(argv)
     sms = _require_gpu()
     import torch
@@ -570,44 +767,33 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU: {torch.cuda.get_device_name(0)}, {sms} SMs; torch {torch.__version__}", flush=True)
     rows: list[Row] = []
     figures: dict[str, float] = {}
-    rings = [HostRing(RingGeometry.for_sms(sms, 64)), HostRing(RingGeometry.for_sms(sms, DEVICE_MIN_CHUNKS))]
-    big, small = rings
+    big = GpuRing(RingGeometry.for_sms(sms, 64))
+    small = GpuRing(RingGeometry(sms * WARP_SLOTS, MIN_RECORDS_PER_SEGMENT))
+    figures["clock_offset_known"] = float(big.device.clock_offset_ns is not None)
     try:
         if not args.overhead_only:
             _checks(args, big, small, sms, rows)
-        setups = [
-            (memory, fence, int(chunk_bytes))
-            for memory in args.memory.split(",")
-            for fence in args.fences.split(",")
-            for chunk_bytes in args.chunk_bytes.split(",")
-        ]
-        for memory, fence, chunk_bytes in setups:
-            layout = ChunkLayout(chunk_bytes // 128)
-            if memory == "host" and fence == big.target.fence and layout == DEFAULT_LAYOUT:
-                ring = big
-            else:
-                ring = HostRing(RingGeometry.for_sms(sms, 64, layout), fence=fence, memory=memory)
-                rings.append(ring)
-            for size in (int(x) for x in args.gemm_sizes.split(",")):
+        for size in (int(x) for x in args.gemm_sizes.split(",")):
 
-                def overhead(ring: HostRing = ring, size: int = size) -> list[Row]:
-                    found, measured = check_overhead(ring, args.rounds, args.launches, size)
-                    figures.update(measured)
-                    return found
+            def overhead(size: int = size) -> list[Row]:
+                found, measured = check_overhead(big, args.rounds, args.launches, size)
+                figures.update(measured)
+                return found
 
-                what = f"overhead {size}, {fence} fence, {chunk_bytes}-byte chunks, ring in {memory} memory"
-                _timed(what, overhead, rows)
+            _timed(f"overhead {size}", overhead, rows)
+        if not args.overhead_only and not args.no_agent:
+            out = os.environ.get("OUT") or "."
+            _timed("stuck under the agent", lambda: check_stuck_under_agent(out, kill=False), rows)
+            _timed("stuck and killed under the agent", lambda: check_stuck_under_agent(out, kill=True), rows)
     except Hung as exc:
         rows.append(Row("a kernel hung", False, str(exc), "every kernel finishes"))
         status = report(rows, figures)
         os._exit(3 if status == 0 else status)  # a hung context cannot be torn down
-    for ring in rings:
-        ring.free()
     return report(rows, figures)
 
 
-def _checks(args: argparse.Namespace, big: HostRing, small: HostRing, sms: int, rows: list[Row]) -> None:
-    """Correctness, loss, liveness and the host drain rate."""
+def _checks(args: argparse.Namespace, big: GpuRing, small: GpuRing, sms: int, rows: list[Row]) -> None:
+    """Correctness, loss, liveness, a waiting block and the host drain rate."""
     _timed(
         "correctness",
         lambda: check_known_count(big, blocks=4 * sms, steps=40, label="big ring", expect_loss=False),
@@ -620,6 +806,7 @@ def _checks(args: argparse.Namespace, big: HostRing, small: HostRing, sms: int, 
     )
     inner = max(1000, int(args.live_seconds * 2e9 / 4 / 2000))
     _timed("liveness", lambda: check_liveness(big, blocks=sms, outer=2000, inner=inner), rows)
+    _timed("waiting block", lambda: check_waiting_block(big, args.hold_seconds), rows)
     _timed("drain rate", check_drain_rate, rows)
 
 

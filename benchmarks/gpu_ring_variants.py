@@ -6,25 +6,20 @@ Each variant edits the runtime's CUDA text (``iket_tui/ring/device_runtime.cuh``
 the GEMM with the edited copy (for measuring only: a variant that stores nothing cannot be
 drained):
 
-- ``b4``: the runtime as it is (a fence per ``PUBLISH_EVERY`` = 4 chunks);
-- ``b1``, ``b8``: a fence per chunk, per 8 chunks (announcing 1 or 8 slots ahead);
-- ``b4_512``: 512-byte chunks;
-- ``b4_nostore``: no fence and every store predicated off (the event path and the flush's
-  arithmetic alone);
-- ``b4_clock``: ``%clock64`` read where the runtime reads ``%globaltimer`` (what the timer read
-  costs; its timestamps mean nothing);
-- ``b4_noage``: no flush for age, only when the chunk is full (what the age check costs);
-- ``b4_nostore_clock_noage``: all three;
-- ``b4_noendfence``: no fence before the tags a warp publishes as it ends (what waiting for the
-  warp's last chunk to cross PCIe costs; a reader could see those tags before their bodies).
+- ``v4``: the runtime as it is (a timer read and one 16-byte store per event);
+- ``cs``: the store with the streaming cache hint (``st.global.cs``, evict first);
+- ``noclobber``: the store without its compiler barrier (the compiler may move the kernel's own
+  memory accesses across it);
+- ``nostore``: every store predicated off (the event path's timer read and arithmetic alone);
+- ``clock``: ``%clock64`` read where the runtime reads ``%globaltimer`` (what the timer read
+  costs; its timestamps mean nothing).
 
 Needs what ``gpu_ring_check.py`` needs; on the device machine:
 
-    PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 python3 benchmarks/gpu_ring_variants.py [--only b4,b1]
+    PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 python3 benchmarks/gpu_ring_variants.py [--only v4,cs]
 
 With ``$OUT`` set it also writes ``$OUT/gpu_ring_variants.json``. A kernel that does not finish
-in 30 s ends the run with what was measured so far (variants without a fence have hung
-TileLang's warp-specialized GEMM on the H200).
+in 30 s ends the run with what was measured so far.
 """
 
 from __future__ import annotations
@@ -40,52 +35,30 @@ from typing import Any
 
 from benchmarks import gpu_ring_check as gpu
 from iket_tui.ring.device import runtime_cuh
-from iket_tui.ring.layout import ChunkLayout, RingGeometry
+from iket_tui.ring.layout import RingGeometry
 
-_STORE_WORD = 'asm volatile("st.global.u32 [%0], %1;" :: "l"(address), "r"(value) : "memory");'
-_NO_STORE_WORD = (
-    'asm volatile("{\\n\\t.reg .pred q;\\n\\tsetp.eq.u64 q, %0, 0;\\n\\t@q st.global.u32 [%0], %1;\\n\\t}"'
-    ' :: "l"(address), "r"(value) : "memory");'
-)
-_PUBLISH = "pending == kPublishEvery) publish()"
-_ANNOUNCE = "slot(seq + kPublishEvery), 0u)"
+_STORE = 'asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(address)'
+_STORE_END = '"r"(stamp)\n               : "memory");'
+_NEVER_STORE = (
+    'asm volatile("{\\n\\t.reg .pred q;\\n\\tsetp.eq.u64 q, %0, 0;\\n\\t'
+    '@q st.global.v4.u32 [%0], {%1, %2, %3, %4};\\n\\t}" ::"l"(address)'
+)  # never: no record lies at address 0
+_TIMER = '"mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory"'
 
 EDITS: dict[str, list[tuple[str, str]]] = {
-    "nostore": [
-        (_STORE_WORD, _NO_STORE_WORD),  # never: no chunk lies at address 0
-        (
-            "setp.ne.u32 p, %0, 0;\\n\\t@p st.relaxed.sys.global.u32",
-            "setp.eq.u32 p, %0, 99;\\n\\t@p st.relaxed.sys.global.u32",
-        ),
-        (
-            "setp.eq.u32 p, %0, 0;\\n\\t@p st.relaxed.sys.global.v2.u32",
-            "setp.eq.u32 p, %0, 99;\\n\\t@p st.relaxed.sys.global.v2.u32",
-        ),
-    ],
-    "b1": [(_PUBLISH, "pending == 1u) publish()"), (_ANNOUNCE, "slot(seq + 1u), 0u)")],
-    "b8": [(_PUBLISH, "pending == 8u) publish()"), (_ANNOUNCE, "slot(seq + 8u), 0u)")],
-    "clock": [('"mov.u64 %0, %%globaltimer;"', '"mov.u64 %0, %%clock64;"')],
-    "noendfence": [
-        (
-            "seq, events);\n      publish();",
-            "seq, events);\n      const unsigned first = seq - pending;\n"
-            "      store_if(lane < pending, slot(first + lane), first + lane + 1u);",
-        )
-    ],
-    "noage": [("if (full | (now > deadline))", "if (full)")],
+    "cs": [(_STORE, _STORE.replace("st.global.v4", "st.global.cs.v4"))],
+    "noclobber": [(_STORE_END, '"r"(stamp));')],
+    "nostore": [(_STORE, _NEVER_STORE)],
+    "clock": [(_TIMER, _TIMER.replace("%%globaltimer", "%%clock64"))],
 }
 
-VARIANTS: list[tuple[str, str, int, list[str], tuple[str, ...]]] = [
-    # name, fence, chunk bytes, edits, GEMM variants
-    ("b4", "acq_rel", 256, [], ("ksteps", "block")),
-    ("b1", "acq_rel", 256, ["b1"], ("ksteps", "block")),
-    ("b8", "acq_rel", 256, ["b8"], ("ksteps", "block")),
-    ("b4_512", "acq_rel", 512, [], ("ksteps",)),
-    ("b4_nostore", "none", 256, ["nostore"], ("ksteps",)),
-    ("b4_clock", "acq_rel", 256, ["clock"], ("ksteps",)),
-    ("b4_noage", "acq_rel", 256, ["noage"], ("ksteps",)),
-    ("b4_nostore_clock_noage", "none", 256, ["nostore", "clock", "noage"], ("ksteps",)),
-    ("b4_noendfence", "acq_rel", 256, ["noendfence"], ("ksteps", "block")),
+VARIANTS: list[tuple[str, list[str], tuple[str, ...]]] = [
+    # name, edits, GEMM variants
+    ("v4", [], ("ksteps", "block")),
+    ("cs", ["cs"], ("ksteps", "block")),
+    ("noclobber", ["noclobber"], ("ksteps",)),
+    ("nostore", ["nostore"], ("ksteps",)),
+    ("clock", ["clock"], ("ksteps",)),
 ]
 
 
@@ -100,17 +73,16 @@ def edited(names: list[str]) -> str:
     return source
 
 
-def compile_variants(sms: int, only: set[str] | None) -> tuple[dict[str, Any], dict[str, gpu.HostRing]]:
+def compile_variants(sms: int, only: set[str] | None) -> tuple[dict[str, Any], dict[str, gpu.GpuRing]]:
     kernels: dict[str, Any] = {}
-    rings: dict[str, gpu.HostRing] = {}
-    plain = gpu.HostRing(RingGeometry.for_sms(sms, 64))
+    rings: dict[str, gpu.GpuRing] = {}
+    plain = gpu.GpuRing(RingGeometry.for_sms(sms, 32))
     rings["plain"] = plain
     kernels["plain"] = gpu.compile_kernel(plain.runtime, gpu.gemm_kernel("plain"))
-    for name, fence, chunk_bytes, edits, shapes in VARIANTS:
+    for name, edits, shapes in VARIANTS:
         if only is not None and name not in only:
             continue
-        geometry = RingGeometry.for_sms(sms, 64, ChunkLayout(chunk_bytes // 128))
-        ring = gpu.HostRing(geometry, fence=fence, cuda_runtime=edited(edits))
+        ring = gpu.GpuRing(RingGeometry.for_sms(sms, 32), cuda_runtime=edited(edits))
         rings[name] = ring
         for shape in shapes:
             kernels[f"{name}/{shape}"] = gpu.compile_kernel(ring.runtime, gpu.gemm_kernel(shape))
@@ -119,10 +91,10 @@ def compile_variants(sms: int, only: set[str] | None) -> tuple[dict[str, Any], d
 
 
 def measure(
-    kernels: dict[str, Any], rings: dict[str, gpu.HostRing], rounds: int, launches: int
+    kernels: dict[str, Any], rings: dict[str, gpu.GpuRing], rounds: int, launches: int
 ) -> tuple[dict[str, float], bool]:
     """Median time of each kernel over ``rounds`` rounds (rotating order) of ``launches`` launches,
-    every host ring drained meanwhile, as ratios against the plain GEMM; and whether one hung."""
+    every ring drained meanwhile, as ratios against the plain GEMM; and whether one hung."""
     import torch
 
     size = gpu.GEMM_SIZE
@@ -188,8 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     if hung:
         sys.stdout.flush()
         os._exit(3)  # a context with a hung kernel cannot be torn down
-    for ring in rings.values():
-        ring.free()
     return 0
 
 

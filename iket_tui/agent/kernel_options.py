@@ -9,20 +9,21 @@ from typing import Final
 
 DEFAULT_DRAIN_HZ: Final = 20.0
 DEFAULT_RING_CHUNKS: Final = 32
-"""Chunks per segment: 32 x 256 bytes of pinned host memory per warp slot of the device (the
-H200's ring size is in BENCHMARKS.md)."""
+"""Ring size per warp slot of the device, in 256-byte units of 16 records: 32 is 512 records,
+8 KiB of device memory per warp slot (the H200's ring size is in BENCHMARKS.md)."""
 MIN_RING_CHUNKS: Final = 16
-"""The fewest chunks per segment a GPU ring may have (``iket_tui.ring.layout.DEVICE_MIN_CHUNKS``)."""
+"""The fewest 256-byte units per warp slot a ring may have (256 records)."""
 
 
 @dataclass(frozen=True)
 class KernelOptions:
-    """How kernel tracing runs: drain rate, ring size, and where the ring lives."""
+    """How kernel tracing runs: drain rate, ring size, and where the rings live."""
 
     drain_hz: float = DEFAULT_DRAIN_HZ
     chunks_per_segment: int = DEFAULT_RING_CHUNKS
     ring_file: Path | None = None
-    """A ring file (see :class:`~iket_tui.ring.buffer.MappedRing`) to drain instead of a GPU ring."""
+    """Ring files (see :class:`~iket_tui.ring.buffer.MappedRing`) to drain instead of GPU rings,
+    one per device, separated by ``os.pathsep``."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.drain_hz) and 0 < self.drain_hz <= 1000):

@@ -3,18 +3,21 @@
 When tracing is on, the first import of TileLang (or :meth:`KernelTracer.attach_tilelang` if it
 is already imported) does four things, in this order:
 
-1. Opens the ring: host-mapped memory from ``cudaHostAlloc`` (CuPy) on the current device, or a
-   ring file made by :class:`~iket_tui.ring.buffer.MappedRing` when one is configured (the CPU
-   producer writes it; this is how CI exercises the whole path without a GPU). Without a
-   device, tracing goes on without a ring: that is said once on stderr and in a
-   ``kernel_tracing`` message, and nothing fails.
+1. Opens one ring per CUDA device: device memory (CuPy's ``cudaMalloc``) that the drain copies
+   with a DMA engine (:class:`~iket_tui.ring.device_copy.DeviceRing`), or ring files made by
+   :class:`~iket_tui.ring.buffer.MappedRing` when they are configured (the CPU producer writes
+   them; this is how CI exercises the whole path without a GPU). Without a device, tracing goes
+   on without a ring: that is said once on stderr and in a ``kernel_tracing`` message, and
+   nothing fails.
 2. Installs :class:`~iket_tui.ring.runtime.DeviceRuntime` as TileLang's CUDA post-processing
-   callback, so every module with IKET events gets the ring runtime compiled in and its event
-   table is sent (``kernel_module``) the moment it is generated, before any launch.
+   callback, so every module with IKET events gets the runtime of the current device's ring
+   compiled in and its event table is sent (``kernel_module``) the moment it is generated,
+   before any launch.
 3. Turns TileLang's kernel cache off while tracing: a module built for this ring has the ring's
    address and id compiled in and must never be loaded where that ring does not exist, and a
    module built without tracing (from the cache) would run without events.
-4. Starts the drain thread, which sends what the ring holds as ``kernel_records`` batches.
+4. Starts a drain thread per ring, which sends what the ring holds as ``kernel_records``
+   batches, each with the device's clock (``device_now_ns``) estimated at its pass.
 
 The ring is never freed while the process lives: a module compiled for it may be launched at
 any time, and it would then write into freed memory.
@@ -22,21 +25,21 @@ any time, and it would then write into freed memory.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 from iket_tui.agent import compiling
 from iket_tui.agent.kernel_options import KernelOptions
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
-from iket_tui.ring.buffer import MappedRing, RingFormatError, RingView, memory_at
+from iket_tui.ring.buffer import MappedRing, RingFormatError, RingView
 from iket_tui.ring.device import RingTarget
-from iket_tui.ring.drain import DrainBatch, RingDrain
+from iket_tui.ring.drain import DrainBatch, RecordSource, RingDrain
 from iket_tui.ring.events import ModuleEvents
 from iket_tui.ring.layout import DEFAULT_LAYOUT, RingGeometry
 from iket_tui.ring.wire import kernel_module, kernel_records
@@ -55,45 +58,63 @@ class RingUnavailable(Exception):
 
 @dataclass(frozen=True)
 class OpenedRing:
-    """A ring the agent drains, and where the device writes (``None``: no device writes it)."""
+    """A ring the agent drains: where the device writes (``None``: no device writes it), the
+    device, and where the drain reads it (``None``: the ring's own memory)."""
 
     view: RingView
     target: RingTarget | None
     device: str | None
+    device_index: int = 0
+    source: RecordSource | None = None
     keep: object = None  # what keeps the memory alive (a mapping); device memory is never freed
 
 
-def open_device_ring(chunks_per_segment: int) -> OpenedRing:
-    """A new ring in host-mapped memory for the current CUDA device."""
+def open_device_rings(chunks_per_segment: int) -> list[OpenedRing]:
+    """A new ring in device memory for every CUDA device."""
     try:
         import cupy
     except ImportError:
         raise RingUnavailable("CuPy is not installed") from None
+    from iket_tui.ring.device_copy import DeviceRing
+
     runtime: Any = cupy.cuda.runtime
+    rings = []
     try:
-        if runtime.getDeviceCount() < 1:
+        count = runtime.getDeviceCount()
+        if count < 1:
             raise RingUnavailable("no CUDA device")
-        props = runtime.getDeviceProperties(runtime.getDevice())
-        geometry = RingGeometry.for_sms(int(props["multiProcessorCount"]), chunks_per_segment, DEFAULT_LAYOUT)
-        address = int(runtime.hostAlloc(geometry.total_bytes, runtime.hostAllocMapped | runtime.hostAllocPortable))
+        for index in range(count):
+            props = runtime.getDeviceProperties(index)
+            geometry = RingGeometry.for_sms(int(props["multiProcessorCount"]), chunks_per_segment)
+            ring = DeviceRing(geometry, index)
+            name = props.get("name", b"CUDA device")
+            rings.append(
+                OpenedRing(
+                    ring.view,
+                    RingTarget(ring.address, geometry, ring.view.ring_id),
+                    name.decode() if isinstance(name, bytes) else str(name),
+                    index,
+                    ring,
+                )
+            )
     except RingUnavailable:
         raise
     except Exception as exc:  # CuPy raises its own error types for every CUDA failure
         raise RingUnavailable(f"no CUDA device ({_one_line(exc)})") from None
-    name = props.get("name", b"CUDA device")
-    view = RingView.format(memory_at(address, geometry.total_bytes), geometry)
-    return OpenedRing(
-        view, RingTarget(address, geometry, view.ring_id), name.decode() if isinstance(name, bytes) else str(name)
-    )
+    return rings
 
 
-def open_ring_file(path: Path) -> OpenedRing:
-    """The ring in an existing ring file; no device writes into it."""
-    try:
-        mapped = MappedRing.open(path)
-    except (OSError, RingFormatError) as exc:
-        raise RingUnavailable(f"cannot open ring file {path}: {_one_line(exc)}") from None
-    return OpenedRing(mapped.view, None, None, keep=mapped)
+def open_ring_files(paths: str) -> list[OpenedRing]:
+    """The rings in existing ring files (``os.pathsep``-separated, one per device); no device
+    writes into them."""
+    rings = []
+    for index, path in enumerate(paths.split(os.pathsep)):
+        try:
+            mapped = MappedRing.open(path)
+        except (OSError, RingFormatError) as exc:
+            raise RingUnavailable(f"cannot open ring file {path}: {_one_line(exc)}") from None
+        rings.append(OpenedRing(mapped.view, None, None, index, keep=mapped))
+    return rings
 
 
 def _one_line(exc: BaseException) -> str:
@@ -107,77 +128,100 @@ class KernelTracer:
     def __init__(self, registry: Registry, options: KernelOptions) -> None:
         self.registry = registry
         self.options = options
-        self.ring: OpenedRing | None = None
+        self.rings: list[OpenedRing] = []
         self.reason: str | None = None
         """Why there is no ring, once TileLang is attached without one."""
         self.attached = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._undo = ExitStack()
-        self._drain: RingDrain | None = None
+
+    @property
+    def ring(self) -> OpenedRing | None:
+        """The first device's ring."""
+        return self.rings[0] if self.rings else None
 
     def attach_tilelang(self) -> None:
-        """Open the ring, install the runtime into TileLang, start draining (once)."""
+        """Open the rings, install the runtime into TileLang, start draining (once)."""
         with self._lock:
             if self.attached:
                 return
             self.attached = True
             try:
-                self.ring = self._open_ring()
+                self.rings = self._open_rings()
             except RingUnavailable as exc:
                 self.reason = str(exc)
             from iket_tui.ring.runtime import DeviceRuntime, installed
 
-            runtime = DeviceRuntime(self.ring.target if self.ring is not None else None, on_module=self._on_module)
+            runtime = DeviceRuntime(self._current_target, on_module=self._on_module)
             self._undo.enter_context(installed(runtime))
             self._undo.callback(_cache_off())
-            self.registry.emit_kept(self._tracing_message(), key=(m.KERNEL_TRACING,))
-            if self.ring is None:
+            for message in self._tracing_messages():
+                self.registry.emit_kept(message, key=(m.KERNEL_TRACING, message.get("device_index")))
+            if not self.rings:
                 hint = " (pip install 'iket-tui[cuda]')" if self.reason == "CuPy is not installed" else ""
                 _warn(
                     f"kernel tracing without a ring: {self.reason}{hint}; kernels compile with their event tables, "
                     "no kernel events will be recorded"
                 )
                 return
-            self._drain = RingDrain(self.ring.view, period_s=1.0 / self.options.drain_hz)
-            self._thread = self._drain.run(self._on_batch, self._stop)
+            for ring in self.rings:
+                drain = RingDrain(ring.view, period_s=1.0 / self.options.drain_hz, source=ring.source)
+                self._threads.append(drain.run(self._on_batch, self._stop))
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Drain one last time, then take the runtime out of TileLang; the ring stays allocated."""
+        """Drain one last time, then take the runtime out of TileLang; the rings stay allocated."""
         self._stop.set()
-        thread = self._thread
-        if thread is not None:
+        for thread in self._threads:
             thread.join(timeout_s)
         with self._lock:
             self._undo.close()
 
-    def _open_ring(self) -> OpenedRing:
+    def _open_rings(self) -> list[OpenedRing]:
         if self.options.ring_file is not None:
-            return open_ring_file(self.options.ring_file)
-        return open_device_ring(self.options.chunks_per_segment)
+            return open_ring_files(str(self.options.ring_file))
+        return open_device_rings(self.options.chunks_per_segment)
 
-    def _tracing_message(self) -> m.Message:
-        ring = self.ring
-        return {
+    def _current_target(self) -> RingTarget | None:
+        """The ring of the device current in the compiling thread (where its kernels will run)."""
+        targets = [ring for ring in self.rings if ring.target is not None]
+        if len(targets) <= 1:
+            return targets[0].target if targets else None
+        import cupy
+
+        device = int(cupy.cuda.runtime.getDevice())
+        return next((ring.target for ring in targets if ring.device_index == device), targets[0].target)
+
+    def _tracing_messages(self) -> list[m.Message]:
+        common = {
             "type": m.KERNEL_TRACING,
             "enabled": True,
-            "device": ring.device if ring is not None else None,
-            "ring_id": ring.view.ring_id if ring is not None else None,
-            "ring_bytes": ring.view.geometry.total_bytes if ring is not None else 0,
-            "segments": ring.view.geometry.segments if ring is not None else 0,
-            "chunks_per_segment": ring.view.geometry.chunks_per_segment if ring is not None else 0,
             "drain_hz": self.options.drain_hz,
-            "reason": self.reason,
             "t_ns": time.monotonic_ns(),
         }
+        if not self.rings:
+            no_ring = {"device": None, "device_index": None, "ring_id": None, "ring_bytes": 0, "segments": 0}
+            return [{**common, **no_ring, "records_per_segment": 0, "reason": self.reason}]
+        return [
+            {
+                **common,
+                "device": ring.device,
+                "device_index": ring.device_index,
+                "ring_id": ring.view.ring_id,
+                "ring_bytes": ring.view.geometry.total_bytes,
+                "segments": ring.view.geometry.segments,
+                "records_per_segment": ring.view.geometry.records_per_segment,
+                "reason": None,
+            }
+            for ring in self.rings
+        ]
 
-    def _on_module(self, events: ModuleEvents) -> None:
-        ring = self.ring
+    def _on_module(self, events: ModuleEvents, target: RingTarget | None) -> None:
         msg = kernel_module(
             events,
-            ring_id=ring.view.ring_id if ring is not None and ring.target is not None else None,
-            layout=ring.view.layout if ring is not None else DEFAULT_LAYOUT,
+            ring_id=target.ring_id if target is not None else None,
+            layout=DEFAULT_LAYOUT,
             t_ns=time.monotonic_ns(),
             compile=compiling.current(),
         )

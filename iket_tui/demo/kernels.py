@@ -15,6 +15,10 @@ The registry holds good kernels and three on purpose unusual ones:
   (``lower`` runs no nvcc and succeeds).
 - ``slow_gemm`` is the GEMM compiled while one pass, ``tl.InjectSoftwarePipeline``, takes
   ``slow_seconds`` longer (see ``slowed_pass``).
+
+Beside the registry, :func:`waiting_steps` is a traced kernel in which one block waits on a flag
+in global memory until the program sets it: where there is a GPU, the demo launches it after the
+traced GEMM (:func:`run_gemm`), so the kernels screen shows a kernel that does not finish.
 """
 
 from __future__ import annotations
@@ -248,6 +252,75 @@ def traced_gemm(m: int = 1024, n: int = 1024, k: int = 1024, block: int = 128, b
     return traced_gemm
 
 
+WAITING_BLOCKS = 64
+WAITING_STEPS = 32
+WAITING_BLOCK = 3
+"""The block of :func:`waiting_steps` that waits."""
+WAITING_AT_STEP = 17
+"""The step in which it waits."""
+DEFAULT_WAIT_SECONDS = 3.0
+"""How long the demo leaves that block waiting before it sets the flag."""
+
+
+def waiting_steps(
+    blocks: int = WAITING_BLOCKS, steps: int = WAITING_STEPS, held: int = WAITING_BLOCK, at: int = WAITING_AT_STEP
+) -> PrimFunc:
+    """``steps`` steps of work per block, each a ``k_step`` mark (payload: the step, uint32) and a
+    ``work`` range, all inside a ``tile`` range (payload: the block, int32); in step ``at``,
+    block ``held`` opens a ``wait`` range and spins until ``Flag[0]`` is not 0 (an atomic read,
+    so the flag is seen when the host sets it while the kernel runs)."""
+    from tilelang.tools.cuda import iket
+
+    @T.prim_func
+    def waiting_steps(Flag: T.Tensor((1,), T.int32), Out: T.Tensor((blocks * 128,), T.float32)) -> None:
+        with T.Kernel(blocks, threads=128) as bx:
+            acc = T.alloc_local((1,), T.float32)
+            acc[0] = T.float32(0)
+            with iket.range("tile", payload=iket.payload(bx, "int32")):
+                for k in T.serial(steps):
+                    T.evaluate(iket.mark("k_step", payload=iket.payload(k, "uint32")))
+                    with iket.range("work"):
+                        for _ in T.serial(64):
+                            acc[0] = acc[0] * T.float32(0.999) + T.float32(1)
+                        if bx == held and k == at:
+                            with iket.range("wait"):
+                                while T.call_extern("int32", "atomicAdd", T.address_of(Flag[0]), 0) == 0:
+                                    T.evaluate(0)
+            for j in T.Parallel(128):
+                Out[bx * 128 + j] = acc[0]
+
+    return waiting_steps
+
+
+def compile_waiting() -> Any:
+    """:func:`waiting_steps` compiled for the GPU (inside ``iket.session``, as a traced kernel)."""
+    from tilelang.tools.cuda import iket
+
+    tilelang.disable_cache()
+    with iket.session():
+        return tilelang.compile(waiting_steps(), target=dict(TARGET))
+
+
+def run_waiting(compiled: Any, wait_s: float, launched: Callable[[], None] | None = None) -> float:
+    """Launch compiled :func:`waiting_steps` once, call ``launched``, set its flag ``wait_s``
+    seconds later (a copy on a stream of its own, which does not wait for the kernel), and wait
+    for the kernel; returns the seconds from launch to its end."""
+    import torch
+
+    flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+    out = torch.zeros(WAITING_BLOCKS * 128, dtype=torch.float32, device="cuda")
+    started = time.monotonic()
+    compiled(flag, out)
+    if launched is not None:
+        launched()
+    time.sleep(wait_s)
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    with torch.cuda.stream(side):
+        flag.copy_(torch.ones(1, dtype=torch.int32), non_blocking=True)
+    torch.cuda.synchronize()
+    return time.monotonic() - started
+
+
 def _named(name: str, build: Callable[[], PrimFunc]) -> Callable[[], PrimFunc]:
     """A builder whose kernel carries ``name`` as its symbol, so compile labels show it."""
 
@@ -377,10 +450,15 @@ def gpu_name() -> str | None:
     return str(torch.cuda.get_device_name())
 
 
-def run_gemm(compiled: Any, launches: int, size: int = 1024) -> float:
+def run_gemm(compiled: Any, launches: int, size: int = 1024, wait_s: float = DEFAULT_WAIT_SECONDS) -> float:
     """Launch a compiled ``size``^3 fp16 GEMM (``gemm`` or ``traced_gemm``) ``launches`` times on
-    the GPU; the largest error of its result relative to torch's, as a fraction of the largest value."""
+    the GPU; the largest error of its result relative to torch's, as a fraction of the largest value.
+    With ``wait_s`` (the demo's traced kernels), then also compile and launch :func:`waiting_steps`,
+    whose block :data:`WAITING_BLOCK` waits ``wait_s`` seconds before the program releases it."""
     import torch
+
+    if wait_s > 0:
+        waiting = compile_waiting()
 
     a = torch.randn(size, size, dtype=torch.float16, device="cuda")
     b = torch.randn(size, size, dtype=torch.float16, device="cuda")
@@ -389,7 +467,10 @@ def run_gemm(compiled: Any, launches: int, size: int = 1024) -> float:
         compiled(a, b, c)
     torch.cuda.synchronize()
     reference = a.float() @ b.float()
-    return float((c.float() - reference).abs().max() / reference.abs().max())
+    error = float((c.float() - reference).abs().max() / reference.abs().max())
+    if wait_s > 0:
+        run_waiting(waiting, wait_s)
+    return error
 
 
 def _iket_session_if(entry: DemoKernel) -> AbstractContextManager[Any]:

@@ -1,5 +1,5 @@
-"""Numpy views of a ring laid in memory: a file mapping shared between processes, or the
-host-mapped buffer a GPU writes into (any writable memory, by address).
+"""Numpy views of a ring laid in memory: a file mapping shared between processes, or the host
+copy of a ring in device memory (any writable memory, by address).
 
 The views are the one way every part touches a ring: the CPU producer writes through them,
 the drain reads through them, and the ring's owner formats and resets it through them.
@@ -20,13 +20,15 @@ import numpy as np
 
 from iket_tui.ring.layout import (
     MAGIC,
+    RECORD_BYTES,
+    RECORD_DTYPE,
     RING_HEADER_BYTES,
     RING_HEADER_DTYPE,
+    RING_LAYOUT,
+    RING_VERSION,
     SEGMENT_COUNTER_DTYPE,
-    VERSION,
     WARP_SLOTS,
     RingGeometry,
-    layout_by_id,
 )
 
 _fence_lock = threading.Lock()
@@ -46,7 +48,7 @@ class RingFormatError(ValueError):
 
 class RingView:
     """A ring in ``memory`` (a writable one-dimensional ``uint8`` array): its header, its
-    per-segment counters and its chunks, as numpy views (no copies)."""
+    per-segment counters and its records, as numpy views (no copies)."""
 
     def __init__(self, memory: np.ndarray[Any, np.dtype[np.uint8]]) -> None:
         if memory.ndim != 1 or memory.dtype != np.uint8 or len(memory) < RING_HEADER_BYTES:
@@ -54,18 +56,17 @@ class RingView:
         header = memory[:RING_HEADER_BYTES].view(RING_HEADER_DTYPE)
         if bytes(header["magic"][0]) != MAGIC:
             raise RingFormatError("not an iket-tui ring (bad magic)")
-        if int(header["version"][0]) != VERSION:
-            raise RingFormatError(f"ring version {int(header['version'][0])}, this iket-tui reads {VERSION}")
+        if int(header["version"][0]) != RING_VERSION or int(header["layout"][0]) != RING_LAYOUT:
+            raise RingFormatError(f"ring version {int(header['version'][0])}, this iket-tui reads {RING_VERSION}")
         try:
-            layout = layout_by_id(int(header["layout"][0]))
-            geometry = RingGeometry(int(header["segments"][0]), int(header["chunks_per_segment"][0]), layout)
+            geometry = RingGeometry(int(header["segments"][0]), int(header["records_per_segment"][0]))
         except ValueError as exc:
             raise RingFormatError(str(exc)) from None
         if (
             int(header["counters_offset"][0]) != geometry.counters_offset
-            or int(header["chunks_offset"][0]) != geometry.chunks_offset
+            or int(header["records_offset"][0]) != geometry.records_offset
             or int(header["total_bytes"][0]) != geometry.total_bytes
-            or int(header["chunk_bytes"][0]) != layout.chunk_bytes
+            or int(header["record_bytes"][0]) != RECORD_BYTES
             or int(header["warp_slots"][0]) != WARP_SLOTS
         ):
             raise RingFormatError("ring header does not match its own geometry")
@@ -73,13 +74,12 @@ class RingView:
             raise RingFormatError(f"ring memory holds {len(memory)} bytes, its header says {geometry.total_bytes}")
         self.memory = memory
         self.geometry = geometry
-        self.layout = layout
         self.header = header
         counters_end = geometry.counters_offset + geometry.segments * SEGMENT_COUNTER_DTYPE.itemsize
         self.counters = memory[geometry.counters_offset : counters_end].view(SEGMENT_COUNTER_DTYPE)
-        region = memory[geometry.chunks_offset : geometry.total_bytes]
-        self.chunks = region.view(layout.chunk_dtype).reshape(geometry.segments, geometry.chunks_per_segment)
-        """Shape (segments, chunks_per_segment): the chunk of sequence ``s`` lies in slot ``s % chunks_per_segment``."""
+        region = memory[geometry.records_offset : geometry.total_bytes]
+        self.records = region.view(RECORD_DTYPE).reshape(geometry.segments, geometry.records_per_segment)
+        """Shape (segments, records_per_segment): position ``p`` lies in slot ``p % records_per_segment``."""
 
     @classmethod
     def format(
@@ -91,15 +91,15 @@ class RingView:
         memory[: geometry.total_bytes] = 0
         header = memory[:RING_HEADER_BYTES].view(RING_HEADER_DTYPE)
         header["magic"] = MAGIC
-        header["version"] = VERSION
-        header["layout"] = geometry.layout.layout_id
-        header["chunk_bytes"] = geometry.layout.chunk_bytes
+        header["version"] = RING_VERSION
+        header["layout"] = RING_LAYOUT
+        header["record_bytes"] = RECORD_BYTES
         header["segments"] = geometry.segments
-        header["chunks_per_segment"] = geometry.chunks_per_segment
+        header["records_per_segment"] = geometry.records_per_segment
         header["warp_slots"] = WARP_SLOTS
         header["ring_id"] = secrets.randbits(63) if ring_id is None else ring_id
         header["counters_offset"] = geometry.counters_offset
-        header["chunks_offset"] = geometry.chunks_offset
+        header["records_offset"] = geometry.records_offset
         header["total_bytes"] = geometry.total_bytes
         return cls(memory)
 
@@ -113,8 +113,13 @@ class RingView:
 
     @property
     def retired(self) -> tuple[int, int]:
-        """Chunks and events written in all earlier generations."""
-        return int(self.header["retired_chunks"][0]), int(self.header["retired_events"][0])
+        """Records and events written in all earlier generations."""
+        return int(self.header["retired_records"][0]), int(self.header["retired_events"][0])
+
+    @property
+    def warps(self) -> tuple[int, int]:
+        """Warps started and ended so far (every generation)."""
+        return int(self.header["warps_started"][0]), int(self.header["warps_ended"][0])
 
     def begin_generation(self) -> int:
         """Empty the ring for a new generation and return its number; the owner calls this
@@ -123,12 +128,12 @@ class RingView:
         generation = self.generation
         self.header["generation"] = generation + 1
         store_fence()
-        chunks = int(self.counters["next_chunk"].astype(np.uint64).sum())
+        records = int(self.counters["next"].astype(np.uint64).sum())
         events = int(self.counters["events"].astype(np.uint64).sum())
         self.counters[:] = 0
-        self.memory[self.geometry.chunks_offset : self.geometry.total_bytes] = 0
-        old_chunks, old_events = self.retired
-        self.header["retired_chunks"] = old_chunks + chunks
+        self.memory[self.geometry.records_offset : self.geometry.total_bytes] = 0
+        old_records, old_events = self.retired
+        self.header["retired_records"] = old_records + records
         self.header["retired_events"] = old_events + events
         store_fence()
         self.header["generation"] = generation + 2

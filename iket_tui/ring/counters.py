@@ -21,13 +21,14 @@ class RingCounters:
 
     generation: int = 0
     chunks_written: int = 0
+    """Ring records written (chunks in ring version 1): every record is read or lost."""
     chunks_read: int = 0
     chunks_lost: int = 0
     events_written: int = 0
     events_read: int = 0
     events_lost: int = 0
     torn: int = 0
-    """Chunks whose tag was published but whose body was not the one it names (counted lost)."""
+    """Records whose stamp was right but whose content was impossible (counted lost)."""
     resets: int = 0
     """Generation changes seen."""
 
@@ -54,14 +55,15 @@ class RingCounters:
 
 @dataclass(frozen=True)
 class DrainBatch:
-    """The chunks one pass copied out (drained layout, in segment then sequence order) and the
-    counters after it."""
+    """The drained chunks of one pass (in segment then position order) and the counters after it."""
 
     chunks: np.ndarray[Any, np.dtype[np.void]]
     counters: RingCounters
     layout: ChunkLayout
     ring_id: int
     generation_changed: bool = False
+    device_now_ns: int | None = None
+    """The writers' clock (the GPU's ``%globaltimer``) estimated at the pass, where known."""
 
     @property
     def events(self) -> int:

@@ -1,15 +1,14 @@
 """A CPU producer that writes the ring's layout by the CUDA runtime's rules, so that drain,
-decode, lapping, torn records and generation changes are tested without a GPU.
+decode, lapping, warps that stop, generation changes and several processes are tested without
+a GPU.
 
-:class:`WarpWriter` is one warp: it stages events into a chunk, flushes when the chunk is full
-or its first event is too old, stores the body, then publishes the previous chunk (fence,
-tag), announces the next slot, and stores the segment's counters when the warp finishes. It
-publishes one chunk per fence, where the runtime publishes up to
-:data:`~iket_tui.ring.layout.PUBLISH_EVERY` (tests/ring runs the runtime itself on the host for
-that). On purpose it can also tear a chunk (publish the tag before, or without, the body).
-:func:`flood` writes many full chunks at once for benchmarks and lapping tests.
-``python -m iket_tui.ring.cpu_producer RING_PATH ...`` runs :func:`synthetic_warps` in another
-process.
+:class:`WarpWriter` is one warp: it writes its begin records, one record per event at the next
+position of its segment, and its end record and the segment's counters when it finishes, as the
+runtime does. The device stores a record in one instruction; here a record is stored in three
+steps (its stamp cleared, its body, its stamp), which a reader that checks the stamp before and
+after its copy never mistakes for a whole record. :func:`flood` writes many records at once for
+benchmarks and lapping tests. ``python -m iket_tui.ring.cpu_producer RING_PATH ...`` runs
+:func:`synthetic_warps` in another process.
 """
 
 from __future__ import annotations
@@ -20,22 +19,22 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
 
 import numpy as np
 
-from iket_tui.ring.buffer import MappedRing, RingFormatError, RingView, store_fence
+from iket_tui.ring.buffer import MappedRing, RingFormatError, RingView
 from iket_tui.ring.events import EventInfo, ModuleEvents
 from iket_tui.ring.layout import (
-    DEFAULT_FLUSH_NS,
-    FLAG_WARP_END,
+    BEGIN_RECORDS,
+    END_PARTIAL,
     ID_BITS_MIN,
+    RECORD_BEGIN,
+    RECORD_BLOCK,
+    RECORD_END,
+    RECORD_LAUNCH,
+    WARP_SLOTS,
     range_end_id,
 )
-
-Tear = Literal["tag_first", "tag_only"]
-"""``tag_first``: the tag is published before the body is stored; ``tag_only``: the body is
-never stored."""
 
 _MASK32 = 0xFFFFFFFF
 
@@ -50,7 +49,8 @@ def payload_bits(value: int | float) -> int:
 
 
 class WarpWriter:
-    """One warp writing its events into its segment, one chunk published per fence."""
+    """One warp writing into its segment: its begin records at once, then a record per event,
+    each visible to a reader as soon as it is written."""
 
     def __init__(
         self,
@@ -63,114 +63,76 @@ class WarpWriter:
         block: tuple[int, int, int] = (0, 0, 0),
         warp: int = 0,
         id_bits: int = ID_BITS_MIN,
-        flush_ns: int = DEFAULT_FLUSH_NS,
+        sm: int | None = None,
         clock: Callable[[], int] = time.monotonic_ns,
         start_ns: int | None = None,
     ) -> None:
         self.ring = ring
-        self.layout = ring.layout
         self.segment = segment
         self.module, self.kernel, self.launch, self.block, self.warp = module, kernel, launch, block, warp
         self.id_bits = id_bits
         self.id_mask = (1 << id_bits) - 1
-        self.flush_ns = flush_ns
         self.clock = clock
+        self.closed = False
+        self._slots = ring.records[segment]
+        self._words = self._slots.view("<u4").reshape(-1, 4)
+        self._cap = ring.geometry.records_per_segment
         counters = ring.counters[segment]
-        self.seq = int(counters["next_chunk"])
-        self.events = int(counters["events"])
-        self.pending = False
-        self.tear: Tear | None = None
-        self.on_torn: Callable[[], None] | None = None
-        """Runs between the early tag and the body of a ``tag_first`` chunk: a test drains here."""
-        self._slots = ring.chunks[segment]
-        self._base = clock() if start_ns is None else start_ns
-        self._reset_chunk()
-
-    def _reset_chunk(self) -> None:
-        self._words = np.zeros(self.layout.chunk_words, dtype="<u4")
-        self._pe = self.layout.first_event
-        self._pp = self.layout.last_payload
+        self.pos = int(counters["next"])
+        self.events_before = int(counters["events"])
+        self._first = self.pos + BEGIN_RECORDS
+        t = clock() if start_ns is None else start_ns
+        self.last_ns = t
+        """The time of the newest record (what :meth:`close` ends at by default)."""
+        sm = segment // WARP_SLOTS if sm is None else sm
+        self._store(RECORD_BEGIN << 8 | id_bits << 12 | kernel << 16 | warp << 24, t >> 32, t & _MASK32)
+        self._store(RECORD_LAUNCH << 8 | module << 16, launch & _MASK32, block[0])
+        self._store(RECORD_BLOCK << 8 | sm << 16, block[1] | block[2] << 16, self.events_before & _MASK32)
+        ring.header["warps_started"] += 1
 
     @property
-    def staged(self) -> bool:
-        return self._pe != self.layout.first_event or self._pp != self.layout.last_payload
+    def events(self) -> int:
+        """Events this warp has written."""
+        return self.pos - self._first
+
+    def _store(self, word: int, hi: int, payload: int) -> None:
+        row = self._words[self.pos % self._cap]
+        row[3] = 0
+        row[:3] = (word & _MASK32, hi & _MASK32, payload & _MASK32)
+        row[3] = (self.pos + 1) & _MASK32
+        self.pos += 1
 
     def event(self, event_id: int, payload: int | float | None = None, t_ns: int | None = None) -> None:
         """Record event ``event_id`` (its range end is :meth:`end`) at ``t_ns`` (default: now)."""
         if not 1 <= event_id <= self.id_mask:
             raise ValueError(f"event id {event_id} outside 1..{self.id_mask}")
         t = self.clock() if t_ns is None else t_ns
-        full = self._pe >= self._pp if payload is not None else self._pe > self._pp
-        if full or ((t - self._base) & _MASK32) > self.flush_ns:
-            if self.staged:
-                self.flush(0, now=t)
-            else:
-                self._base = t
-        self._words[self._pe] = (t & _MASK32 & ~self.id_mask) | event_id
-        self._pe += 1
-        if payload is not None:
-            self._words[self._pp] = payload_bits(payload)
-            self._pp -= 1
+        bits = 0 if payload is None else payload_bits(payload)
+        self.last_ns = t
+        self._store((t & _MASK32 & ~self.id_mask) | event_id, t >> 32, bits)
 
     def end(self, t_ns: int | None = None) -> None:
         """The end of the innermost open range of this warp."""
         self.event(range_end_id(self.id_bits), t_ns=t_ns)
 
-    def flush(self, flags: int, now: int | None = None) -> None:
-        """Store the staged chunk and publish the one before it."""
-        self._publish_previous()
-        words = self._words
-        chunk = words.view(self.layout.chunk_dtype)[0]
-        chunk["tag"] = 0
-        chunk["stamp"] = self.seq + 1
-        chunk["events_before"] = self.events & _MASK32
-        chunk["module"] = self.module
-        chunk["kernel"] = self.kernel
-        chunk["flags"] = flags
-        chunk["launch"] = self.launch & _MASK32
-        chunk["block_x"], chunk["block_y"], chunk["block_z"] = self.block
-        chunk["warp"] = self.warp
-        chunk["n_events"] = self._pe - self.layout.first_event
-        chunk["n_payloads"] = self.layout.last_payload - self._pp
-        chunk["id_bits"] = self.id_bits
-        chunk["t_base"] = self._base
-        chunk["tail"] = self.seq + 1
-        slot = self.seq % self.ring.geometry.chunks_per_segment
-        if self.tear is not None:
-            self._store_torn(slot, words)
-        else:
-            self._slots[slot : slot + 1].view("<u4")[:] = words
-        self._slots[(self.seq + 1) % self.ring.geometry.chunks_per_segment]["tag"] = 0  # announce the next slot
-        self.events += self._pe - self.layout.first_event
-        self.seq += 1
-        self.pending = self.tear is None
-        self.tear = None
-        self._reset_chunk()
-        self._base = self.clock() if now is None else now
+    def flush(self, flags: int = 0, now: int | None = None) -> None:
+        """Nothing to do: every record is visible as soon as it is written. (The producer of
+        ring version 1 stored its staged chunk here; callers written for it still read right.)"""
 
-    def _store_torn(self, slot: int, words: np.ndarray[Any, np.dtype[np.uint32]]) -> None:
-        self._slots[slot]["tag"] = self.seq + 1
-        if self.tear == "tag_first":
-            if self.on_torn is not None:
-                self.on_torn()
-            body = self._slots[slot : slot + 1].view("<u4")
-            body[1:] = words[1:]
-
-    def _publish_previous(self) -> None:
-        if self.pending:
-            store_fence()
-            self._slots[(self.seq - 1) % self.ring.geometry.chunks_per_segment]["tag"] = self.seq
-            self.pending = False
-
-    def close(self) -> None:
-        """The warp finishes: its last chunk, its counters, and the last publication."""
-        if self.staged:
-            self.flush(FLAG_WARP_END, now=self._base)
-        if self.pending:
-            counters = self.ring.counters[self.segment : self.segment + 1]
-            counters["next_chunk"] = self.seq & _MASK32
-            counters["events"] = self.events & _MASK32
-            self._publish_previous()
+    def close(self, t_ns: int | None = None, *, partial: bool = False) -> None:
+        """The warp finishes: its end record (at ``t_ns``, default the time of its newest
+        record), then the segment's counters for the next warp in the slot; ``partial`` says not
+        every lane was active."""
+        if self.closed:
+            return
+        self.closed = True
+        t = self.last_ns if t_ns is None else t_ns
+        events = self.events
+        self._store(RECORD_END << 8 | (END_PARTIAL if partial else 0) << 12, t >> 32, t & _MASK32)
+        # one 8-byte store, as the device's: a reader never sees one half new and the other old
+        pair = self.pos & _MASK32 | ((self.events_before + events) & _MASK32) << 32
+        self.ring.counters.view("<u8")[self.segment] = pair
+        self.ring.header["warps_ended"] += 1
 
     def __enter__(self) -> WarpWriter:
         return self
@@ -182,49 +144,62 @@ class WarpWriter:
 def flood(
     ring: RingView,
     *,
-    chunks_per_segment: int,
+    records_per_segment: int,
     segments: Sequence[int] | None = None,
     module: int = 1,
     id_bits: int = ID_BITS_MIN,
     t0: int = 1 << 40,
 ) -> int:
-    """Write ``chunks_per_segment`` full chunks into each of ``segments`` (default: all), as
-    many warps of the device would, all at once: announce, bodies, fence, tags, counters.
-    Every event is a mark with id 1, ``2**id_bits`` ns after the one before. Returns the
-    number of events written. Chunks beyond a segment's capacity lap the ring: only the newest
-    ``chunks_per_segment`` of each segment remain to be read."""
-    layout = ring.layout
-    cap = ring.geometry.chunks_per_segment
+    """Write one warp of ``records_per_segment`` records (its begin records, marks with id 1,
+    ``2**id_bits`` ns apart, and its end record) into each of ``segments`` (default: all), as
+    many warps of the device would, all at once. Returns the number of events written. Records
+    beyond a segment's capacity lap the ring: only the newest ``records_per_segment`` of each
+    segment remain to be read."""
+    cap = ring.geometry.records_per_segment
     segs = np.arange(ring.geometry.segments) if segments is None else np.asarray(segments, dtype=np.int64)
-    kept = min(chunks_per_segment, cap)
-    start = ring.counters["next_chunk"][segs].astype(np.int64)
+    total = records_per_segment
+    if total < BEGIN_RECORDS + 1:
+        raise ValueError(f"a warp writes at least {BEGIN_RECORDS + 1} records")
+    n_events = total - BEGIN_RECORDS - 1
+    kept = min(total, cap)
+    start = ring.counters["next"][segs].astype(np.int64)
     events_start = ring.counters["events"][segs].astype(np.int64)
-    n_events = layout.body_words
     step = 1 << id_bits
-    seqs = start[:, None] + np.arange(chunks_per_segment - kept, chunks_per_segment)[None, :]
-    bodies = np.zeros(seqs.shape, dtype=layout.chunk_dtype)
-    bodies["stamp"] = seqs + 1
-    bodies["tail"] = seqs + 1
-    bodies["events_before"] = (events_start[:, None] + (seqs - start[:, None]) * n_events) & _MASK32
-    bodies["module"] = module
-    bodies["block_x"] = segs[:, None]
-    bodies["warp"] = segs[:, None] % 32
-    bodies["n_events"] = n_events
-    bodies["id_bits"] = id_bits
-    base = t0 + seqs * (n_events * step)
-    bodies["t_base"] = base
-    times = base[:, :, None] + np.arange(n_events, dtype=np.int64) * step
-    bodies["words"][:, :, :n_events] = (times & _MASK32 & ~(step - 1)) | 1
-    slots = seqs % cap
-    tags = ring.chunks["tag"]
-    tags[segs[:, None], slots] = 0
-    store_fence()
-    ring.chunks[segs[:, None], slots] = bodies
-    store_fence()
-    tags[segs[:, None], slots] = (seqs + 1).astype(np.uint32)
-    ring.counters["next_chunk"][segs] = (start + chunks_per_segment) & _MASK32
-    ring.counters["events"][segs] = (events_start + chunks_per_segment * n_events) & _MASK32
-    return int(len(segs) * chunks_per_segment * n_events)
+    offsets = np.arange(total - kept, total)
+    pos = start[:, None] + offsets[None, :]
+    rows = np.zeros((*pos.shape, 4), dtype="<u4")
+    times = t0 + (offsets[None, :] - BEGIN_RECORDS) * step + np.zeros_like(pos)
+    rows[..., 0] = (times & _MASK32 & ~(step - 1)) | 1
+    rows[..., 1] = times >> 32
+    begin_t = t0 - step
+    first = {
+        0: (RECORD_BEGIN << 8 | id_bits << 12, begin_t >> 32, begin_t & _MASK32),
+        1: (RECORD_LAUNCH << 8 | module << 16, 0, None),
+        2: (RECORD_BLOCK << 8, 0, None),
+        total - 1: (RECORD_END << 8, (t0 + n_events * step) >> 32, (t0 + n_events * step) & _MASK32),
+    }
+    for offset, (word, hi, payload) in first.items():
+        column = offset - (total - kept)
+        if column < 0:
+            continue
+        rows[:, column, 0] = word | (segs // WARP_SLOTS << 16 if offset == 2 else 0)
+        rows[:, column, 1] = hi
+        if offset == 1:
+            rows[:, column, 2] = segs
+        elif offset == 2:
+            rows[:, column, 2] = events_start & _MASK32
+        else:
+            rows[:, column, 2] = payload
+    rows[..., 3] = (pos + 1) & _MASK32
+    slots = pos % cap
+    words = ring.records.view("<u4").reshape(ring.geometry.segments, cap, 4)
+    words[segs[:, None], slots, 3] = 0
+    words[segs[:, None], slots, :3] = rows[..., :3]
+    words[segs[:, None], slots, 3] = rows[..., 3]
+    ring.counters.view("<u8")[segs] = (start + total) & _MASK32 | ((events_start + n_events) & _MASK32) << 32
+    ring.header["warps_started"] += len(segs)
+    ring.header["warps_ended"] += len(segs)
+    return int(len(segs) * n_events)
 
 
 @dataclass(frozen=True)
@@ -290,9 +265,9 @@ def write_synthetic(
             clock=_never,
             start_ns=events[0].t_ns if events else 0,
         )
-        with writer:
-            for event in events:
-                writer.event(event.event_id, event.payload, t_ns=event.t_ns)
+        for event in events:
+            writer.event(event.event_id, event.payload, t_ns=event.t_ns)
+        writer.close(events[-1].t_ns if events else 0)
         total += len(events)
     return total
 

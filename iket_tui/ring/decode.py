@@ -3,7 +3,8 @@
 A chunk holds its warp's identity once and one 32-bit word per event, ``timestamp | id`` with
 the id in the low ``id_bits`` bits; payloads fill the chunk from the back in event order. An
 event's time is ``t_base`` (rounded down to the id's granularity) plus the 32-bit difference
-of the low words, exact because a warp flushes before its staged events are 2**31 ns old.
+of the low words, exact because a drain puts in one chunk only events whose times share their
+bits 31 and up.
 Kinds and payload types come from the modules' event tables.
 """
 
@@ -18,9 +19,13 @@ from iket_tui.ring.events import ModuleEvents
 from iket_tui.ring.layout import (
     EVENT_DTYPE,
     EVENT_UNRELIABLE,
+    EVENT_WARP_BEGIN,
     EVENT_WARP_END,
+    EVENT_WARP_ROW,
     FLAG_DIVERGED,
     FLAG_PARTIAL_WARP,
+    FLAG_PAYLOAD_EVERY_EVENT,
+    FLAG_WARP_BEGIN,
     FLAG_WARP_END,
     KIND_END,
     KIND_MARK,
@@ -84,7 +89,9 @@ def decode(
     warp_slots: int = WARP_SLOTS,
     scratch: np.ndarray[Any, np.dtype[np.void]] | None = None,
 ) -> np.ndarray[Any, np.dtype[np.void]]:
-    """The events of drained ``chunks`` (``layout.drained_dtype``), in chunk order.
+    """The events of drained ``chunks`` (``layout.drained_dtype``), in chunk order, with a warp
+    row (:data:`~iket_tui.ring.layout.EVENT_WARP_ROW`) where a warp began or ended with no event
+    beside it in its chunk.
 
     Works on (chunk, word) planes, so a chunk's own fields broadcast along its row; the
     unused words of chunks that are not full are dropped at the end. With ``scratch`` (an
@@ -122,6 +129,9 @@ def decode(
     if chunks["n_payloads"].any():
         has_payload = payload_types != 0
         before = np.cumsum(has_payload, axis=1, dtype=np.intp) - has_payload
+        every = (chunks["flags"] & FLAG_PAYLOAD_EVERY_EVENT) != 0
+        if every.any():
+            before = np.where(every[:, None], np.arange(width, dtype=np.intp), before)
         payloads = np.take_along_axis(raw, layout.last_payload - before, axis=1)
         as32[:, :, 2] = np.where(has_payload, payloads, 0)
     else:
@@ -137,9 +147,37 @@ def decode(
         | chunks["warp"].astype(np.uint64) << 56
     )
     out.view("V16").reshape(n_chunks, width, 2)[:, :, 1] = identity.view("V16")[:, 0][:, None]
-    if n_chunks and (counts == width).all():
-        return out.reshape(-1)
-    return out[np.arange(width) < counts[:, None]]
+    full = n_chunks and (counts == width).all()
+    events = out.reshape(-1) if full else out[np.arange(width) < counts[:, None]]
+    return _with_warp_rows(events, chunks, counts, identity)
+
+
+def _with_warp_rows(
+    events: np.ndarray[Any, np.dtype[np.void]],
+    chunks: np.ndarray[Any, np.dtype[np.void]],
+    counts: np.ndarray[Any, np.dtype[np.intp]],
+    identity: np.ndarray[Any, np.dtype[np.uint64]],
+) -> np.ndarray[Any, np.dtype[np.void]]:
+    """``events`` with a row for each warp begin or end of a chunk that holds no event, each in
+    its chunk's place: the begin at ``t_base`` (when the warp began), the end at ``t_base`` too."""
+    flags = chunks["flags"]
+    empty = counts == 0
+    begin = np.flatnonzero(empty & ((flags & FLAG_WARP_BEGIN) != 0))
+    end = np.flatnonzero(empty & ((flags & FLAG_WARP_END) != 0))
+    if not len(begin) and not len(end):
+        return events
+    at = np.concatenate([begin, end])
+    order = np.argsort(at, kind="stable")  # a begin before an end of the same chunk
+    at = at[order]
+    state = np.concatenate([np.full(len(begin), EVENT_WARP_BEGIN), np.full(len(end), EVENT_WARP_END)])[order]
+    rows = np.zeros(len(at), dtype=EVENT_DTYPE)
+    rows["t_ns"] = chunks["t_base"][at]
+    rows["kind"] = KIND_UNKNOWN | EVENT_WARP_ROW | state
+    rows["kernel"] = chunks["kernel"][at]
+    rows.view("V16").reshape(len(at), 2)[:, 1] = identity[at].view("V16")[:, 0]
+    chunk_of = np.concatenate([np.repeat(np.arange(len(chunks)), counts), at])
+    merged = np.concatenate([events, rows])
+    return merged[np.argsort(chunk_of, kind="stable")]
 
 
 def _mark_chunk_flags(
@@ -148,10 +186,14 @@ def _mark_chunk_flags(
     counts: np.ndarray[Any, np.dtype[np.intp]],
 ) -> None:
     """Set the kind's flag bits: unreliable on every event of a partial or diverged warp's
-    chunk, warp end on the last event of a warp."""
+    chunk, warp begin on the first event of a warp, warp end on its last."""
     unreliable = np.flatnonzero(flags & (FLAG_PARTIAL_WARP | FLAG_DIVERGED))
     if len(unreliable):
         codes[unreliable] |= np.uint32(EVENT_UNRELIABLE << 8)
+    begun = np.flatnonzero((flags & FLAG_WARP_BEGIN) != 0)
+    begun = begun[counts[begun] > 0]
+    if len(begun):
+        codes[begun, 0] |= np.uint32(EVENT_WARP_BEGIN << 8)
     ended = np.flatnonzero((flags & FLAG_WARP_END) != 0)
     ended = ended[counts[ended] > 0]
     codes[ended, counts[ended] - 1] |= np.uint32(EVENT_WARP_END << 8)

@@ -8,8 +8,8 @@ kernel that has events.
 
 The runtime is CUDA, :data:`RUNTIME_RESOURCE` in this package; ``docs/ring.md`` describes what
 it writes and in which order. What depends on the ring and the module (the ring's address and
-geometry, the event ids, the fence, and the chunk header packing that :mod:`iket_tui.ring.layout`
-describes) goes in as ``#define``s ahead of the runtime's text. The text is pasted in, not
+geometry, the record types that :mod:`iket_tui.ring.layout` describes, the event ids) goes in as
+``#define``s ahead of the runtime's text. The text is pasted in, not
 included: nvcc inside TileLang's pipeline knows no include path to it.
 """
 
@@ -23,19 +23,18 @@ from typing import Final
 
 from iket_tui.ring.events import TOKEN_PREFIX, EventInfo, EventTableError, ModuleEvents, decode_token
 from iket_tui.ring.layout import (
-    DEFAULT_FLUSH_NS,
-    DEVICE_MIN_CHUNKS,
-    FLAG_DIVERGED,
-    FLAG_PARTIAL_WARP,
-    FLAG_WARP_END,
-    HEADER_WORDS,
-    LANES,
-    PUBLISH_EVERY,
+    END_DIVERGED,
+    END_PARTIAL,
     RANGE_END_TOKENLESS_ID,
+    RECORD_BEGIN,
+    RECORD_BLOCK,
+    RECORD_END,
+    RECORD_LAUNCH,
+    RING_LAYOUT,
     WARP_SLOTS,
-    ChunkLayout,
+    WARPS_ENDED_OFFSET,
+    WARPS_STARTED_OFFSET,
     RingGeometry,
-    WordPart,
     id_bits_for,
     range_end_id,
 )
@@ -47,8 +46,6 @@ WARP_VARIABLE: Final = "__iket_tui_warp"
 RUNTIME_RESOURCE: Final = "device_runtime.cuh"
 """The runtime's CUDA, a file of this package."""
 
-FENCES: Final = ("sc", "acq_rel", "release", "acq_rel_gpu", "none")
-"""What :attr:`RingTarget.fence` may be; the runtime names each ``IKET_TUI_FENCE_<NAME>``."""
 _EVENT_MACROS: Final = ("TL_IKET_EVENT", "TL_IKET_EVENT_PAYLOAD_U32", "TL_IKET_EVENT_PAYLOAD_F32")
 _CALL: Final = re.compile(r"\b(?P<macro>TL_IKET_EVENT(?:_PAYLOAD_(?:U32|F32))?)\(\s*(?P<id>[0-9]+)")
 _TOKEN: Final = re.compile(r"\"(?P<token>" + re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+)\"")
@@ -67,35 +64,17 @@ class InjectionError(ValueError):
 
 @dataclass(frozen=True)
 class RingTarget:
-    """Where the device writes: the ring's address (host pointer = device pointer under UVA),
-    its geometry and its id. Every value is compiled into the module, so a module built for one
-    ring must never run against another."""
+    """Where the device writes: the ring's address in device memory, its geometry and its id.
+    Every value is compiled into the module, so a module built for one ring must never run
+    against another."""
 
     address: int
     geometry: RingGeometry
     ring_id: int
-    flush_ns: int = DEFAULT_FLUSH_NS
-    fence: str = "acq_rel"
-    """The fence between chunks' bodies and their tags: ``acq_rel`` (``fence.acq_rel.sys``, which
-    orders the bodies before the tags), ``sc`` (``__threadfence_system()``, ``fence.sc.sys``),
-    ``release`` (``fence.release.sys``: enough in the memory model, yet TileLang's
-    warp-specialized GEMM has hung with it, see docs/ring.md: for measuring only),
-    ``acq_rel_gpu`` (``fence.acq_rel.gpu``, enough only for a ring in device memory, which the
-    host cannot read while kernels run: for measuring only), or ``none`` (no order: for
-    measuring only)."""
 
     def __post_init__(self) -> None:
         if self.address <= 0 or self.address % 4096:
             raise ValueError(f"ring address must be a page-aligned pointer, not 0x{self.address:x}")
-        if not 0 < self.flush_ns < 1 << 31:
-            raise ValueError(f"flush age must be between 1 ns and 2**31 ns, not {self.flush_ns}")
-        if self.geometry.chunks_per_segment < DEVICE_MIN_CHUNKS:
-            raise ValueError(
-                f"a ring the device writes needs at least {DEVICE_MIN_CHUNKS} chunks per segment,"
-                f" not {self.geometry.chunks_per_segment}"
-            )
-        if self.fence not in FENCES:
-            raise ValueError(f"fence must be one of {', '.join(FENCES)}, not {self.fence!r}")
 
 
 @dataclass(frozen=True)
@@ -261,95 +240,26 @@ def runtime_defines(ring: RingTarget, module: int, id_bits: int) -> str:
     """The ``#define``s the runtime's text needs for ``ring`` and module ``module`` (its first
     lines list them), after a comment line naming the ring and the module."""
     geometry = ring.geometry
-    layout = geometry.layout
     defines = {
         "IKET_TUI_RING_ADDRESS": f"0x{ring.address:x}ull",
         "IKET_TUI_COUNTERS_OFFSET": f"{geometry.counters_offset}ull",
-        "IKET_TUI_CHUNKS_OFFSET": f"{geometry.chunks_offset}ull",
+        "IKET_TUI_RECORDS_OFFSET": f"{geometry.records_offset}ull",
         "IKET_TUI_SEGMENTS": f"{geometry.segments}u",
-        "IKET_TUI_CHUNKS_PER_SEGMENT": f"{geometry.chunks_per_segment}u",
-        "IKET_TUI_CHUNK_BYTES": f"{layout.chunk_bytes}u",
-        "IKET_TUI_WORDS_PER_LANE": f"{layout.words_per_lane}u",
-        "IKET_TUI_HEADER_WORDS": f"{HEADER_WORDS}u",
-        "IKET_TUI_FIRST_EVENT": f"{layout.first_event}u",
-        "IKET_TUI_LAST_PAYLOAD": f"{layout.last_payload}u",
-        "IKET_TUI_TAIL": f"{layout.tail}u",
+        "IKET_TUI_RECORDS_PER_SEGMENT": f"{geometry.records_per_segment}u",
+        "IKET_TUI_WARPS_STARTED_OFFSET": f"{WARPS_STARTED_OFFSET}ull",
+        "IKET_TUI_WARPS_ENDED_OFFSET": f"{WARPS_ENDED_OFFSET}ull",
         "IKET_TUI_WARP_SLOTS": f"{WARP_SLOTS}u",
-        "IKET_TUI_PUBLISH_EVERY": f"{PUBLISH_EVERY}u",
-        "IKET_TUI_FLUSH_NS": f"{ring.flush_ns}u",
-        "IKET_TUI_FLAG_WARP_END": f"{FLAG_WARP_END}u",
-        "IKET_TUI_FLAG_PARTIAL_WARP": f"{FLAG_PARTIAL_WARP}u",
-        "IKET_TUI_FLAG_DIVERGED": f"{FLAG_DIVERGED}u",
+        "IKET_TUI_RECORD_BEGIN": f"{RECORD_BEGIN}u",
+        "IKET_TUI_RECORD_LAUNCH": f"{RECORD_LAUNCH}u",
+        "IKET_TUI_RECORD_BLOCK": f"{RECORD_BLOCK}u",
+        "IKET_TUI_RECORD_END": f"{RECORD_END}u",
+        "IKET_TUI_END_PARTIAL": f"{END_PARTIAL}u",
+        "IKET_TUI_END_DIVERGED": f"{END_DIVERGED}u",
         "IKET_TUI_MODULE": f"{module}u",
         "IKET_TUI_ID_BITS": f"{id_bits}u",
         "IKET_TUI_RANGE_END_ID": f"{range_end_id(id_bits)}u",
         "IKET_TUI_TOKENLESS_END_ID": f"{RANGE_END_TOKENLESS_ID}u",
-        "IKET_TUI_FENCE": f"IKET_TUI_FENCE_{ring.fence.upper()}",
     }
-    warp_header, chunk_header = _header_packing(layout)
-    lines = [f"// ---- {MARKER}: ring layout 0x{layout.layout_id:x}, ring 0x{ring.ring_id:x}, module {module} ----"]
+    lines = [f"// ---- {MARKER}: ring layout 0x{RING_LAYOUT:x}, ring 0x{ring.ring_id:x}, module {module} ----"]
     lines += [f"#define {name} {value}" for name, value in defines.items()]
-    lines.append(_statement_macro("IKET_TUI_PACK_WARP_HEADER", warp_header))
-    lines.append(_statement_macro("IKET_TUI_PACK_CHUNK_HEADER", chunk_header))
     return "\n".join(lines) + "\n"
-
-
-def _statement_macro(name: str, statements: list[str]) -> str:
-    """``#define name`` as ``statements``, one a line; a use of it ends with a semicolon."""
-    return f"#define {name} \\\n  " + "; \\\n  ".join(statements or ["(void)0"])
-
-
-_FIELD_VALUES: Final = {
-    "tag": "0u",
-    "stamp": "(seq + 1u)",
-    "events_before": "events",
-    "module": "kModule",
-    "kernel": "(kernel_warp & 0xffu)",
-    "flags": "flags",
-    "launch": "(unsigned)grid",
-    "block_x": "blockIdx.x",
-    "block_y": "blockIdx.y",
-    "block_z": "blockIdx.z",
-    "warp": "(kernel_warp >> 8)",
-    "n_events": "(pe - kFirstEvent)",
-    "n_payloads": "(kLastPayload - pp)",
-    "id_bits": "kIdBits",
-    "t_base": "(deadline - kFlushNs)",
-}
-"""Each header field as the runtime's C names it, inside the warp's log."""
-
-
-_WARP_FIELDS: Final = frozenset(
-    {"tag", "module", "kernel", "launch", "block_x", "block_y", "block_z", "warp", "id_bits"}
-)
-"""Header fields that stay the same for every chunk of a warp: packed once, when the warp starts."""
-
-
-def _header_terms(parts: list[WordPart], fixed: bool) -> list[str]:
-    """C terms OR-ing the parts of one header word that are fixed for the warp (or the others)."""
-    terms = []
-    for part in parts:
-        if (part.field in _WARP_FIELDS) != fixed:
-            continue
-        value = _FIELD_VALUES[part.field]
-        if part.field_shift:
-            value = f"({value} >> {part.field_shift})"
-        term = f"((unsigned){value}" + (f" & 0x{(1 << part.bits) - 1:x}u)" if part.bits < 32 else ")")
-        terms.append(f"({term} << {part.shift})" if part.shift else term)
-    return terms
-
-
-def _header_packing(layout: ChunkLayout) -> tuple[list[str], list[str]]:
-    """C statements derived from :data:`~iket_tui.ring.layout.CHUNK_HEADER_FIELDS`, lane ``i``
-    handling header word ``i``: the warp's fixed fields into ``hdr`` (run once when the warp
-    starts), and the chunk's own fields into ``own`` (run at each flush)."""
-    if HEADER_WORDS > LANES:
-        raise AssertionError("the chunk header must fit in one word per lane")
-    fixed: list[str] = []
-    own: list[str] = []
-    for index, parts in enumerate(layout.header_words()):
-        if terms := _header_terms(parts, fixed=True):
-            fixed.append(f"hdr = (lane == {index}u) ? ({' | '.join(terms)}) : hdr")
-        if terms := _header_terms(parts, fixed=False):
-            own.append(f"own = (lane == {index}u) ? ({' | '.join(terms)}) : own")
-    return fixed, own

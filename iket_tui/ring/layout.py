@@ -1,12 +1,16 @@
-"""The ring's binary layout, described once: numpy dtypes for the reader and the CPU producer,
-and the per-word packing that the CUDA runtime's generator turns into C.
+"""The ring's binary layout, described once: numpy dtypes for the reader, the CPU producer and
+the wire, and the constants the CUDA runtime is compiled with.
 
-A ring is one buffer: a 256-byte header, one 8-byte write counter per segment, then the
-chunks, ``chunks_per_segment`` of them per segment. A segment belongs to one hardware warp
-slot (an SM and a warp slot on it), so it has a single writer at a time. A chunk is what one
-warp writes in one go: ``32 * words_per_lane`` little-endian 32-bit words, a header of
-:data:`HEADER_WORDS` words, the warp's events from the front, their payloads from the back,
-and a copy of the sequence stamp in its last word. ``docs/ring.md`` tells the full story.
+A ring (version 2) is one buffer in device memory: a 256-byte header, one 8-byte counter pair
+per segment, then the records, ``records_per_segment`` of them per segment. A segment belongs
+to one hardware warp slot (an SM and a warp slot on it), so it has a single writer at a time.
+A record is 16 bytes, stored by the warp in one instruction, and carries its own sequence stamp:
+an event (time and id, payload), or one of the records a warp writes when it begins (its
+identity) and ends. The agent copies the ring to the host with a DMA engine.
+
+What a drain hands on, and what travels to clients, is a *drained chunk* (:class:`ChunkLayout`):
+a warp's identity once, then its events' time words and payloads; ``docs/ring.md`` tells the
+full story.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from typing import Any, Final
 import numpy as np
 
 VERSION: Final = 1
+"""The drained chunk format's version (part of its layout id on the wire)."""
+RING_VERSION: Final = 2
+"""The ring's own version: 16-byte stamped records in device memory."""
 MAGIC: Final = b"IKETRING"
 LANES: Final = 32
 """Threads in a warp: a chunk is stored by the whole warp, one word per lane per store."""
@@ -30,15 +37,30 @@ ID_BITS_MIN: Final = 5
 ID_BITS_MAX: Final = 8
 RANGE_END_TOKENLESS_ID: Final = 31
 """The id TileLang's frontend gives every range end (``TL_IKET_EVENT(31)``)."""
-PUBLISH_EVERY: Final = 4
-"""A warp publishes its chunks this many at a time (one fence for all of them): a reader may
-see the tags of one such batch arrive in any order."""
-DEVICE_MIN_CHUNKS: Final = 4 * PUBLISH_EVERY
-"""The fewest chunks per segment of a ring the device runtime writes: a warp announces up to
-``2 * PUBLISH_EVERY + 1`` slots ahead of its newest published chunk, and a reader waits for a
-batch's late tags only where no announcement can have reached their slots."""
-DEFAULT_FLUSH_NS: Final = 1 << 22
-"""A staged event older than this (about 4 ms) makes the warp flush at its next event."""
+RECORD_BYTES: Final = 16
+RECORDS_PER_CHUNK: Final = 16
+"""Ring sizes are given in 256-byte units of 16 records (``--ring-chunks``)."""
+MIN_RECORDS_PER_SEGMENT: Final = 16
+BEGIN_RECORDS: Final = 3
+"""Records a warp writes when it begins: :data:`RECORD_BEGIN`, :data:`RECORD_LAUNCH`, :data:`RECORD_BLOCK`."""
+
+# Record types: a record whose word has its low 8 bits zero is a warp's own record (no event id
+# is 0), its type in bits 8..11.
+RECORD_EVENT: Final = 0
+RECORD_BEGIN: Final = 1
+"""word: type | id_bits << 12 | kernel << 16 | warp << 24; hi, payload: the begin time (high, low)."""
+RECORD_LAUNCH: Final = 2
+"""word: type | module << 16; hi: launch (low 32 bits of %gridid); payload: block_x."""
+RECORD_BLOCK: Final = 3
+"""word: type | SM << 16; hi: block_y | block_z << 16; payload: the segment's events before this warp."""
+RECORD_END: Final = 4
+"""word: type | end flags << 12; hi, payload: the end time (high, low)."""
+END_PARTIAL: Final = 1
+"""In an end record's flags: not all 32 lanes were active when the warp ended."""
+END_DIVERGED: Final = 2
+"""In an end record's flags: the lanes disagreed on their position (some events ran on part of the warp)."""
+DRAINED_EVENTS_PER_CHUNK: Final = 26
+"""Events in one drained chunk: each with its payload word, 52 of a chunk's 53 body words."""
 
 # Chunk flags.
 FLAG_WARP_END: Final = 1
@@ -46,7 +68,11 @@ FLAG_WARP_END: Final = 1
 FLAG_PARTIAL_WARP: Final = 2
 """Not all 32 lanes were active when the chunk was stored: words of missing lanes are stale."""
 FLAG_DIVERGED: Final = 4
-"""The lanes disagreed on the staging position: some events ran on part of the warp only."""
+"""The lanes disagreed on their position: some events ran on part of the warp only."""
+FLAG_WARP_BEGIN: Final = 8
+"""The warp's first chunk: ``t_base`` is the time the warp began."""
+FLAG_PAYLOAD_EVERY_EVENT: Final = 16
+"""Every event has a payload word (event ``k``'s in word ``chunk_words - 2 - k``), used or not."""
 
 # Event kinds, as decoded.
 KIND_MARK: Final = 0
@@ -59,6 +85,12 @@ EVENT_WARP_END: Final = 0x80
 """Set in ``kind`` on the last event of a warp."""
 EVENT_UNRELIABLE: Final = 0x40
 """Set in ``kind`` on every event of a chunk with :data:`FLAG_PARTIAL_WARP` or :data:`FLAG_DIVERGED`."""
+EVENT_WARP_BEGIN: Final = 0x20
+"""Set in ``kind`` on the first row of a warp: its first event, or a warp row at the time it began."""
+EVENT_WARP_ROW: Final = 0x10
+"""Set in ``kind`` on a row that is no IKET event but a warp beginning or ending with no event of
+its own beside it (``event`` 0, ``kind & KIND_MASK`` unknown, with :data:`EVENT_WARP_BEGIN` or
+:data:`EVENT_WARP_END`): a warp that began and has written nothing yet shows this way."""
 KIND_NAMES: Final = ("mark", "start", "end", "unknown")
 
 # Payload types, as decoded.
@@ -96,29 +128,61 @@ RING_HEADER_DTYPE: Final = np.dtype(
             "magic",
             "version",
             "layout",
-            "chunk_bytes",
+            "record_bytes",
             "segments",
-            "chunks_per_segment",
+            "records_per_segment",
             "warp_slots",
             "generation",
             "ring_id",
-            "retired_chunks",
+            "retired_records",
             "retired_events",
             "counters_offset",
-            "chunks_offset",
+            "records_offset",
             "total_bytes",
+            "warps_started",
+            "warps_ended",
         ],
-        "formats": ["S8", "<u4", "<u4", "<u4", "<u4", "<u4", "<u4", "<u4", "<u8", "<u8", "<u8", "<u8", "<u8", "<u8"],
-        "offsets": [0, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80],
+        "formats": [
+            "S8",
+            "<u4",
+            "<u4",
+            "<u4",
+            "<u4",
+            "<u4",
+            "<u4",
+            "<u4",
+            "<u8",
+            "<u8",
+            "<u8",
+            "<u8",
+            "<u8",
+            "<u8",
+            "<u8",
+            "<u8",
+        ],
+        "offsets": [0, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80, 88, 96],
         "itemsize": RING_HEADER_BYTES,
     }
 )
 """The ring header. ``generation`` is odd while the owner resets the ring; ``retired_*`` are
-the totals written in all earlier generations."""
+the totals written in all earlier generations; ``warps_started`` and ``warps_ended`` are counted
+by the warps (one atomic each per warp), so a reader tells an idle ring from a busy one by
+copying the header alone."""
 
-SEGMENT_COUNTER_DTYPE: Final = np.dtype([("next_chunk", "<u4"), ("events", "<u4")])
-"""Per segment: chunks and events written so far, stored by a warp when it finishes so the
-next warp in that slot carries on from there."""
+RING_LAYOUT: Final = (RING_VERSION << 16) | RECORD_BYTES
+"""The ring's layout id: version and record size."""
+WARPS_STARTED_OFFSET: Final = 88
+WARPS_ENDED_OFFSET: Final = 96
+
+SEGMENT_COUNTER_DTYPE: Final = np.dtype([("next", "<u4"), ("events", "<u4")])
+"""Per segment: records and events written so far (modulo 2**32), stored by a warp when it
+finishes so the next warp in that slot carries on from there."""
+
+RECORD_DTYPE: Final = np.dtype([("word", "<u4"), ("hi", "<u4"), ("payload", "<u4"), ("stamp", "<u4")])
+"""One ring record. An event: ``word`` = ``(time_lo & ~id_mask) | id`` (id >= 1), ``hi`` = the
+time's high half, ``payload`` = the raw payload bits; a warp's own record has ``word & 0xff == 0``
+(see ``RECORD_*``). ``stamp`` = position in the segment + 1 (modulo 2**32), stored with the
+rest: a reader takes the record at position ``p`` only when its stamp is ``p + 1``."""
 
 EVENT_DTYPE: Final = np.dtype(
     [
@@ -151,21 +215,9 @@ def _chunk_dtype(first_name: str, chunk_words: int) -> np.dtype[np.void]:
 
 
 @dataclass(frozen=True)
-class WordPart:
-    """One header field's bits inside one 32-bit header word."""
-
-    field: str
-    shift: int
-    """Where the part starts in the word, in bits."""
-    bits: int
-    field_shift: int
-    """Which bits of the field this part holds (0 for fields of 4 bytes or less)."""
-
-
-@dataclass(frozen=True)
 class ChunkLayout:
-    """The chunk geometry for ``words_per_lane`` 32-bit registers per lane (a chunk of
-    ``128 * words_per_lane`` bytes, stored by the warp as that many coalesced 128-byte rows)."""
+    """The drained chunk geometry: ``128 * words_per_lane`` bytes (the ring of version 1 staged
+    a chunk in ``words_per_lane`` registers per lane; drains of version 2 write 256-byte chunks)."""
 
     words_per_lane: int = 2
 
@@ -217,23 +269,6 @@ class ChunkLayout:
         the segment the chunk came from (SM = segment // WARP_SLOTS)."""
         return _chunk_dtype("segment", self.chunk_words)
 
-    def header_words(self) -> list[list[WordPart]]:
-        """For each header word, the field parts packed in it, low bits first: what the CUDA
-        runtime's generator turns into the expressions of each lane's header word."""
-        dtype = self.chunk_dtype
-        words: list[list[WordPart]] = [[] for _ in range(HEADER_WORDS)]
-        for name, _ in CHUNK_HEADER_FIELDS:
-            ftype, offset = dtype.fields[name][:2]  # type: ignore[index]
-            size = ftype.itemsize
-            if size <= 4:
-                if offset // 4 != (offset + size - 1) // 4:
-                    raise AssertionError(f"chunk field {name} straddles a word")
-                words[offset // 4].append(WordPart(name, 8 * (offset % 4), 8 * size, 0))
-            else:
-                for part in range(size // 4):
-                    words[offset // 4 + part].append(WordPart(name, 0, 32, 32 * part))
-        return words
-
 
 DEFAULT_LAYOUT: Final = ChunkLayout()
 
@@ -253,44 +288,46 @@ def layout_by_id(layout_id: int) -> ChunkLayout:
 class RingGeometry:
     """How big a ring is and where its parts lie.
 
-    ``segments`` is normally ``SMs * WARP_SLOTS``; ``chunks_per_segment`` is a power of two,
-    at least 4 (the CPU producer holds three slots of its segment at once: the chunk it
-    publishes, the one it writes and the one it has announced); a ring the device runtime
-    writes needs at least :data:`DEVICE_MIN_CHUNKS`.
+    ``segments`` is normally ``SMs * WARP_SLOTS``; ``records_per_segment`` is a power of two,
+    at least :data:`MIN_RECORDS_PER_SEGMENT`.
     """
 
     segments: int
-    chunks_per_segment: int
-    layout: ChunkLayout = DEFAULT_LAYOUT
+    records_per_segment: int
 
     def __post_init__(self) -> None:
-        cap = self.chunks_per_segment
-        if cap < 4 or cap & (cap - 1):
-            raise ValueError(f"chunks per segment must be a power of two >= 4, not {cap}")
+        cap = self.records_per_segment
+        if cap < MIN_RECORDS_PER_SEGMENT or cap & (cap - 1):
+            raise ValueError(f"records per segment must be a power of two >= {MIN_RECORDS_PER_SEGMENT}, not {cap}")
         if not 1 <= self.segments < 1 << 24:
             raise ValueError(f"segments must be between 1 and {1 << 24}, not {self.segments}")
 
     @classmethod
-    def for_sms(cls, sms: int, chunks_per_segment: int, layout: ChunkLayout = DEFAULT_LAYOUT) -> RingGeometry:
-        """A ring with one segment for every warp slot of ``sms`` multiprocessors."""
-        return cls(sms * WARP_SLOTS, chunks_per_segment, layout)
+    def for_sms(cls, sms: int, chunks_per_segment: int) -> RingGeometry:
+        """A ring with one segment for every warp slot of ``sms`` multiprocessors, of
+        ``chunks_per_segment`` 256-byte units (:data:`RECORDS_PER_CHUNK` records) each."""
+        return cls(sms * WARP_SLOTS, chunks_per_segment * RECORDS_PER_CHUNK)
 
     @property
     def counters_offset(self) -> int:
         return RING_HEADER_BYTES
 
     @property
-    def chunks_offset(self) -> int:
+    def records_offset(self) -> int:
         end = self.counters_offset + self.segments * SEGMENT_COUNTER_DTYPE.itemsize
         return -(-end // CHUNK_ALIGN) * CHUNK_ALIGN
 
     @property
-    def total_bytes(self) -> int:
-        return self.chunks_offset + self.segments * self.chunks_per_segment * self.layout.chunk_bytes
+    def segment_bytes(self) -> int:
+        return self.records_per_segment * RECORD_BYTES
 
     @property
-    def capacity_chunks(self) -> int:
-        return self.segments * self.chunks_per_segment
+    def total_bytes(self) -> int:
+        return self.records_offset + self.segments * self.segment_bytes
+
+    @property
+    def capacity_records(self) -> int:
+        return self.segments * self.records_per_segment
 
 
 def id_bits_for(max_event_id: int) -> int:

@@ -20,15 +20,19 @@ from iket_tui.ring.events import ModuleEvents
 
 CALLBACK_NAME: Final = "tilelang_callback_cuda_postproc"
 
-ModuleListener = Callable[[ModuleEvents], None]
+ModuleListener = Callable[[ModuleEvents, RingTarget | None], None]
+"""Told each instrumented module's event table and the ring it was compiled for."""
+RingChooser = Callable[[], RingTarget | None]
+"""The ring of the device the module being compiled will run on (one ring per device)."""
 
 
 class DeviceRuntime:
-    """Instruments generated CUDA for one ring (or for none, where there is no GPU)."""
+    """Instruments generated CUDA for a ring (or for none, where there is no GPU): one ring, or
+    the ring a chooser names for each module."""
 
     def __init__(
         self,
-        ring: RingTarget | None,
+        ring: RingTarget | RingChooser | None,
         on_module: ModuleListener | None = None,
         first_module: int = 1,
         cuda_runtime: str | None = None,
@@ -50,11 +54,12 @@ class DeviceRuntime:
         with self._lock:
             module = self._next_module
             self._next_module += 1
-        injected = inject(code, self.ring, module, self.cuda_runtime)
+        target = self.ring() if callable(self.ring) else self.ring
+        injected = inject(code, target, module, self.cuda_runtime)
         with self._lock:
             self.modules[module] = injected.events
         if self.on_module is not None:
-            self.on_module(injected.events)
+            self.on_module(injected.events, target)
         return injected.code
 
 

@@ -54,7 +54,9 @@ def module_from_message(msg: Mapping[str, Any]) -> ModuleEvents:
 
 def kernel_records(batch: DrainBatch, *, t_ns: int) -> dict[str, Any]:
     """The ``kernel_records`` message for one drain batch (split big batches first, see
-    :meth:`DrainBatch.split`: a frame holds at most 16 MiB)."""
+    :meth:`DrainBatch.split`: a frame holds at most 16 MiB). ``t_ns`` is the agent's clock when
+    it is sent; ``device_now_ns`` the device's clock estimated at the drain's pass (``None``
+    where unknown), against which a client tells how long ago a warp's last event ran."""
     return {
         "type": KERNEL_RECORDS,
         "ring_id": batch.ring_id,
@@ -65,6 +67,7 @@ def kernel_records(batch: DrainBatch, *, t_ns: int) -> dict[str, Any]:
         "generation_changed": batch.generation_changed,
         "counters": batch.counters.to_fields(),
         "t_ns": t_ns,
+        "device_now_ns": batch.device_now_ns,
     }
 
 
@@ -78,6 +81,8 @@ class Records:
     ring_id: int
     warp_slots: int
     generation_changed: bool
+    device_now_ns: int | None = None
+    """The device's clock at the drain's pass, where the agent knew it."""
 
 
 def records_from_message(msg: Mapping[str, Any]) -> Records:
@@ -108,6 +113,9 @@ def records_from_message(msg: Mapping[str, Any]) -> Records:
     warp_slots = _optional(msg.get("warp_slots"), WARP_SLOTS)
     if not _in_range(warp_slots, 1, _WARP_SLOTS_END):
         raise RecordsError(f"kernel_records with an impossible warp_slots {_shown(warp_slots)}")
+    device_now = msg.get("device_now_ns")
+    if device_now is not None and not _in_range(device_now, 0, _COUNTER_END):
+        raise RecordsError(f"kernel_records with an impossible device_now_ns {_shown(device_now)}")
     chunks = np.frombuffer(blob, dtype=layout.drained_dtype, count=count)
     why = _impossible_chunks(chunks, layout, warp_slots)
     if why:
@@ -119,6 +127,7 @@ def records_from_message(msg: Mapping[str, Any]) -> Records:
         ring_id=ring_id,
         warp_slots=warp_slots,
         generation_changed=bool(msg.get("generation_changed")),
+        device_now_ns=device_now,
     )
 
 

@@ -8,6 +8,7 @@ another process, which is exactly the layout the device writes.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,12 +23,13 @@ from iket_tui.protocol.messages import Message
 from iket_tui.ring.buffer import MappedRing
 from iket_tui.ring.cpu_producer import synthetic_table
 from iket_tui.ring.decode import EventTables, decode
-from iket_tui.ring.layout import RingGeometry
+from iket_tui.ring.layout import EVENT_WARP_ROW, RingGeometry
 from iket_tui.ring.wire import module_from_message, records_from_message
 
 pytestmark = pytest.mark.tilelang
 
 TRACED = {"IKET_TUI_KERNELS": "1", "IKET_TUI_WAIT_CLIENT": "120"}
+PRODUCER = (sys.executable, "-m", "iket_tui.ring.cpu_producer")
 
 
 def _finish(proc: subprocess.Popen[str], client: WireClient) -> tuple[list[Message], str]:
@@ -79,41 +81,61 @@ def test_without_a_device_the_event_table_reaches_clients_and_the_user_is_told_o
     assert module_from_message(late_catch_up[1]) == table
 
 
-def test_records_written_into_the_ring_stream_to_the_client_exactly(tmp_path: Path) -> None:
-    ring = MappedRing.create(tmp_path / "ring", RingGeometry.for_sms(4, 16))
+def test_records_of_one_ring_per_device_stream_to_the_client_exactly_and_apart(tmp_path: Path) -> None:
+    rings = [MappedRing.create(tmp_path / f"ring{device}", RingGeometry.for_sms(4, 32)) for device in (0, 1)]
     gate = tmp_path / "gate"
-    env = {**TRACED, "IKET_TEST_GATE": str(gate), "IKET_TUI_RING_FILE": str(ring.path), "IKET_TUI_DRAIN_HZ": "50"}
+    env = {
+        **TRACED,
+        "IKET_TEST_GATE": str(gate),
+        "IKET_TUI_RING_FILE": os.pathsep.join(str(ring.path) for ring in rings),
+        "IKET_TUI_DRAIN_HZ": "50",
+    }
     proc = spawn_target("traced.py", env=env)
     try:
         client = WireClient(socket_of(proc))
-        tracing = client.read_until(lambda msg: msg["type"] == m.KERNEL_TRACING)
-        assert tracing["ring_id"] == ring.view.ring_id and tracing["reason"] is None
-        producer = subprocess.run(
-            [sys.executable, "-m", "iket_tui.ring.cpu_producer", str(ring.path), "--warps", "96", "--events", "300"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        written = int(producer.stdout)
-        # Every record arrives while the target still runs, from the drain thread.
-        client.read_until(
-            lambda msg: msg["type"] == m.KERNEL_RECORDS and records_from_message(msg).counters.events_read == written
-        )
+        tracing = [client.read_until(lambda msg: msg["type"] == m.KERNEL_TRACING) for _ in rings]
+        assert [(t["ring_id"], t["device_index"], t["reason"]) for t in tracing] == [
+            (ring.view.ring_id, device, None) for device, ring in enumerate(rings)
+        ]
+        # one producer process per device, side by side
+        producers = [
+            subprocess.Popen(
+                [*PRODUCER, str(ring.path), "--warps", str(warps), "--events", "300", "--seed", str(device)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for device, (ring, warps) in enumerate(zip(rings, (96, 40), strict=True))
+        ]
+        written = [int(producer.communicate(timeout=120)[0]) for producer in producers]
+        assert written == [96 * 300, 40 * 300]
+        read: dict[int, int] = {}
+
+        def all_read(msg: Message) -> bool:
+            if msg["type"] == m.KERNEL_RECORDS:
+                records = records_from_message(msg)
+                read[records.ring_id] = records.counters.events_read
+            return [read.get(ring.view.ring_id) for ring in rings] == written
+
+        client.read_until(all_read)  # every record arrives while the target still runs
         assert proc.poll() is None
         gate.touch()
         received, stderr = _finish(proc, client)
     finally:
         proc.kill()
-        ring.close()
+        for ring in rings:
+            ring.close()
 
     assert "kernel tracing without a ring" not in stderr
     batches = [records_from_message(msg) for msg in of_type(received, m.KERNEL_RECORDS)]
-    last = batches[-1].counters
-    assert last.balanced and last.events_written == last.events_read == written
-    assert last.events_lost == 0 and last.torn == 0 and last.chunks_lost == 0
-    events = np.concatenate([decode(b.chunks, EventTables([synthetic_table()]), b.layout) for b in batches])
-    assert len(events) == written
-    assert {b.ring_id for b in batches} == {ring.view.ring_id}
+    assert {b.ring_id for b in batches} == {ring.view.ring_id for ring in rings}
+    for ring, count in zip(rings, written, strict=True):
+        mine = [b for b in batches if b.ring_id == ring.view.ring_id]
+        last = mine[-1].counters
+        assert last.balanced and last.events_written == last.events_read == count
+        assert last.events_lost == 0 and last.torn == 0 and last.chunks_lost == 0
+        events = np.concatenate([decode(b.chunks, EventTables([synthetic_table()]), b.layout) for b in mine])
+        assert int(((events["kind"] & EVENT_WARP_ROW) == 0).sum()) == count
+        assert all(b.device_now_ns is not None for b in mine)
 
 
 def test_bad_tracing_settings_are_one_line_each_and_the_program_runs(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from iket_tui.ring.layout import RingGeometry
 
 @pytest.fixture
 def ring_file(tmp_path: Path) -> Iterator[MappedRing]:
-    """A ring of 4 SMs' warp slots, 16 chunks each, in a file."""
-    ring = MappedRing.create(tmp_path / "ring", RingGeometry.for_sms(4, 16))
+    """A ring of 4 SMs' warp slots, 1024 records each, in a file."""
+    ring = MappedRing.create(tmp_path / "ring", RingGeometry.for_sms(4, 64))
     yield ring
     ring.close()
 

@@ -1,13 +1,13 @@
 """The CUDA runtime's own source, compiled for the host and run one object per lane.
 
 The runtime keeps its special-register reads and its stores in small functions that have a
-host version under ``IKET_TUI_HOST_SIMULATION``; everything else (staging, positions, flush
-rules, header packing, payload placement, publication order, counters handed from warp to
-warp) is the very code nvcc compiles for the GPU. A driver maps the ring file at the ring's
-address, runs a script of warps and events on 32 lane objects in lockstep (lane 0 first at
-every step: the only word two lanes store in one step is a chunk's tag, stored 0 with the body
-by lane 0 and then published by the lane that publishes that chunk, as on the device), and
-exits; the test then drains the file with the real drain.
+host version under ``IKET_TUI_HOST_SIMULATION``; everything else (positions, record words,
+begin and end records, counters handed from warp to warp, the header's warp counters) is the
+very code nvcc compiles for the GPU. A driver maps the ring file at the ring's address, runs a
+script of warps and events on 32 lane objects in lockstep (every lane stores the same record
+to the same address, as the device's lanes do in one instruction; a record is stored stamp
+cleared, body, stamp, as one store is seen whole), and exits; the test then drains the file with
+the real drain. A warp may also stop without ending, as one that hangs.
 """
 
 from __future__ import annotations
@@ -33,11 +33,23 @@ SHIM = r"""
 #define __device__
 #define __forceinline__ inline
 struct iket_tui_dim3 { unsigned x, y, z; };
-namespace iket_tui_sim { unsigned lane, smid, warpid; unsigned long long now, gridid; }
+namespace iket_tui_sim {
+unsigned lane, smid, warpid;
+unsigned long long now, gridid;
+inline void store_record(unsigned long long address, unsigned word, unsigned hi, unsigned payload, unsigned stamp) {
+  volatile unsigned* at = (volatile unsigned*)address;
+  at[3] = 0u;
+  at[0] = word;
+  at[1] = hi;
+  at[2] = payload;
+  at[3] = stamp;
+}
+}
 iket_tui_dim3 blockIdx, threadIdx, blockDim;
 inline unsigned __activemask() { return 0xffffffffu; }
 inline unsigned __match_any_sync(unsigned mask, unsigned) { return mask; }
-inline void __threadfence_system() {}
+inline unsigned __reduce_max_sync(unsigned, unsigned value) { return value; }
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 """
 
@@ -56,6 +68,9 @@ int main(int argc, char** argv) {
   if (at != (void*)iket_tui::kRing) { std::perror("mmap at the ring address"); return 2; }
   alignas(iket_tui::Warp) static unsigned char storage[32][sizeof(iket_tui::Warp)];
   iket_tui::Warp* lanes[32] = {};
+  // A warp that stops (S) keeps its log here, never destroyed: it hangs.
+  static unsigned char stopped[256][32][sizeof(iket_tui::Warp)];
+  int n_stopped = 0;
   char op;
   while (std::scanf(" %c", &op) == 1) {
     if (op == 'W') {  // W sm slot grid block_x block_y block_z warp warps t
@@ -77,6 +92,9 @@ int main(int argc, char** argv) {
         iket_tui_sim::lane = (unsigned)lane;
         dispatch(*lanes[lane], id, payload != 0u, bits);
       }
+    } else if (op == 'S') {  // S: the warp stops here for good
+      for (int lane = 0; lane < 32; ++lane) std::memcpy(stopped[n_stopped][lane], lanes[lane], sizeof(iket_tui::Warp));
+      ++n_stopped;
     } else if (op == 'X') {  // X t
       unsigned long long t;
       std::scanf("%llu", &t);
@@ -128,17 +146,24 @@ class SimWarp:
     grid: int = 1
     warps_per_block: int = 4
     end_ns: int | None = None
+    start_ns: int | None = None
+    """When the warp begins (default: at its first event)."""
+    stops: bool = False
+    """The warp never ends (it hangs after its events)."""
 
 
 def script(warps: Iterable[SimWarp]) -> str:
     lines = []
     for w in warps:
-        start = w.events[0][2] if w.events else 0
+        start = w.start_ns if w.start_ns is not None else (w.events[0][2] if w.events else 0)
         lines.append(
             f"W {w.sm} {w.slot} {w.grid} {w.block[0]} {w.block[1]} {w.block[2]} {w.warp} {w.warps_per_block} {start}"
         )
         for event_id, bits, t in w.events:
             lines.append(f"E {event_id} {0 if bits is None else 1} {bits or 0} {t}")
+        if w.stops:
+            lines.append("S")
+            continue
         end = w.end_ns if w.end_ns is not None else (w.events[-1][2] if w.events else start)
         lines.append(f"X {end}")
     return "\n".join(lines) + "\n"

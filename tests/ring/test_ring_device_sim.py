@@ -1,4 +1,5 @@
-"""The CUDA runtime's own logic, run on the host, read back by the real drain and decoder."""
+"""The CUDA runtime's own logic, run on the host, read back by the real drain and decoder: every
+record a warp stores, its begin and end, a warp that stops mid-way, a ring it laps."""
 
 from __future__ import annotations
 
@@ -15,15 +16,14 @@ from iket_tui.ring.device import RingTarget
 from iket_tui.ring.drain import RingDrain
 from iket_tui.ring.events import EventInfo, ModuleEvents
 from iket_tui.ring.layout import (
-    DEFAULT_FLUSH_NS,
-    DEVICE_MIN_CHUNKS,
+    BEGIN_RECORDS,
+    EVENT_WARP_BEGIN,
     EVENT_WARP_END,
+    EVENT_WARP_ROW,
     KIND_END,
     KIND_MARK,
     KIND_MASK,
-    PUBLISH_EVERY,
     WARP_SLOTS,
-    ChunkLayout,
     RingGeometry,
 )
 
@@ -65,6 +65,10 @@ def _warps(count: int, events: int) -> list[sim.SimWarp]:
     return warps
 
 
+def _events_only(events: np.ndarray) -> np.ndarray:
+    return events[(events["kind"] & EVENT_WARP_ROW) == 0]
+
+
 def test_what_the_device_runtime_writes_the_drain_reads_exactly(tmp_path: Path) -> None:
     ring, program = _ring(tmp_path, RingGeometry.for_sms(3, 64))
     warps = _warps(24, 150)
@@ -90,47 +94,77 @@ def test_what_the_device_runtime_writes_the_drain_reads_exactly(tmp_path: Path) 
         )
     )
     assert sorted(got) == sorted(expected)
-    assert batch.counters.events_written == batch.counters.events_read == 24 * 150
-    assert batch.counters.chunks_lost == batch.counters.events_lost == batch.counters.torn == 0
-    ends = events[(events["kind"] & EVENT_WARP_END) != 0]
-    assert sorted(ends["block_x"].tolist()) == list(range(24))
+    counters = batch.counters
+    assert counters.events_written == counters.events_read == 24 * 150
+    assert counters.chunks_written == counters.chunks_read == 24 * (150 + BEGIN_RECORDS + 1)
+    assert counters.chunks_lost == counters.events_lost == counters.torn == 0
+    for flag in (EVENT_WARP_BEGIN, EVENT_WARP_END):
+        marked = events[(events["kind"] & flag) != 0]
+        assert sorted(marked["block_x"].tolist()) == list(range(24))
     assert set((events["kind"] & KIND_MASK)[events["event"] == 31].tolist()) == {KIND_END}
     assert (events["module"] == TABLE.module).all()
+    assert ring.view.warps == (24, 24)
+    # the six warps that ran in turn in slot (0, 0) handed their counters on
+    assert int(ring.view.counters[0]["next"]) == 4 * (150 + BEGIN_RECORDS + 1)
+    assert int(ring.view.counters[0]["events"]) == 4 * 150
 
 
-def test_old_staged_events_are_flushed_and_long_gaps_decode_exactly(tmp_path: Path) -> None:
+def test_a_warp_that_stops_shows_every_event_it_ran_and_no_end(tmp_path: Path) -> None:
     ring, program = _ring(tmp_path, RingGeometry.for_sms(1, 16))
     t = 1 << 42
-    times = [t, t + 1000, t + 1000 + DEFAULT_FLUSH_NS + 64, t + 3_000_000_000, t + 13_000_000_000, t + 13_000_000_512]
+    ran = [(2, None, t + 100), (3, payload_bits(17), t + 200), (2, None, t + 300)]
+    stuck = sim.SimWarp(sm=0, slot=3, block=(3, 0, 0), warp=1, events=ran, stops=True)
+    idle = sim.SimWarp(sm=0, slot=4, block=(4, 0, 0), warp=2, events=[], start_ns=t + 50, stops=True)
+    done = sim.SimWarp(sm=0, slot=5, block=(5, 0, 0), warp=0, events=[(1, None, t + 400)])
+    sim.run(program, ring.path, ring.view.geometry.total_bytes, [stuck, idle, done])
+    drain = RingDrain(ring.view)
+    events = drain.drain().decode(EventTables([TABLE]))
+
+    held = events[events["block_x"] == 3]
+    assert held["event"].tolist() == [2, 3, 2]
+    assert held["payload"].tolist() == [0, 17, 0]
+    assert held["t_ns"].tolist()[-1] == (t + 300) & ~31
+    assert held["kind"][0] & EVENT_WARP_BEGIN and not (held["kind"] & EVENT_WARP_END).any()
+    (began,) = events[events["block_x"] == 4]  # began, wrote nothing: one warp row at its begin
+    assert began["kind"] == EVENT_WARP_ROW | EVENT_WARP_BEGIN | 3
+    assert (began["t_ns"], began["event"], began["warp"]) == (t + 50, 0, 2)
+    (finished,) = events[events["block_x"] == 5]
+    assert finished["kind"] & EVENT_WARP_BEGIN and finished["kind"] & EVENT_WARP_END
+    assert ring.view.warps == (3, 1)
+    counters = drain.counters
+    assert (counters.events_read, counters.events_lost, counters.chunks_lost) == (4, 0, 0)
+    assert drain.drain().chunks.size == 0  # nothing more until the warps go on
+
+
+def test_long_gaps_decode_exactly(tmp_path: Path) -> None:
+    ring, program = _ring(tmp_path, RingGeometry.for_sms(1, 16))
+    t = 1 << 42
+    times = [t, t + 1000, t + 3_000_000_000, t + 13_000_000_000, t + 13_000_000_512]
     warp = sim.SimWarp(sm=0, slot=5, block=(9, 0, 0), warp=2, events=[(1, None, x) for x in times])
     sim.run(program, ring.path, ring.view.geometry.total_bytes, [warp])
     batch = RingDrain(ring.view).drain()
     events = batch.decode(EventTables([TABLE]))
     assert events["t_ns"].tolist() == [x & ~31 for x in times]
-    assert len(batch.chunks) == 4  # a chunk ends before each event older than the flush age would join it
     assert set(batch.chunks["segment"].tolist()) == {5}
-    assert (events["kind"] & KIND_MASK).tolist() == [KIND_MARK] * 6
+    assert (events["kind"] & KIND_MASK).tolist() == [KIND_MARK] * 5
 
 
-def test_a_ring_lapped_by_the_device_counts_every_lost_event(tmp_path: Path) -> None:
-    ring, program = _ring(tmp_path, RingGeometry.for_sms(1, DEVICE_MIN_CHUNKS))
-    per_chunk = ChunkLayout().body_words
+def test_a_ring_lapped_by_the_device_counts_every_lost_record_and_event(tmp_path: Path) -> None:
+    ring, program = _ring(tmp_path, RingGeometry(segments=64, records_per_segment=16))
     t = 1 << 41
-    warp = sim.SimWarp(
-        sm=0, slot=0, block=(0, 0, 0), warp=0, events=[(1, None, t + 40 * i) for i in range(50 * per_chunk)]
-    )
-    sim.run(program, ring.path, ring.view.geometry.total_bytes, [warp])
-    counters = RingDrain(ring.view).drain().counters
-    # 50 chunks into 16 slots; each flush announced the slot PUBLISH_EVERY ahead of its chunk, so the
-    # newest 12 remain
-    remain = DEVICE_MIN_CHUNKS - PUBLISH_EVERY
-    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (50, remain, 50 - remain)
-    assert (counters.events_written, counters.events_read, counters.events_lost) == (
-        50 * per_chunk,
-        remain * per_chunk,
-        (50 - remain) * per_chunk,
-    )
-    assert int(ring.view.counters[0]["next_chunk"]) == 50
+    first = sim.SimWarp(sm=0, slot=0, block=(0, 0, 0), warp=0, events=[(1, None, t + 40 * i) for i in range(50)])
+    second = sim.SimWarp(sm=0, slot=0, block=(1, 0, 0), warp=0, events=[(1, None, t + 5000 + 40 * i) for i in range(5)])
+    sim.run(program, ring.path, ring.view.geometry.total_bytes, [first, second])
+    batch = RingDrain(ring.view).drain()
+    counters = batch.counters
+    written = 50 + 5 + 2 * (BEGIN_RECORDS + 1)
+    # the newest 16 records remain: the first warp's last 6 events and its end (its begin lapped away:
+    # lost, not shown), then the second warp whole
+    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (written, 9, written - 9)
+    assert (counters.events_written, counters.events_read, counters.events_lost) == (55, 5, 50)
+    events = batch.decode(EventTables([TABLE]))
+    assert set(events["block_x"].tolist()) == {1}
+    assert int(ring.view.counters[0]["next"]) == written
 
 
 def test_a_module_with_many_events_widens_its_ids(tmp_path: Path) -> None:
@@ -142,7 +176,7 @@ def test_a_module_with_many_events_widens_its_ids(tmp_path: Path) -> None:
         sm=0, slot=1, block=(0, 0, 0), warp=0, events=[(i, None, t + 640 * n) for n, i in enumerate(ids)]
     )
     sim.run(program, ring.path, ring.view.geometry.total_bytes, [warp])
-    events = RingDrain(ring.view).drain().decode(EventTables([table]))
+    events = _events_only(RingDrain(ring.view).drain().decode(EventTables([table])))
     assert events["event"].tolist() == [1, 40, 63, 33, 63, 2]
     assert (events["kind"] & KIND_MASK).tolist()[2] == KIND_END
     assert events["t_ns"].tolist() == [(t + 640 * n) & ~63 for n in range(6)]

@@ -24,7 +24,7 @@ from iket_tui.ring.device import (
     runtime_defines,
 )
 from iket_tui.ring.events import EventInfo, decode_token
-from iket_tui.ring.layout import ChunkLayout, RingGeometry
+from iket_tui.ring.layout import RingGeometry
 
 RING = RingTarget(0x7F0000000000, RingGeometry.for_sms(132, 16), ring_id=0xABC)
 
@@ -180,36 +180,30 @@ def _ptx_kernels(ptx: str) -> dict[str, str]:
 
 
 _TIMER_READ = re.compile(r"\bmov\.u64\s+%rd\d+, %globaltimer;")
-_ROW_STORE = re.compile(
-    r"\tst\.global\.u32 \[%rd\d+\], %r\d+;"
-)  # the runtime's chunk rows (the kernels' own stores differ)
-_TAG_STORE = "@p st.relaxed.sys.global.u32"
-_COUNTERS_STORE = "@p st.relaxed.sys.global.v2.u32"
+_RECORD_STORE = re.compile(r"\bst\.global\.v4\.u32 \[%rd\d+\], \{%r\d+, %r\d+, %r\d+, %r\d+\};")
+_COUNTERS_STORE = "st.global.v2.u32"
 _COUNTERS_LOAD = "ld.global.v2.u32"
-_PTX_FENCES = {"acq_rel": "fence.acq_rel.sys;", "sc": "membar.sys;", "release": "fence.release.sys;"}
+_WARP_COUNT = "@p red.relaxed.gpu.global.add.u64"
 
 
 @needs_nvcc
-def test_nvcc_accepts_the_runtime_for_sm_90a_in_every_layout(tmp_path: Path) -> None:
+def test_nvcc_accepts_the_runtime_for_sm_90a_in_every_ring_size(tmp_path: Path) -> None:
     sources = []
-    for words in (1, 2, 4):
-        ring = RingTarget(0x7F0000000000, RingGeometry.for_sms(132, 16, ChunkLayout(words)), ring_id=1)
-        path = tmp_path / f"layout{words}.cu"
+    for chunks in (1, 16, 64):
+        ring = RingTarget(0x7F0000000000, RingGeometry.for_sms(132, chunks), ring_id=1)
+        path = tmp_path / f"ring{chunks}.cu"
         path.write_text(inject(KERNELS, ring, module=3).code)
         sources.append(path.name)
     (tmp_path / "no_ring.cu").write_text(inject(KERNELS, None, module=3).code)
     sources.append("no_ring.cu")
     _nvcc(tmp_path, "-c", *sources)
-    assert sorted(p.name for p in tmp_path.glob("*.o")) == ["layout1.o", "layout2.o", "layout4.o", "no_ring.o"]
+    assert sorted(p.name for p in tmp_path.glob("*.o")) == ["no_ring.o", "ring1.o", "ring16.o", "ring64.o"]
 
 
 @needs_nvcc
-@pytest.mark.parametrize(("fence", "words"), [("acq_rel", 2), ("sc", 1), ("release", 4)])
-def test_the_ptx_of_traced_kernels_reads_the_timer_and_stores_chunks_into_the_ring(
-    tmp_path: Path, fence: str, words: int
-) -> None:
-    geometry = RingGeometry.for_sms(132, 16, ChunkLayout(words))
-    ring = RingTarget(0x7F0000000000, geometry, ring_id=1, fence=fence)
+def test_the_ptx_of_traced_kernels_stores_one_record_per_event_with_no_fence(tmp_path: Path) -> None:
+    geometry = RingGeometry.for_sms(132, 16)
+    ring = RingTarget(0x7F0000000000, geometry, ring_id=1)
     (tmp_path / "traced.cu").write_text(inject(KERNELS, ring, module=3).code)
     (tmp_path / "no_ring.cu").write_text(inject(KERNELS, None, module=3).code)
     _nvcc(tmp_path, "--ptx", "traced.cu", "no_ring.cu")
@@ -217,21 +211,21 @@ def test_the_ptx_of_traced_kernels_reads_the_timer_and_stores_chunks_into_the_ri
     assert sorted(kernels) == ["first", "second", "untraced"]
 
     counters = str(ring.address + geometry.counters_offset)
-    chunks = str(ring.address + geometry.chunks_offset)
-    for name, events in (("first", 3), ("second", 2)):
+    records = str(ring.address + geometry.records_offset)
+    for name, events in (("first", 10), ("second", 2)):  # first's loop of 4 ranges is unrolled
         ptx = kernels[name]
-        assert len(_TIMER_READ.findall(ptx)) > events  # every event, and the warp's start
+        assert len(_TIMER_READ.findall(ptx)) == events + 2  # every event, and the warp's begin and end
         assert "%globaltimer_lo" not in ptx and "%globaltimer_hi" not in ptx  # all 64 bits at once
-        assert counters in ptx and chunks in ptx  # the ring's address is compiled in
+        assert counters in ptx and records in ptx  # the ring's address is compiled in
         assert _COUNTERS_LOAD in ptx and _COUNTERS_STORE in ptx  # carried on from the slot's last warp, and on
-        rows = len(_ROW_STORE.findall(ptx))
-        assert rows and rows % words == 0  # a chunk is stored as `words` coalesced rows
-        assert _TAG_STORE in ptx and _PTX_FENCES[fence] in ptx  # published: a fence, then tags
-        assert all(other not in ptx for f, other in _PTX_FENCES.items() if f != fence)
+        # one 16-byte store per event, three for the warp's begin, one for its end
+        assert len(_RECORD_STORE.findall(ptx)) == events + 4
+        assert ptx.count(_WARP_COUNT) == 2  # warps started and ended, one lane each
+        assert "fence" not in ptx and "membar" not in ptx and ".sys" not in ptx  # nothing waits on the host
     untraced = kernels["untraced"]
-    assert "%globaltimer" not in untraced and ".sys" not in untraced and counters not in untraced
+    assert "%globaltimer" not in untraced and counters not in untraced
     no_ring = (tmp_path / "no_ring.ptx").read_text()
-    assert "%globaltimer" not in no_ring and ".sys" not in no_ring
+    assert "%globaltimer" not in no_ring and "red." not in no_ring
 
 
 @needs_nvcc

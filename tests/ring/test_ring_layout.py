@@ -11,11 +11,12 @@ from iket_tui.agent.kernel_options import MIN_RING_CHUNKS, KernelOptions
 from iket_tui.ring.buffer import MappedRing, RingFormatError, RingView
 from iket_tui.ring.device import RingTarget
 from iket_tui.ring.layout import (
-    CHUNK_HEADER_FIELDS,
-    DEVICE_MIN_CHUNKS,
     EVENT_DTYPE,
     HEADER_BYTES,
     LAYOUTS,
+    MIN_RECORDS_PER_SEGMENT,
+    RECORD_DTYPE,
+    RECORDS_PER_CHUNK,
     RING_HEADER_DTYPE,
     ChunkLayout,
     RingGeometry,
@@ -25,7 +26,7 @@ from iket_tui.ring.layout import (
 
 
 @pytest.mark.parametrize("words_per_lane", [1, 2, 4])
-def test_a_chunk_is_what_a_warp_stores_in_whole_128_byte_rows(words_per_lane: int) -> None:
+def test_a_drained_chunk_is_whole_128_byte_rows(words_per_lane: int) -> None:
     layout = ChunkLayout(words_per_lane)
     assert layout.chunk_dtype.itemsize == layout.chunk_bytes == 128 * words_per_lane
     assert layout.drained_dtype.itemsize == layout.chunk_bytes
@@ -36,32 +37,6 @@ def test_a_chunk_is_what_a_warp_stores_in_whole_128_byte_rows(words_per_lane: in
     assert layout_by_id(layout.layout_id) == layout
 
 
-def test_the_header_word_packing_covers_every_field_once_without_overlap() -> None:
-    words = ChunkLayout().header_words()
-    covered = sorted((part.field, part.field_shift) for word in words for part in word)
-    expected = sorted(
-        (name, shift)
-        for name, kind in CHUNK_HEADER_FIELDS
-        for shift in range(0, 8 * np.dtype(kind).itemsize, 32 if np.dtype(kind).itemsize > 4 else 64)
-    )
-    assert covered == expected
-    for word in words:
-        bits = 0
-        for part in word:
-            mask = ((1 << part.bits) - 1) << part.shift
-            assert not bits & mask
-            bits |= mask
-
-    chunk = np.zeros(1, dtype=ChunkLayout().chunk_dtype)
-    values = {name: (index * 0x1F3D5B79 + 0x0123456789ABCDEF) for index, (name, _) in enumerate(CHUNK_HEADER_FIELDS)}
-    for name, kind in CHUNK_HEADER_FIELDS:
-        chunk[name] = values[name] & ((1 << (8 * np.dtype(kind).itemsize)) - 1)
-    packed = [
-        sum(((values[p.field] >> p.field_shift) & ((1 << p.bits) - 1)) << p.shift for p in word) for word in words
-    ]
-    assert packed == chunk.view("<u4")[: len(words)].tolist()
-
-
 def test_decoded_events_and_the_ring_header_have_fixed_sizes() -> None:
     assert EVENT_DTYPE.itemsize == 32
     assert EVENT_DTYPE.fields["event"][1] == 12  # type: ignore[index]
@@ -70,27 +45,33 @@ def test_decoded_events_and_the_ring_header_have_fixed_sizes() -> None:
     assert len(LAYOUTS) == 3
 
 
-def test_geometry_places_counters_then_page_aligned_chunks() -> None:
-    geometry = RingGeometry.for_sms(132, 64)
+def test_geometry_places_counters_then_page_aligned_records() -> None:
+    geometry = RingGeometry.for_sms(132, 32)
     assert geometry.segments == 132 * 64
+    assert geometry.records_per_segment == 32 * RECORDS_PER_CHUNK == 512
     assert geometry.counters_offset == 256
-    assert geometry.chunks_offset % 4096 == 0 >= 0
-    assert geometry.chunks_offset >= 256 + 8 * geometry.segments
-    assert geometry.total_bytes == geometry.chunks_offset + 132 * 64 * 64 * 256
+    assert geometry.records_offset % 4096 == 0
+    assert geometry.records_offset >= 256 + 8 * geometry.segments
+    assert geometry.total_bytes == geometry.records_offset + 132 * 64 * 512 * 16
+    assert RECORD_DTYPE.itemsize == 16 and RECORD_DTYPE.fields["stamp"][1] == 12  # type: ignore[index]
 
 
-@pytest.mark.parametrize("cap", [0, 3, 12])
-def test_geometry_refuses_capacities_that_are_not_powers_of_two(cap: int) -> None:
-    with pytest.raises(ValueError, match=f"power of two >= 4, not {cap}$"):
+@pytest.mark.parametrize("cap", [0, 8, 24])
+def test_geometry_refuses_capacities_that_are_not_powers_of_two_of_16_or_more(cap: int) -> None:
+    with pytest.raises(ValueError, match=f"power of two >= 16, not {cap}$"):
         RingGeometry(8, cap)
 
 
-def test_a_ring_the_device_writes_is_refused_below_the_chunks_it_announces_ahead() -> None:
-    assert MIN_RING_CHUNKS == DEVICE_MIN_CHUNKS  # the agent's options check the same bound without numpy
-    with pytest.raises(ValueError, match=f"at least {DEVICE_MIN_CHUNKS} chunks per segment, not 8$"):
-        RingTarget(0x7F0000000000, RingGeometry(8, 8), ring_id=1)
-    with pytest.raises(ValueError, match=f"at least {DEVICE_MIN_CHUNKS}, got 8$"):
+def test_the_agents_ring_size_is_checked_without_numpy_to_the_same_bound() -> None:
+    assert MIN_RING_CHUNKS * RECORDS_PER_CHUNK >= MIN_RECORDS_PER_SEGMENT
+    with pytest.raises(ValueError, match=f"at least {MIN_RING_CHUNKS}, got 8$"):
         KernelOptions(chunks_per_segment=8)
+    assert RingGeometry.for_sms(1, MIN_RING_CHUNKS).records_per_segment == 256
+
+
+def test_a_device_ring_is_page_aligned() -> None:
+    with pytest.raises(ValueError, match="page-aligned"):
+        RingTarget(0x7F0000000010, RingGeometry(8, 16), ring_id=1)
 
 
 def test_event_ids_widen_only_when_a_module_needs_it() -> None:
@@ -104,13 +85,13 @@ def test_event_ids_widen_only_when_a_module_needs_it() -> None:
 def test_memory_that_is_not_a_ring_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(RingFormatError, match=r"^not an iket-tui ring \(bad magic\)$"):
         RingView(np.zeros(4096, dtype=np.uint8))
-    geometry = RingGeometry(4, 4)
+    geometry = RingGeometry(4, 16)
     memory = np.zeros(geometry.total_bytes, dtype=np.uint8)
     RingView.format(memory, geometry)
     with pytest.raises(RingFormatError, match=r"holds 4096 bytes, its header says"):
         RingView(memory[:4096])
     memory[8] = 9
-    with pytest.raises(RingFormatError, match=r"^ring version 9, this iket-tui reads 1$"):
+    with pytest.raises(RingFormatError, match=r"^ring version 9, this iket-tui reads 2$"):
         RingView(memory)
     (tmp_path / "short").write_bytes(b"IKETRING")
     with pytest.raises(RingFormatError, match="too small to hold a ring"):
@@ -118,9 +99,9 @@ def test_memory_that_is_not_a_ring_is_refused_in_one_line(tmp_path: Path) -> Non
 
 
 def test_a_ring_file_is_the_same_ring_for_every_process_that_opens_it(tmp_path: Path) -> None:
-    created = MappedRing.create(tmp_path / "ring", RingGeometry(8, 4), ring_id=1234)
+    created = MappedRing.create(tmp_path / "ring", RingGeometry(8, 16), ring_id=1234)
     opened = MappedRing.open(tmp_path / "ring")
     created.view.counters[3] = (5, 77)
     assert opened.view.ring_id == 1234
     assert tuple(opened.view.counters[3].tolist()) == (5, 77)
-    assert opened.view.geometry == RingGeometry(8, 4)
+    assert opened.view.geometry == RingGeometry(8, 16)

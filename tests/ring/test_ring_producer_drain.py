@@ -1,5 +1,6 @@
 """Drain and decode a ring written by the CPU producer: from a thread, from another process,
-lapped on purpose, torn on purpose, reset to a new generation."""
+lapped on purpose, records not visible yet, overwritten during the copy, impossible records, a
+warp seen while it runs, a reset to a new generation."""
 
 from __future__ import annotations
 
@@ -9,14 +10,22 @@ import threading
 from typing import Any
 
 import numpy as np
-import pytest
 
 from iket_tui.ring.buffer import MappedRing, RingView
 from iket_tui.ring.counters import DrainBatch
 from iket_tui.ring.cpu_producer import WarpWriter, flood, payload_bits, synthetic_warps, write_synthetic
 from iket_tui.ring.decode import EventTables, payload_values
-from iket_tui.ring.drain import RingDrain
-from iket_tui.ring.layout import EVENT_DTYPE, KIND_END, KIND_MASK, RingGeometry
+from iket_tui.ring.drain import LiveRing, RingDrain
+from iket_tui.ring.layout import (
+    EVENT_DTYPE,
+    EVENT_WARP_BEGIN,
+    EVENT_WARP_END,
+    EVENT_WARP_ROW,
+    KIND_END,
+    KIND_MASK,
+    KIND_UNKNOWN,
+    RingGeometry,
+)
 
 PRODUCER_ARGS = ("--warps", "80", "--events", "300", "--seed", "9", "--module", "1")
 
@@ -43,8 +52,10 @@ def _got(events: np.ndarray[Any, Any]) -> list[tuple[int, int, int, int]]:
 
 
 def _collect(drain: RingDrain, batches: list[DrainBatch], tables: EventTables) -> np.ndarray[Any, Any]:
+    """The events of ``batches``, without warp rows."""
     parts = [batch.decode(tables) for batch in batches]
-    return np.concatenate(parts) if parts else np.empty(0, dtype=EVENT_DTYPE)
+    events = np.concatenate(parts) if parts else np.empty(0, dtype=EVENT_DTYPE)
+    return events[(events["kind"] & EVENT_WARP_ROW) == 0]
 
 
 def test_events_written_by_a_thread_are_drained_while_it_writes(ring_file: MappedRing, tables: EventTables) -> None:
@@ -95,118 +106,125 @@ def test_payloads_decode_to_the_values_written(ring_file: MappedRing, tables: Ev
         warp.event(5, 2.75, t_ns=1300)
         warp.event(2, t_ns=1400)
         warp.end(t_ns=1500)
-    events = RingDrain(ring_file.view).drain().decode(tables)
+    events = _collect(RingDrain(ring_file.view), [RingDrain(ring_file.view).drain()], tables)
     assert payload_values(events).tolist() == [-5, 0xFFFF_FFF0, 2.75, None, None]
     assert [int(k) & KIND_MASK for k in events["kind"]][-1] == KIND_END
 
 
 def test_a_tiny_ring_lapped_on_purpose_counts_the_loss_exactly() -> None:
-    geometry = RingGeometry(segments=2, chunks_per_segment=4)
+    geometry = RingGeometry(segments=2, records_per_segment=16)
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)
     drain = RingDrain(ring)
-    per_chunk = ring.layout.body_words
-    assert flood(ring, chunks_per_segment=3) == 2 * 3 * per_chunk
+    assert flood(ring, records_per_segment=12) == 2 * 8
     first = drain.drain().counters
-    assert (first.chunks_written, first.chunks_read, first.chunks_lost) == (6, 6, 0)
+    assert (first.chunks_written, first.chunks_read, first.chunks_lost) == (24, 24, 0)
+    assert (first.events_written, first.events_read, first.events_lost) == (16, 16, 0)
 
-    flood(ring, chunks_per_segment=10)  # 10 more per segment into 4 slots: 6 of each are gone
+    flood(ring, records_per_segment=40)  # 40 more per segment into 16 slots: 24 of each are gone
     second = drain.drain()
     counters = second.counters
-    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (26, 14, 12)
-    assert (counters.events_written, counters.events_read, counters.events_lost) == (
-        26 * per_chunk,
-        14 * per_chunk,
-        12 * per_chunk,
-    )
-    assert second.chunks["stamp"].tolist() == [10, 11, 12, 13] * 2  # the newest four of each segment
-    assert drain.drain().counters == counters  # nothing new: nothing counted twice
+    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (104, 24, 80)
+    # the surviving records belong to warps whose begin was lapped away: lost, never misattributed;
+    # their events are counted from the segment's counters, stored when the warp ended
+    assert len(second.chunks) == 0
+    assert (counters.events_written, counters.events_read, counters.events_lost) == (16 + 72, 16, 72)
+    flood(ring, records_per_segment=12)
+    third = drain.drain().counters
+    assert (third.events_written, third.events_read, third.events_lost) == (16 + 72 + 16, 32, 72)
+    assert third.balanced and third.chunks_written == 128
+    assert drain.drain().counters == third  # nothing new: nothing counted twice
 
 
-def _ten_chunks(view: RingView) -> None:
-    with WarpWriter(view, segment=0, module=1, start_ns=0) as warp:
-        for i in range(10 * view.layout.body_words):
-            warp.event(1, t_ns=64 * (i + 1))
+def _warp_with(view: RingView, events: int, segment: int = 0) -> WarpWriter:
+    warp = WarpWriter(view, segment=segment, module=1, launch=5, block=(2, 0, 0), warp=3, start_ns=0)
+    for i in range(events):
+        warp.event(1, t_ns=64 * (i + 1))
+    return warp
 
 
-def test_late_tags_of_the_newest_publication_are_waited_for(ring_file: MappedRing) -> None:
+def test_a_record_not_visible_yet_ends_its_segments_pass_until_it_is(ring_file: MappedRing) -> None:
     view = ring_file.view
-    _ten_chunks(view)
-    tags = view.chunks["tag"][0]
-    late = tags[7:9].copy()
-    tags[7:9] = 0  # one fence published chunks 6 to 9; the tags of 7 and 8 have not arrived yet
+    _warp_with(view, 10).close()
+    stamps = view.records["stamp"][0]
+    late = int(stamps[7])
+    stamps[7] = 0  # position 7 is stored, its stamp not visible yet; 8 onwards are
     drain = RingDrain(view)
     first = drain.drain()
-    assert first.chunks["stamp"].tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert first.events == 4  # positions 3..6
     assert (first.counters.chunks_written, first.counters.chunks_lost) == (7, 0)
     assert first.counters.balanced
 
-    tags[7:9] = late
+    stamps[7] = late
     second = drain.drain()
-    assert second.chunks["stamp"].tolist() == [8, 9, 10]
+    assert second.events == 6
     counters = second.counters
-    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (10, 10, 0)
-    assert (counters.events_written, counters.events_lost) == (10 * view.layout.body_words, 0)
+    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (14, 14, 0)
+    assert (counters.events_written, counters.events_lost) == (10, 0)
 
 
-def test_an_older_chunk_without_its_tag_is_lost_not_waited_for(ring_file: MappedRing) -> None:
+def test_a_warps_begin_is_read_whole_or_not_at_all(ring_file: MappedRing, tables: EventTables) -> None:
     view = ring_file.view
-    _ten_chunks(view)
-    view.chunks["tag"][0][4] = 0  # chunk 4 was published by an earlier fence than chunk 9: it is gone
-    batch = RingDrain(view).drain()
-    assert batch.chunks["stamp"].tolist() == [1, 2, 3, 4, 6, 7, 8, 9, 10]
-    counters = batch.counters
-    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (10, 9, 1)
-    assert (counters.events_lost, counters.torn) == (view.layout.body_words, 0)
-    assert counters.balanced
+    warp = _warp_with(view, 2)
+    stamps = view.records["stamp"][0]
+    late = int(stamps[1])
+    stamps[1] = 0  # the launch record is not visible yet: the begin waits with it
+    drain = RingDrain(view)
+    assert drain.drain().events == 0 and drain.counters.chunks_written == 0
+    stamps[1] = late
+    events = drain.drain().decode(tables)
+    assert events["launch"].tolist() == [5, 5] and events["warp"].tolist() == [3, 3]
+    warp.close()
 
 
-def test_a_reader_lapped_during_its_copy_never_hands_on_the_overwritten_chunks() -> None:
-    geometry = RingGeometry(segments=1, chunks_per_segment=4)
+def test_a_reader_lapped_during_its_copy_never_hands_on_the_overwritten_records() -> None:
+    geometry = RingGeometry(segments=1, records_per_segment=16)
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)
 
-    class LappedDuringCopy(RingDrain):
-        def _copy(self, flat: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-            copied = super()._copy(flat)
-            flood(self.ring, chunks_per_segment=4)  # the writer laps the ring between copy and recheck
+    class LappedDuringCopy(LiveRing):
+        def copy(self, flat: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+            copied = super().copy(flat)
+            flood(self.ring, records_per_segment=16)  # the writer laps the ring between copy and recheck
             return copied
 
-    flood(ring, chunks_per_segment=4)
-    drain = LappedDuringCopy(ring)
+    flood(ring, records_per_segment=16)
+    drain = RingDrain(ring, source=LappedDuringCopy(ring))
     batch = drain.drain()
     assert len(batch.chunks) == 0
-    assert (batch.counters.chunks_written, batch.counters.chunks_lost, batch.counters.torn) == (4, 4, 0)
-    assert batch.counters.balanced
+    assert (batch.counters.chunks_written, batch.counters.chunks_read, batch.counters.torn) == (0, 0, 0)
+    batch = RingDrain(ring).drain()  # a reader that is not lapped reads the newest warp whole
+    assert (batch.counters.chunks_read, batch.counters.events_read) == (16, 12)
 
 
-@pytest.mark.parametrize("tear", ["tag_only", "tag_first"])
-def test_torn_chunks_never_surface_and_are_counted(ring_file: MappedRing, tables: EventTables, tear: str) -> None:
-    drain = RingDrain(ring_file.view)
-    seen: list[DrainBatch] = []
-    per_chunk = ring_file.view.layout.body_words
-    warp = WarpWriter(ring_file.view, segment=0, module=1, start_ns=0)
-    warp.on_torn = lambda: seen.append(drain.drain())  # a reader right between the tag and the body
-    t = 0
-    for chunk in range(3):
-        if chunk == 1:
-            warp.tear = tear  # type: ignore[assignment]
-        for _ in range(per_chunk):
-            t += 64
-            warp.event(1, t_ns=t)
+def test_a_record_stored_whole_but_impossible_is_torn_never_shown(ring_file: MappedRing, tables: EventTables) -> None:
+    view = ring_file.view
+    warp = _warp_with(view, 3)
+    rows = view.records.view("<u4").reshape(view.geometry.segments, -1, 4)
+    rows[0, 4, 0] = 0x0F00  # position 4 (the second event) holds a record of no type there is
     warp.close()
-    seen.append(drain.drain())
-
-    events = _collect(drain, seen, tables)
-    # chunk 1 (its events were staged while chunk 0 was flushed) is torn: never handed on
-    assert len(events) == 3 * per_chunk - per_chunk
-    assert (np.diff(events["t_ns"].astype(np.int64)) > 0).all()
+    drain = RingDrain(view)
+    events = drain.drain().decode(tables)
+    assert events["t_ns"].tolist() == [64, 192]
     counters = drain.counters
-    assert counters.torn == 1
-    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (3, 2, 1)
-    assert (counters.events_written, counters.events_read, counters.events_lost) == (
-        3 * per_chunk,
-        2 * per_chunk,
-        per_chunk,
-    )
+    assert (counters.torn, counters.chunks_lost, counters.events_read) == (1, 1, 2)
+    assert (counters.events_written, counters.events_lost) == (3, 1)
+
+
+def test_a_warp_is_shown_while_it_runs_and_ends_when_it_ends(ring_file: MappedRing, tables: EventTables) -> None:
+    view = ring_file.view
+    drain = RingDrain(view)
+    warp = WarpWriter(view, segment=9, module=1, block=(4, 0, 0), warp=1, start_ns=1000)
+    began = drain.drain().decode(tables)
+    assert began["kind"].tolist() == [EVENT_WARP_ROW | EVENT_WARP_BEGIN | KIND_UNKNOWN]
+    assert began["t_ns"].tolist() == [1000]
+    warp.event(2, t_ns=1100)
+    warp.event(3, 9, t_ns=1200)
+    running = drain.drain().decode(tables)
+    assert running["event"].tolist() == [2, 3] and not (running["kind"] & (EVENT_WARP_END | EVENT_WARP_BEGIN)).any()
+    warp.close(t_ns=5000)
+    (ended,) = drain.drain().decode(tables)
+    assert ended["kind"] == EVENT_WARP_ROW | EVENT_WARP_END | KIND_UNKNOWN
+    assert (ended["t_ns"], ended["block_x"], ended["warp"]) == (5000, 4, 1)
+    assert drain.counters.balanced and drain.counters.events_read == 2
 
 
 def test_a_new_generation_counts_what_the_old_one_left_unread(ring_file: MappedRing, tables: EventTables) -> None:
@@ -224,7 +242,7 @@ def test_a_new_generation_counts_what_the_old_one_left_unread(ring_file: MappedR
     assert (counters.generation, counters.resets) == (2, 1)
     assert (counters.events_written, counters.events_read, counters.events_lost) == (1900, 1400, 500)
     assert counters.balanced
-    assert sorted(_got(batch.decode(tables))) == sorted(_expected(4, 100, seed=4))
+    assert sorted(_got(_collect(drain, [batch], tables))) == sorted(_expected(4, 100, seed=4))
 
 
 def test_a_reset_under_way_is_left_alone(ring_file: MappedRing) -> None:

@@ -22,7 +22,7 @@ from tilelang.tools.cuda import iket
 
 from iket_tui.ring.device import MARKER, WARP_VARIABLE, RingTarget, runtime_cuh
 from iket_tui.ring.events import ModuleEvents
-from iket_tui.ring.layout import ChunkLayout, RingGeometry
+from iket_tui.ring.layout import DEFAULT_LAYOUT, RingGeometry
 from iket_tui.ring.runtime import CALLBACK_NAME, DeviceRuntime, installed
 from iket_tui.ring.wire import kernel_module, module_from_message
 
@@ -78,7 +78,7 @@ def _lower(func: Any) -> str:
 
 def test_generated_cuda_of_every_frontend_call_holds_the_runtime_and_its_table() -> None:
     tables: list[ModuleEvents] = []
-    runtime = DeviceRuntime(RING, on_module=tables.append)
+    runtime = DeviceRuntime(RING, on_module=lambda table, ring: tables.append(table))
     func = every_call_kernel()
     declared = iket.event_table()
     with installed(runtime):
@@ -94,7 +94,7 @@ def test_generated_cuda_of_every_frontend_call_holds_the_runtime_and_its_table()
     ]
     assert [e.event_id for e in table.events] == [int(d["event_id"]) for d in declared]
     assert runtime.modules == {1: table}
-    message = kernel_module(table, ring_id=RING.ring_id, layout=RING.geometry.layout, t_ns=0)
+    message = kernel_module(table, ring_id=RING.ring_id, layout=DEFAULT_LAYOUT, t_ns=0)
     assert module_from_message(message) == table
 
 
@@ -113,7 +113,7 @@ def test_nvcc_compiles_the_instrumented_kernel_and_the_callback_is_restored() ->
 def test_without_a_gpu_the_kernels_compile_with_events_that_do_nothing() -> None:
     tables: list[ModuleEvents] = []
     tilelang.disable_cache()
-    with installed(DeviceRuntime(None, on_module=tables.append)):
+    with installed(DeviceRuntime(None, on_module=lambda table, ring: tables.append(table))):
         kernel = tilelang.compile(every_call_kernel(), target=dict(TARGET))
     assert "events compile to nothing" in str(kernel.get_kernel_source())
     assert [e.name for e in tables[0].events] == ["enter", "block", "copy", "pushed", "first", "started"]
@@ -136,12 +136,11 @@ def test_the_gpu_checks_gemms_compile_with_the_runtime(variant: str) -> None:
 def test_the_runtime_variants_the_h200_measures_still_apply_and_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     variants = importlib.import_module("benchmarks.gpu_ring_variants")
-    for name, fence, chunk_bytes, edits, _ in variants.VARIANTS:
-        geometry = RingGeometry.for_sms(132, 64, ChunkLayout(chunk_bytes // 128))
+    for name, edits, _ in variants.VARIANTS:
         cuda_runtime = variants.edited(edits)
         assert (cuda_runtime == runtime_cuh()) == (not edits), name
         runtime = DeviceRuntime(
-            RingTarget(0x7F0000000000, geometry, ring_id=77, fence=fence), cuda_runtime=cuda_runtime
+            RingTarget(0x7F0000000000, RingGeometry.for_sms(132, 32), ring_id=77), cuda_runtime=cuda_runtime
         )
         kernel = gpu.compile_kernel(runtime, gpu.gemm_kernel("ksteps"))
         source = str(kernel.get_kernel_source())
@@ -163,3 +162,23 @@ def test_the_gpu_checks_known_count_and_long_running_kernels_compile_with_the_ru
     code = gpu.lower_kernel(DeviceRuntime(RING), gpu.known_count_kernel(blocks=8, steps=3))
     kernels = code[code.index('extern "C"') :]
     assert kernels.count("TL_IKET_EVENT(31)") == 1 and kernels.count("TL_IKET_EVENT_PAYLOAD_U32(") == 2
+
+
+def test_the_waiting_kernel_of_the_demo_and_the_gpu_checks_compiles_with_the_runtime() -> None:
+    from iket_tui.demo import kernels as demo
+
+    runtime = DeviceRuntime(RING)
+    kernel = gpu.compile_kernel(runtime, demo.waiting_steps())
+    (table,) = runtime.modules.values()
+    assert [(e.name, e.kind) for e in table.events] == [
+        ("tile", "range"),
+        ("k_step", "mark"),
+        ("work", "range"),
+        ("wait", "range"),
+    ]
+    source = str(kernel.get_kernel_source())
+    # the wait, between the wait range's start and its end, reads the flag atomically
+    spin = source.index("atomicAdd")
+    assert source.rindex("TL_IKET_EVENT(4", 0, spin) < spin < source.index("TL_IKET_EVENT(31)", spin)
+    blocks = demo.WAITING_BLOCKS
+    assert sum(gpu.waiting_expected(block) for block in range(blocks)) == blocks * 98 + 2
