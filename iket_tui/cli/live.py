@@ -17,7 +17,7 @@ from iket_tui.cli.files import replay
 from iket_tui.cli.filters import filters_of
 from iket_tui.cli.show import show
 from iket_tui.cli.signals import watch_signals
-from iket_tui.cli.targets import target_socket
+from iket_tui.cli.targets import target_socket, target_source
 from iket_tui.demo.sample import NAME as SAMPLE_NAME
 from iket_tui.demo.sample import sample_recording
 from iket_tui.durations import duration
@@ -28,6 +28,7 @@ from iket_tui.sources.descendants import agents_below
 from iket_tui.sources.launch import LaunchedProgram
 from iket_tui.sources.merged import ProcessStreams
 from iket_tui.sources.socket import SocketSource
+from iket_tui.sources.ssh import remote_target
 
 LiveSource = SocketSource | ProcessStreams
 """One process's agent, or the agents of several merged into one stream."""
@@ -137,7 +138,10 @@ def _attached(args: argparse.Namespace) -> LiveSource:
     if not targets:
         raise UsageError("attach needs a TARGET (a pid, a socket path or HOST:PID), several pids, or --all")
     if len(targets) == 1:
-        return SocketSource(target_socket(targets[0], start_agent=True), **options)
+        return target_source(targets[0], start_agent=True, **options)
+    remote = [target for target in targets if remote_target(target) is not None]
+    if remote:
+        raise UsageError(f"{remote[0]}: several targets must all be on this machine (attach one HOST:PID at a time)")
     if len(set(targets)) != len(targets):
         raise UsageError("a TARGET is named twice: name each process once")
     without_agent = []
@@ -163,9 +167,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     check_writable(args.output, stdout=True)
     if to_stdout:
         check_stdout_takes("a recording", "| ssh host 'cat > run.msgpack'")
-    source = SocketSource(
-        target_socket(args.target, start_agent=args.start_agent), record_to=args.output, filters=filters_of(args)
-    )
+    source = target_source(args.target, start_agent=args.start_agent, record_to=args.output, filters=filters_of(args))
     stopped: list[int] = []
     timed_out = threading.Event()
 

@@ -8,6 +8,7 @@ from typing import NoReturn
 
 from iket_tui import __version__
 from iket_tui.cli import serve as serving
+from iket_tui.cli.bridge import cmd_bridge
 from iket_tui.cli.completion import SHELLS, cmd_completion
 from iket_tui.cli.errors import EXIT_BAD_INPUT, PROG
 from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
@@ -45,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     def target(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("target", metavar="TARGET", help="a pid (see `iket-tui ls`), or the path of an agent socket")
+        sub.add_argument(
+            "target",
+            metavar="TARGET",
+            help="a pid (see `iket-tui ls`), the path of an agent socket, or HOST:PID for a pid on HOST through ssh",
+        )
 
     def recording(sub: argparse.ArgumentParser, help: str = "a recording (record -o, --record)") -> None:
         sub.add_argument("file", type=Path, metavar="FILE", help=help)
@@ -118,8 +123,11 @@ Watch a program that runs the agent (started by `iket-tui run`, IKET_TUI=1 or
 iket_tui.agent.start()) until you quit; the program goes on. A Python program without the
 agent gets one started in it (through gdb, or sys.remote_exec on Python 3.14) where this user
 may trace it. A client that attaches late first gets a backlog of recent events and every
-pass still open. `iket-tui ls` lists the live agents of this user.""",
+pass still open. `iket-tui ls` lists the live agents of this user. HOST:PID watches a pid on
+another machine through your own ssh (`iket-tui ls HOST` lists them), with iket-tui installed
+there: nothing listens on a network port.""",
         "iket-tui attach 12345",
+        "iket-tui attach gpu-box:12345",
         "iket-tui attach 12345 --record run.msgpack",
         "iket-tui attach /tmp/gpu-box.sock",
         "iket-tui attach 12345 12346 12347    # several processes in one tree",
@@ -129,7 +137,8 @@ pass still open. `iket-tui ls` lists the live agents of this user.""",
         "target",
         nargs="*",
         metavar="TARGET",
-        help="a pid (see `iket-tui ls`), or the path of an agent socket; several show their processes in one tree",
+        help="a pid (see `iket-tui ls`), the path of an agent socket, or HOST:PID for a pid on HOST through ssh;"
+        " several pids or sockets here show their processes in one tree",
     )
     attach.add_argument(
         "--all",
@@ -331,10 +340,37 @@ thread runs Python again).""",
         "list the live agents of this user",
         """\
 List the live agents of this user, one a line: pid, uptime, socket and command. The pid is
-what attach, record, stacks, ir and abort take as TARGET.""",
+what attach, record, stacks, ir and abort take as TARGET. With HOST, those on that machine,
+through ssh (attach and record take HOST:PID).""",
         "iket-tui ls",
+        "iket-tui ls gpu-box",
     )
+    ls.add_argument("host", nargs="?", metavar="HOST", help="list the agents on HOST (an ssh destination) instead")
     ls.set_defaults(handler=cmd_ls)
+
+    bridge = command(
+        "bridge",
+        "carry a local agent's stream over stdin and stdout (what attach HOST:PID runs through ssh)",
+        """\
+Connect to the agent of PID on this machine, with the checks attach makes (same user, the
+process named serves it, its start time), and copy its stream to stdout and stdin to it until
+either side ends. `iket-tui attach HOST:PID` runs it through ssh; it is not meant for a
+terminal. Exit codes: 0 the stream ended, 3 the agent stopped while its process runs on, 4 no
+agent listens in that process, 5 no such process, 2 anything else (one line on stderr).""",
+        "iket-tui bridge 12345    # what `iket-tui attach gpu-box:12345` runs on gpu-box, through ssh",
+        "iket-tui bridge 12345 --start-time 987654 --wait 2",
+    )
+    bridge.add_argument("pid", type=_pid, metavar="PID", help="the process whose agent to connect to")
+    bridge.add_argument(
+        "--start-time",
+        type=int,
+        metavar="TICKS",
+        help="only the process of that pid that started then (clock ticks since boot, as its hello says)",
+    )
+    bridge.add_argument(
+        "--wait", type=_seconds, default=0.0, metavar="S", help="wait up to S seconds for its agent to listen (0)"
+    )
+    bridge.set_defaults(handler=cmd_bridge)
 
     demo = command(
         "demo",
@@ -423,6 +459,22 @@ def _positive(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _pid(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"not a pid: {text!r}")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds: {text!r}")
     return value
 
 

@@ -6,10 +6,10 @@ import argparse
 import sys
 
 from iket_tui.cli.errors import UsageError, say
-from iket_tui.cli.targets import target_socket
+from iket_tui.cli.targets import target_source
 from iket_tui.durations import duration
 from iket_tui.endpoints import list_endpoints, process_argv, runtime_dir, runtime_dir_problem, uptime_seconds
-from iket_tui.sources.socket import SocketSource
+from iket_tui.sources.ssh import RemoteTarget, remote_target
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
@@ -17,7 +17,10 @@ def cmd_stacks(args: argparse.Namespace) -> int:
     stacks, through py-spy), to see where a compile hangs."""
     from iket_tui.sources.stacks import fetch_stacks, native_stacks, stack_lines
 
-    source = SocketSource(target_socket(args.target, start_agent=args.start_agent))
+    remote = remote_target(args.target)
+    if remote is not None and remote.pid is not None and args.native:
+        return _stacks_there(args, remote)  # py-spy must run on the target's machine
+    source = target_source(args.target, start_agent=args.start_agent)
     try:
         hello = source.connect()
         response = fetch_stacks(source, timeout_s=args.timeout)
@@ -39,7 +42,7 @@ def cmd_ir(args: argparse.Namespace) -> int:
     """Print the IR before or after a pass of a recent compile of a target, or what the pass changed."""
     from iket_tui.sources.ir import view_text
 
-    source = SocketSource(target_socket(args.target, start_agent=args.start_agent))
+    source = target_source(args.target, start_agent=args.start_agent)
     try:
         source.connect()
         text = view_text(source, args.compile, args.seq, args.view)
@@ -52,7 +55,9 @@ def cmd_ir(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     """Print this user's live agents, one a line: pid, uptime, socket and command. Only agents
     that listen are listed, and none from a runtime directory that may not be trusted (why is
-    said on stderr)."""
+    said on stderr). With a HOST, the same list from that machine, through ssh."""
+    if args.host is not None:
+        return _ls_remote(args.host)
     problem = runtime_dir_problem()
     if problem is not None:
         say(problem.says("its sockets are not listed"))
@@ -68,4 +73,27 @@ def cmd_ls(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for pid, uptime, path, command in rows:
         print(f"{pid:>{widths[0]}}  {uptime:>{widths[1]}}  {path:<{widths[2]}}  {command}")
+    return 0
+
+
+def _stacks_there(args: argparse.Namespace, remote: RemoteTarget) -> int:
+    """``stacks --native`` of a pid on another machine: the command run there, through ssh."""
+    from iket_tui.sources.ssh import run_remote
+
+    flags = ["--native", "--timeout", f"{args.timeout:g}", *(["--all"] if args.all else [])]
+    code, out, why = run_remote(remote.host, ["stacks", str(remote.pid), *flags])
+    if code != 0:
+        raise UsageError(why)
+    sys.stdout.write(out)
+    return 0
+
+
+def _ls_remote(host: str) -> int:
+    """Print ``iket-tui ls`` as it runs on ``host``, through ssh; pids there are ``HOST:PID`` here."""
+    from iket_tui.sources.ssh import run_remote
+
+    code, out, why = run_remote(host, ["ls"])
+    if code != 0:
+        raise UsageError(why)
+    sys.stdout.write(out)
     return 0

@@ -1,11 +1,25 @@
-"""The agent socket that a command's TARGET (a pid or a socket path) names."""
+"""The agent that a command's TARGET names: a pid or a socket path here, or HOST:PID through ssh."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from iket_tui.cli.errors import say
+from iket_tui.cli.errors import UsageError, say
 from iket_tui.endpoints import EndpointError, NoAgentError, resolve_target
+from iket_tui.sources.socket import SocketSource
+from iket_tui.sources.ssh import SshSource, remote_target
+
+
+def target_source(target: str, *, start_agent: bool, **options: Any) -> SocketSource:
+    """The source of a TARGET: a local agent's socket (see :func:`target_socket`), or for
+    ``HOST:PID`` the agent of PID on HOST through ssh; ``options`` are the source's."""
+    remote = remote_target(target)
+    if remote is None:
+        return SocketSource(target_socket(target, start_agent=start_agent), **options)
+    if remote.pid is None:
+        raise UsageError(f"{target}: name a pid there (HOST:PID); `iket-tui ls {remote.host}` lists them")
+    return SshSource(remote, **options)
 
 
 def target_socket(target: str, *, start_agent: bool) -> Path:

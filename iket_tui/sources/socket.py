@@ -157,7 +157,7 @@ class SocketSource:
     def _connect(self) -> m.Message:
         sock = self._open_socket()
         hello = self._greet(sock)
-        self._resumable = CAP_RESUME in (hello.get("caps") or ()) and peer_pid(sock) == hello["pid"]
+        self._resumable = CAP_RESUME in (hello.get("caps") or ()) and self._served_by_agent(sock, hello)
         self.agent_hello = hello
         argv = hello.get("argv")
         command = " ".join(str(a) for a in argv) if isinstance(argv, list) else ""
@@ -350,6 +350,14 @@ class SocketSource:
                     f"{self.path}: the agent there is served by pid {served_by}, not by pid {named.pid}; {why}"
                 )
 
+    def _served_by_agent(self, sock: socket.socket, hello: m.Message) -> bool:
+        """Whether the process whose hello this is serves the connection (the kernel says so)."""
+        return bool(peer_pid(sock) == hello["pid"])
+
+    def _still_runs(self, pid: int, start_time: int) -> bool:
+        """Whether the agent's process still runs (so that its agent may come back)."""
+        return process_alive(pid, start_time)
+
     # -- streaming ----------------------------------------------------------------------
 
     def _stream(self) -> Iterator[SourceBatch]:
@@ -433,7 +441,7 @@ class SocketSource:
         if not self._resumable or self._closed or hello is None:
             return False
         deadline = time.monotonic() + _DYING_S
-        while process_alive(hello["pid"], hello["start_time"]):
+        while self._still_runs(hello["pid"], hello["start_time"]):
             if time.monotonic() >= deadline:
                 return True
             time.sleep(0.02)
@@ -461,7 +469,7 @@ class SocketSource:
                 self._sock.close()
         started = time.monotonic()
         while not self._closed:
-            if not process_alive(pid, start):
+            if not self._still_runs(pid, start):
                 yield from self._end("the target exited while its agent was away")
                 return False
             if time.monotonic() - started >= self._reconnect_s:

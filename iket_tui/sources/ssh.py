@@ -1,0 +1,298 @@
+"""An agent on another machine, reached through the user's own ``ssh``: ``HOST:PID``.
+
+``iket-tui attach HOST:PID`` runs ``ssh HOST iket-tui bridge PID`` with the user's ssh
+configuration (keys, jump hosts, aliases), and the remote bridge carries the agent's socket
+stream over ssh's standard input and output: nothing listens on a network port, and the remote
+machine needs nothing but iket-tui. Here the pipe is one end of a socket pair, an already
+connected stream that :class:`SshSource` reads exactly as :class:`SocketSource` reads a local
+agent socket, requests, recording and reconnection included.
+
+The checks that need the remote machine (the agent's uid by ``SO_PEERCRED``, the process it is
+served by, its start time) are the bridge's; here the agent's hello must name the pid asked
+for. The bridge's exit code says why a stream ended or never began (see the ``EXIT_*``
+constants), its stderr line says it in words, and ssh's own failures (exit 255) and a remote
+shell that finds no iket-tui (127) become one line each.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from iket_tui import __version__
+from iket_tui.protocol import messages as m
+from iket_tui.sources.base import SourceBatch, SourceError
+from iket_tui.sources.socket import SocketSource, _GoneWhileGreeting
+
+SSH_VARIABLE = "IKET_TUI_SSH"
+"""The ssh command to run (split as a shell would), ``ssh`` when unset."""
+REMOTE_VARIABLE = "IKET_TUI_REMOTE"
+"""The iket-tui command on the remote machine as its shell reads it (``~/venv/bin/iket-tui``); ``iket-tui`` if unset."""
+
+EXIT_AGENT_AWAY = 3
+"""The bridge's exit code when the agent closed the stream while its process runs on."""
+EXIT_NO_AGENT = 4
+"""The bridge's exit code when the process runs but no agent listens in it (yet)."""
+EXIT_GONE = 5
+"""The bridge's exit code when there is no such process (or the one asked for exited)."""
+SSH_FAILED = 255
+"""ssh's exit code for its own failures: the host unreachable, the login refused, the connection lost."""
+COMMAND_NOT_FOUND = 127
+"""A shell's exit code for a command it cannot find."""
+
+DEFAULT_HELLO_TIMEOUT_S = 30.0  # ssh may log in through jump hosts before the bridge says anything
+RECONNECT_WAIT_S = 2.0  # how long a reconnecting bridge waits for the agent, saving ssh logins
+_EXIT_WAIT_S = 5.0  # for ssh to exit once the stream has ended
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """``HOST:PID``: a process on another machine, by its ssh destination; ``HOST:`` (no pid) is every agent there."""
+
+    host: str
+    pid: int | None
+
+    def __str__(self) -> str:
+        return f"{self.host}:{'' if self.pid is None else self.pid}"
+
+
+def remote_target(text: str) -> RemoteTarget | None:
+    """The remote target ``text`` names (``HOST:PID`` or ``HOST:``), or ``None`` for a local one.
+
+    A path that exists stays local whatever it holds, and only digits (or nothing) after the
+    last colon make a remote target, so that socket paths with colons still work.
+    """
+    host, colon, pid = text.rpartition(":")
+    if not colon or not host or not (pid.isdigit() or pid == "") or os.path.exists(text):
+        return None
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host.startswith("-") or any(c.isspace() for c in host):
+        return None
+    return RemoteTarget(host, int(pid) if pid else None)
+
+
+def ssh_command(host: str, remote: list[str], *, batch: bool) -> list[str]:
+    """The command that runs iket-tui with ``remote`` arguments on ``host``; ``batch`` where a
+    password or host key prompt would hang (no terminal, or the UI already owns it)."""
+    ssh = shlex.split(os.environ.get(SSH_VARIABLE) or "ssh")
+    iket = os.environ.get(REMOTE_VARIABLE) or "iket-tui"  # words for the remote shell: ~ expands there
+    options = ["-T", "-o", "BatchMode=yes"] if batch else ["-T"]
+    return [*ssh, *options, host, " ".join([iket, *(shlex.quote(part) for part in remote)])]
+
+
+def run_remote(host: str, remote: list[str]) -> tuple[int, str, str]:
+    """Run iket-tui on ``host`` with ``remote`` arguments to its end: exit code, stdout, and the
+    one line saying why it failed ("" when it did not). Raises :class:`SourceError` without ssh."""
+    batch = not sys.stdin.isatty()
+    try:
+        done = subprocess.run(ssh_command(host, remote, batch=batch), capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise SourceError(_no_ssh(exc)) from None
+    why = "" if done.returncode == 0 else failure_line(host, done.returncode, done.stderr)
+    return done.returncode, done.stdout, why
+
+
+def failure_line(host: str, code: int | None, stderr: str) -> str:
+    """One line saying why ssh or the remote iket-tui ended with ``code`` before the stream began."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("Warning:")]
+    last = lines[-1] if lines else ""
+    ours = [line.removeprefix("iket-tui: ") for line in lines if line.startswith("iket-tui: ")]
+    if code == COMMAND_NOT_FOUND:
+        return (
+            f"{host}: no iket-tui there ({last or 'command not found'}):"
+            f" install it on that machine's PATH, or name it with {REMOTE_VARIABLE}"
+        )
+    if code == SSH_FAILED or code is None or code < 0:
+        if "Permission denied" in last or "Too many authentication failures" in last:
+            return f"{host}: ssh could not log in ({last})"
+        return f"{host}: ssh cannot reach it ({last or f'ssh ended with code {code}'})"
+    if any("invalid choice: 'bridge'" in line for line in lines):
+        return f"{host}: its iket-tui has no bridge command (older than this {__version__}): upgrade it there"
+    if ours:
+        return f"{host}: {ours[-1]}"
+    return f"{host}: the remote iket-tui ended with code {code}{f' ({last})' if last else ''}"
+
+
+def _no_ssh(exc: OSError) -> str:
+    command = os.environ.get(SSH_VARIABLE) or "ssh"
+    return f"cannot run {command!r} ({exc.strerror or exc}): install OpenSSH's client, or name one with {SSH_VARIABLE}"
+
+
+class SshSource(SocketSource):
+    """:class:`SocketSource` over ``ssh HOST iket-tui bridge PID`` instead of a local socket.
+
+    Each connection (the first, and each reconnection after the agent went away while its
+    process ran on) starts its own ssh, whose exit code after the stream says whether the
+    process still runs (:data:`EXIT_AGENT_AWAY`). Reconnecting never prompts: ssh runs in batch
+    mode there, and the remote bridge waits a moment for the agent itself.
+    """
+
+    def __init__(
+        self,
+        target: RemoteTarget,
+        *,
+        record_to: Path | None = None,
+        hello_timeout_s: float = DEFAULT_HELLO_TIMEOUT_S,
+        batch_interval_s: float = 0.03,
+        reconnect_s: float = 30.0,
+        filters: Mapping[str, Any] | None = None,
+    ) -> None:
+        if target.pid is None:
+            raise SourceError(f"{target}: name a pid there (HOST:PID); `iket-tui ls {target.host}` lists them")
+        super().__init__(
+            Path(str(target)),
+            record_to=record_to,
+            hello_timeout_s=hello_timeout_s,
+            batch_interval_s=batch_interval_s,
+            reconnect_s=reconnect_s,
+            filters=filters,
+        )
+        self.target = target
+        self.description = f"{target}"
+        self._ssh: subprocess.Popen[bytes] | None = None
+        self._ssh_stderr: IO[bytes] | None = None
+        self._reapers: list[threading.Thread] = []
+
+    @property
+    def who(self) -> str:
+        """The peer in the user's words: ``HOST:PID``."""
+        return str(self.target)
+
+    # -- hooks of SocketSource ------------------------------------------------------------
+
+    def _open_socket(self) -> socket.socket:
+        return self._connect_once()
+
+    def _connect_once(self) -> socket.socket:
+        """Start ssh running the bridge, its stdin and stdout one end of a socket pair; this is
+        the other. Whatever goes wrong over there shows when no hello comes (:meth:`_greet`)."""
+        self._reap()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        remote = ["bridge", str(self.target.pid)]
+        first = self.agent_hello
+        if first is not None:  # the same process again, its agent given a moment to listen
+            remote += ["--start-time", str(first["start_time"]), "--wait", f"{RECONNECT_WAIT_S:g}"]
+        batch = first is not None or not sys.stdin.isatty()
+        self._ssh_stderr = tempfile.TemporaryFile()  # noqa: SIM115 (read and closed once ssh has ended)
+        try:
+            self._ssh = subprocess.Popen(
+                ssh_command(self.target.host, remote, batch=batch),
+                stdin=theirs.fileno(),
+                stdout=theirs.fileno(),
+                stderr=self._ssh_stderr,
+                start_new_session=batch,  # a prompt needs the terminal; in batch mode Ctrl-C is ours alone
+            )
+        except OSError as exc:
+            ours.close()
+            raise SourceError(_no_ssh(exc)) from None
+        finally:
+            theirs.close()
+        return ours
+
+    def _greet(self, sock: socket.socket, resume: int | None = None) -> m.Message:
+        try:
+            return super()._greet(sock, resume)
+        except SourceError as exc:
+            if self._ssh is None:
+                raise
+            code = self._ssh_exit(_EXIT_WAIT_S if isinstance(exc, _GoneWhileGreeting) else 0.2)
+            if code is None and not isinstance(exc, _GoneWhileGreeting) and "no hello within" not in str(exc):
+                raise  # the stream came, and is not an agent's of this protocol
+            if code is None:
+                self._ssh.kill()
+                self._ssh.wait()
+                raise SourceError(
+                    f"{self.target.host}: no answer through ssh within {self._hello_timeout_s:g} s"
+                    " (is the host reachable?)"
+                ) from None
+            if self.agent_hello is not None and code in (EXIT_AGENT_AWAY, EXIT_NO_AGENT, EXIT_GONE):
+                raise _GoneWhileGreeting(f"{self.who}: the agent does not listen (yet)") from None  # asked again
+            raise SourceError(failure_line(self.target.host, code, self._stderr_text())) from None
+
+    def _check_identity(self, sock: socket.socket, hello: m.Message) -> None:
+        """The agent must be the process asked for (its start time and uid the bridge checked),
+        and after a reconnection the same one as before."""
+        why = "refusing it"
+        first = self.agent_hello
+        if first is not None and (hello["pid"], hello["start_time"]) != (first["pid"], first["start_time"]):
+            raise SourceError(f"{self.who}: pid {hello['pid']} answers now, not pid {first['pid']} that did; {why}")
+        if hello["pid"] != self.target.pid:
+            raise SourceError(f"{self.who}: the agent there says it is pid {hello['pid']}; {why}")
+
+    def _served_by_agent(self, sock: socket.socket, hello: m.Message) -> bool:
+        return True  # the bridge checked, over there, that the process named serves the socket
+
+    def _still_runs(self, pid: int, start_time: int) -> bool:
+        """Whether the remote process still runs, as the last bridge said by its exit code."""
+        return self._ssh_exit(_EXIT_WAIT_S) in (EXIT_AGENT_AWAY, EXIT_NO_AGENT)
+
+    def _hang_up(self) -> Iterator[SourceBatch]:
+        """The stream ended without a bye: the ssh connection lost (everything received is kept),
+        or the agent gone as for a local one."""
+        code = self._ssh_exit(_EXIT_WAIT_S)
+        if self._closed:
+            return  # closed here meanwhile (Ctrl-C reaches ssh too): the stream ends as the caller asked
+        if code is None or code == SSH_FAILED or code < 0:
+            lines = [line.strip() for line in self._stderr_text().splitlines() if line.strip()]
+            why = lines[-1] if lines else f"ssh ended with code {code}"
+            yield from self._fail(
+                f"lost the connection to {self.target.host} ({why});"
+                f" {self.received} complete messages from {self.who} were received"
+            )
+            return
+        yield from super()._hang_up()
+
+    def _shutdown(self) -> None:
+        super()._shutdown()
+        self._reap()
+
+    # -- ssh ------------------------------------------------------------------------------
+
+    def _ssh_exit(self, wait_s: float) -> int | None:
+        """The current ssh's exit code, waiting up to ``wait_s`` for it; ``None`` while it runs."""
+        if self._ssh is None:
+            return None
+        try:
+            return self._ssh.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _stderr_text(self) -> str:
+        if self._ssh_stderr is None:
+            return ""
+        self._ssh_stderr.seek(0)
+        return self._ssh_stderr.read(64 * 1024).decode(errors="replace")
+
+    def _reap(self) -> None:
+        """Let the current ssh end on its own (its stdin closed, the bridge exits), or end it."""
+        process, self._ssh = self._ssh, None
+        if self._ssh_stderr is not None:
+            self._ssh_stderr.close()
+            self._ssh_stderr = None
+        if process is None or process.poll() is not None:
+            return
+        reaper = threading.Thread(target=_reap, args=(process,), name="iket-tui ssh reaper")
+        reaper.start()
+        self._reapers.append(reaper)
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    try:
+        process.wait(_EXIT_WAIT_S)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        try:
+            process.wait(_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
