@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from iket_tui.durations import duration
 from iket_tui.model.launches import Launch, LaunchKey
+from iket_tui.model.running_kernels import DEFAULT_STUCK_AFTER_NS, DeviceClock, Unfinished, unfinished
 from iket_tui.protocol import messages as m
 from iket_tui.ring.counters import RingCounters
 from iket_tui.ring.decode import EventTables, decode
@@ -49,7 +51,7 @@ class KernelTimeline:
     ``version`` changes whenever anything here changed; each launch has its own version too.
     """
 
-    def __init__(self, max_events: int = DEFAULT_MAX_EVENTS) -> None:
+    def __init__(self, max_events: int = DEFAULT_MAX_EVENTS, *, stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS) -> None:
         self.tracing: KernelTracing | None = None
         self.modules: dict[ModuleKey, ModuleEvents] = {}
         """Every event table received, by (ring, module)."""
@@ -69,6 +71,10 @@ class KernelTimeline:
         self.evicted_events = 0
         self.waiting_events = 0
         """Events of records whose module's event table has not arrived: held, not yet shown."""
+        self.stuck_after_ns = stuck_after_ns
+        """A launch with unfinished warps and no event for longer than this is running past the threshold."""
+        self.clocks: dict[int, DeviceClock] = {}
+        """Each ring's device timer as of its latest records, by ring id."""
         self.version = 0
         self._tables: dict[int, EventTables] = {}  # the decoder's lookup arrays, one per ring
         self._waiting: list[Records] = []
@@ -84,7 +90,9 @@ class KernelTimeline:
             elif kind == m.KERNEL_MODULE:
                 self._module(msg)
             elif kind == m.KERNEL_RECORDS:
-                self._records(records_from_message(msg))
+                records = records_from_message(msg)
+                self._clock(records, msg.get("t_ns"))
+                self._records(records)
             else:
                 raise KernelMessageError(f"not a kernel message: {kind!r}")
         except (EventTableError, RecordsError) as exc:
@@ -100,6 +108,16 @@ class KernelTimeline:
             device=device,
             reason=reason if type(reason) is str else None,
             drain_hz=float(hz) if isinstance(hz, int | float) and not isinstance(hz, bool) else None,
+        )
+
+    def _clock(self, records: Records, t_ns: object) -> None:
+        if type(t_ns) is not int:
+            return  # a batch without the agent's time moves no clock
+        known = self.clocks.get(records.ring_id)
+        self.clocks[records.ring_id] = DeviceClock(
+            batch_t_ns=t_ns,
+            device_now_ns=records.device_now_ns,
+            newest_event_ns=known.newest_event_ns if known is not None else 0,
         )
 
     def _module(self, msg: Mapping[str, Any]) -> None:
@@ -134,6 +152,9 @@ class KernelTimeline:
             self.waiting_events += int(records.chunks["n_events"].sum(dtype=np.int64))
             return
         events = decode(records.chunks, tables, records.layout, records.warp_slots)
+        clock = self.clocks.get(ring)
+        if clock is not None and len(events):
+            clock.newest_event_ns = max(clock.newest_event_ns, int(events["t_ns"].max()))
         # One int64 per event naming its launch: module (16 bits), kernel (8), launch number (32).
         keys = events["module"].astype(np.int64) << 40 | events["kernel"].astype(np.int64) << 32 | events["launch"]
         order = np.argsort(keys, kind="stable")
@@ -173,6 +194,33 @@ class KernelTimeline:
 
     def newest_first(self) -> list[Launch]:
         return sorted(self.launches.values(), key=lambda launch: launch.order, reverse=True)
+
+    def device_now_ns(self, ring: int, agent_now_ns: int) -> int | None:
+        """The device timer of ``ring`` at agent time ``agent_now_ns`` (see :class:`DeviceClock`);
+        None before any records of it arrived."""
+        clock = self.clocks.get(ring)
+        return clock.now_ns(agent_now_ns) if clock is not None else None
+
+    def quiet_ns(self, launch: Launch, agent_now_ns: int) -> int:
+        """How long the launch has had no event, on its device's clock (0 when unknown)."""
+        now = self.device_now_ns(launch.key[0], agent_now_ns)
+        return max(0, now - launch.last_ns) if now is not None else 0
+
+    def running_past(self, launch: Launch, agent_now_ns: int) -> bool:
+        """Whether the launch has unfinished warps and no event for longer than ``stuck_after_ns``."""
+        return launch.running and self.quiet_ns(launch, agent_now_ns) > self.stuck_after_ns
+
+    def unfinished(self, launch: Launch, agent_now_ns: int, *, limit: int = 200) -> Unfinished:
+        """The launch's warps that have not ended, grouped per block by their last event, the
+        longest quiet first, dated on its device's clock at agent time ``agent_now_ns``."""
+        now = self.device_now_ns(launch.key[0], agent_now_ns)
+        return unfinished(
+            launch.progress,
+            launch.module,
+            device_now_ns=now if now is not None else launch.last_ns,
+            stuck_after_ns=self.stuck_after_ns,
+            limit=limit,
+        )
 
     @property
     def has_ring(self) -> bool:
@@ -217,8 +265,9 @@ class KernelTimeline:
             text += f" ({self.torn:,} torn)"
         return text
 
-    def title(self, *, following: bool) -> str:
-        """The kernels screen's title line: where the ring is, launches, events read and lost."""
+    def title(self, *, following: bool, quiet: int = 0) -> str:
+        """The kernels screen's title line: where the ring is, launches, events read and lost,
+        and how many launches (``quiet``) run with no event for longer than the threshold."""
         tracing = self.tracing
         if tracing is None:
             return "kernels: this target does not trace kernels (iket-tui run --kernels)"
@@ -229,4 +278,6 @@ class KernelTimeline:
             text += f" · {self.waiting_events:,} events waiting for their module's event table"
         if self.evicted_launches:
             text += f" · {self.evicted_launches} older launches summarised (events kept at most {self.max_events:,})"
+        if quiet:
+            text += f" · {quiet} running, quiet for over {duration(self.stuck_after_ns)}"
         return text + ("  follow" if following else "")

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from iket_tui.model.running_kernels import WarpProgress
 from iket_tui.ring.events import ModuleEvents
 from iket_tui.ring.layout import EVENT_DTYPE, KIND_END, KIND_MARK, KIND_MASK, KIND_START, KIND_UNKNOWN
 
@@ -91,6 +92,9 @@ class Launch:
     version: int = 0
     evicted: bool = False
     """Its events were let go to stay within the timeline's bound: only its summary is left."""
+    progress: WarpProgress = field(default_factory=WarpProgress)
+    """Its warps that began and have not ended, with their last events (kept after eviction:
+    one row per unfinished warp, not per event)."""
     _grid: tuple[int, int, int] | None = None
     _events: np.ndarray[Any, np.dtype[np.void]] | None = None
     _spans: tuple[int, Spans] | None = None
@@ -99,11 +103,23 @@ class Launch:
     def duration_ns(self) -> int:
         return self.last_ns - self.first_ns
 
+    @property
+    def running(self) -> bool:
+        """Some warp of it began and has not ended (as far as the records that arrived say)."""
+        return self.progress.unfinished > 0
+
+    def blocks(self) -> int:
+        """Blocks in the grid seen so far."""
+        x, y, z = self.grid()
+        return x * y * z
+
     def add(self, events: np.ndarray[Any, np.dtype[np.void]]) -> None:
-        if self.evicted:
-            self.records += len(events)  # late records of a launch already let go: counted only
-            return
+        self.progress.add(events)
         first, last = int(events["t_ns"].min()), int(events["t_ns"].max())
+        if self.evicted:
+            self.records += len(events)  # late records of a launch already let go: counted, and their warps followed
+            self.last_ns = max(self.last_ns, last)
+            return
         self.first_ns = first if not self.records else min(self.first_ns, first)
         self.last_ns = max(self.last_ns, last)
         self.records += len(events)

@@ -1,0 +1,311 @@
+"""Which warps of a launch began and have not ended, and the last event each of them executed:
+what a kernel that does not finish (a deadlocked pipeline, a barrier one warp never reaches, a
+spin on a flag nobody sets) looks like while it runs.
+
+:class:`WarpProgress` is kept per launch and updated with each batch of its decoded events,
+with numpy (no Python per event): it holds one row per warp that has not ended, so it is
+bounded by the warps running, not by the events. A warp has begun once any row of it arrived;
+it has ended with the row that carries ``EVENT_WARP_END``. A row flagged ``EVENT_WARP_BEGIN``
+with event id 0 (the ring's row for a warp that began and has written nothing yet) begins a
+warp without an event: "not ended, no event yet". The rows of a warp are taken to arrive in
+order: one arriving after its warp ended begins it again.
+
+:func:`unfinished` turns those rows into what a user reads: per block, the warps with the same
+last event grouped into ranges (``warps 4-7``), the longest quiet first, each with how long ago
+it was on the device's clock (see :class:`DeviceClock`).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from iket_tui.durations import duration
+from iket_tui.ring.events import ModuleEvents
+from iket_tui.ring.layout import EVENT_WARP_BEGIN, EVENT_WARP_END, KIND_END, KIND_MASK
+
+DEFAULT_STUCK_AFTER_NS: Final = 2_000_000_000
+"""A launch with unfinished warps and no event for this long is running past the threshold."""
+
+NO_EVENT: Final = 0xFF
+"""``kind`` of a warp that began without an event yet."""
+
+OPEN_WARP_DTYPE: Final = np.dtype(
+    [
+        ("t_ns", "<u8"),  # device time of the warp's last event (or of its begin record)
+        ("block_x", "<u4"),
+        ("block_y", "<u2"),
+        ("block_z", "<u2"),
+        ("payload", "<u4"),
+        ("context_payload", "<u4"),
+        ("warp", "u1"),
+        ("sm", "u1"),
+        ("event", "u1"),
+        ("kind", "u1"),  # KIND_* of the last event, or NO_EVENT
+        ("payload_type", "u1"),
+        ("context_event", "u1"),  # the warp's latest event with a payload (0: none seen)
+        ("context_payload_type", "u1"),
+    ]
+)
+"""One warp that began and has not ended, with its last event, and its latest event that
+carried a payload (for a last event without one: ``mma`` after ``k_step`` 17)."""
+
+_SIGNATURE = ("event", "kind", "payload", "payload_type", "context_event", "context_payload", "context_payload_type")
+
+
+class WarpProgress:
+    """The warps of one launch that began and have not ended, each with its last event.
+
+    ``open`` is sorted by (block z, y, x, warp); ``ended`` counts warps that ended.
+    """
+
+    def __init__(self) -> None:
+        self.open: np.ndarray[Any, np.dtype[np.void]] = np.zeros(0, dtype=OPEN_WARP_DTYPE)
+        self.ended = 0
+
+    @property
+    def unfinished(self) -> int:
+        """Warps that began and have not ended."""
+        return len(self.open)
+
+    def add(self, events: np.ndarray[Any, np.dtype[np.void]]) -> None:
+        """Take in a batch of decoded events of this launch (``EVENT_DTYPE``), in any order."""
+        if not len(events):
+            return
+        order = np.lexsort((events["t_ns"], events["warp"], events["block_x"], events["block_y"], events["block_z"]))
+        ordered = events[order]
+        starts = _group_starts(ordered)
+        last = np.r_[starts[1:], len(ordered)] - 1
+        kind = ordered["kind"]
+        ended = np.maximum.reduceat((kind & EVENT_WARP_END) != 0, starts)
+        # A warp's latest event with a payload, up to its last: the index, or -1.
+        with_payload = np.where(ordered["payload_type"] != 0, np.arange(len(ordered)), -1)
+        latest = np.maximum.accumulate(with_payload)[last]
+        context = np.where(latest >= starts, latest, -1)
+
+        rows = np.zeros(len(starts), dtype=OPEN_WARP_DTYPE)
+        tail = ordered[last]
+        for name in ("t_ns", "block_x", "block_y", "block_z", "payload", "warp", "sm", "event", "payload_type"):
+            rows[name] = tail[name]
+        rows["kind"] = tail["kind"] & KIND_MASK
+        rows["kind"][(tail["event"] == 0) & ((tail["kind"] & EVENT_WARP_BEGIN) != 0)] = NO_EVENT
+        found = context >= 0
+        rows["context_event"][found] = ordered["event"][context[found]]
+        rows["context_payload"][found] = ordered["payload"][context[found]]
+        rows["context_payload_type"][found] = ordered["payload_type"][context[found]]
+        self._merge(rows, ended)
+
+    def _merge(self, rows: np.ndarray[Any, np.dtype[np.void]], ended: np.ndarray[Any, np.dtype[np.bool_]]) -> None:
+        """Replace the open rows of the warps in ``rows`` with theirs, and drop the warps that ended."""
+        old = self.open
+        both = np.concatenate([old, rows])
+        newer = np.r_[np.zeros(len(old), dtype=np.int8), np.ones(len(rows), dtype=np.int8)]
+        done = np.r_[np.zeros(len(old), dtype=bool), ended]
+        order = np.lexsort((newer, both["warp"], both["block_x"], both["block_y"], both["block_z"]))
+        both, newer, done = both[order], newer[order], done[order]
+        starts = _group_starts(both)
+        last = np.r_[starts[1:], len(both)] - 1
+        kept = both[last]
+        # A batch row without a payload-bearing event keeps the one an earlier batch saw.
+        inherit = (last > starts) & (kept["context_event"] == 0) & (newer[last] == 1)
+        if inherit.any():
+            earlier = both[starts[inherit]]
+            for name in ("context_event", "context_payload", "context_payload_type"):
+                kept[name][inherit] = earlier[name]
+        finished = done[last]
+        self.ended += int(finished.sum())
+        self.open = kept[~finished]
+
+
+def _group_starts(rows: np.ndarray[Any, np.dtype[np.void]]) -> np.ndarray[Any, np.dtype[np.intp]]:
+    """Where each warp's rows begin in ``rows`` sorted by (block z, y, x, warp)."""
+    return _starts(rows, ("warp", "block_x", "block_y", "block_z"))
+
+
+@dataclass
+class DeviceClock:
+    """The device's timer as of one ring's latest ``kernel_records``, so that "how long ago" for
+    an event is measured on the clock that stamped it.
+
+    ``device_now_ns`` is the device timer the agent read at that drain, where the message says
+    (the ring's live transport sends it); without it the newest event time seen on the ring
+    stands in for it, so a warp reads as quiet since the ring's last event, a lower bound. The
+    agent-clock time elapsed since that batch (``t_ns``) is added either way: in a replay that
+    is the stream's time at the current point, not the wall clock.
+    """
+
+    batch_t_ns: int
+    device_now_ns: int | None
+    newest_event_ns: int = 0
+
+    def now_ns(self, agent_now_ns: int) -> int:
+        """The device timer at agent time ``agent_now_ns``."""
+        base = self.device_now_ns if self.device_now_ns is not None else self.newest_event_ns
+        return base + max(0, agent_now_ns - self.batch_t_ns)
+
+
+@dataclass(frozen=True)
+class WarpGroup:
+    """Warps of one block that have not ended and whose last event is the same."""
+
+    block: tuple[int, int, int]
+    warps: tuple[int, ...]
+    last: str
+    """The last event in words: ```mma`` (k_step 17)`, or ``no event yet``."""
+    t_ns: int
+    """Device time of the group's newest event."""
+    ago_ns: int
+    """How long before the device's now that was."""
+    stuck: bool
+    """Quiet for longer than the threshold."""
+
+    @property
+    def block_text(self) -> str:
+        x, y, z = self.block
+        return f"({x},{y})" if z == 0 else f"({x},{y},{z})"
+
+    @property
+    def warps_text(self) -> str:
+        """``warp 3``, ``warps 4-7``, ``warps 0-1, 4-7``."""
+        return ("warp " if len(self.warps) == 1 else "warps ") + warp_ranges(self.warps)
+
+    def columns(self) -> tuple[str, str, str, str]:
+        """Block, warps, last event, how long ago: one row of the list of unfinished warps."""
+        return (f"block {self.block_text}", self.warps_text, self.last, f"{duration(self.ago_ns)} ago")
+
+    def describe(self) -> str:
+        """``block (3,0), warps 4-7 last at `mma` (k_step 17), 12.4 s ago``."""
+        where = "with no event yet" if self.last == NO_EVENT_TEXT else f"last at {self.last}"
+        return f"block {self.block_text}, {self.warps_text} {where}, {duration(self.ago_ns)} ago"
+
+
+NO_EVENT_TEXT: Final = "no event yet"
+
+
+def warp_ranges(warps: tuple[int, ...] | list[int]) -> str:
+    """Sorted warp indices as ranges: ``0-3, 6, 8-9``."""
+    parts: list[str] = []
+    values = sorted(warps)
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def payload_value(payload_type: int, bits: int) -> str:
+    """The 32 payload bits read as their type says (int32, uint32, float32); empty without one."""
+    if payload_type == 1:
+        return str(bits - (1 << 32) if bits >= 1 << 31 else bits)
+    if payload_type == 2:
+        return str(bits)
+    if payload_type == 3:
+        return f"{struct.unpack('<f', bits.to_bytes(4, 'little'))[0]:g}"
+    return ""
+
+
+def last_event_text(module: ModuleEvents | None, row: np.void) -> str:
+    """A warp's last event in words: its name and payload, and for one without a payload the
+    latest event that had one (``mma`` (k_step 17)); ``no event yet`` for a warp that only began."""
+    kind = int(row["kind"])
+    if kind == NO_EVENT:
+        return NO_EVENT_TEXT
+    text = "a range end" if kind == KIND_END else f"`{_event_name(module, int(row['event']))}`"
+    own = payload_value(int(row["payload_type"]), int(row["payload"]))
+    if own:
+        return f"{text} {own}"
+    context = int(row["context_event"])
+    if context:
+        value = payload_value(int(row["context_payload_type"]), int(row["context_payload"]))
+        return f"{text} ({_event_name(module, context)} {value})"
+    return text
+
+
+def _event_name(module: ModuleEvents | None, event: int) -> str:
+    if module is not None:
+        for info in module.events:
+            if info.event_id == event:
+                return info.name
+    return f"event {event}"
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """The warps of a launch that have not ended, as a user reads them."""
+
+    groups: list[WarpGroup]
+    """Per block, warps with the same last event, the longest quiet first (at most the limit asked)."""
+    group_count: int
+    """Groups in all, shown or not."""
+    blocks: int
+    """Blocks with a warp that has not ended."""
+    warps: int
+
+    def summary(self, total_blocks: int, *, shown: int = 2) -> str:
+        """``1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), 12.4 s ago``:
+        the ``shown`` longest quiet groups, then how many more; empty when every warp ended."""
+        if not self.groups:
+            return ""
+        head = f"{self.blocks} of {total_blocks}" if total_blocks >= self.blocks else f"{self.blocks}"
+        text = f"{head} block{'s' if total_blocks != 1 else ''} not finished: "
+        text += "; ".join(group.describe() for group in self.groups[:shown])
+        more = self.group_count - min(shown, len(self.groups))
+        return text + (f"; {more} more group{'s' if more != 1 else ''} of warps" if more > 0 else "")
+
+
+def unfinished(
+    progress: WarpProgress,
+    module: ModuleEvents | None,
+    *,
+    device_now_ns: int,
+    stuck_after_ns: int,
+    limit: int = 200,
+) -> Unfinished:
+    """The unfinished warps of a launch grouped per block by their last event, the longest
+    quiet first (warps with the same last event at different times share a group, dated by its
+    newest event); Python runs only for the ``limit`` groups returned."""
+    rows = progress.open
+    if not len(rows):
+        return Unfinished([], 0, 0, 0)
+    keys = [rows[name] for name in reversed(_SIGNATURE)]
+    order = np.lexsort((*keys, rows["block_x"], rows["block_y"], rows["block_z"]))
+    ordered = rows[order]
+    starts = _starts(ordered, ("block_x", "block_y", "block_z", *_SIGNATURE))
+    blocks = len(_starts(ordered, ("block_x", "block_y", "block_z")))
+    newest = np.maximum.reduceat(ordered["t_ns"], starts)
+    by_age = np.argsort(newest, kind="stable")[:limit]  # the oldest newest event first
+    bounds = np.r_[starts, len(ordered)]
+    groups: list[WarpGroup] = []
+    for index in by_age.tolist():
+        first = ordered[bounds[index]]
+        members = ordered["warp"][bounds[index] : bounds[index + 1]]
+        t_ns = int(newest[index])
+        ago = max(0, device_now_ns - t_ns)
+        groups.append(
+            WarpGroup(
+                block=(int(first["block_x"]), int(first["block_y"]), int(first["block_z"])),
+                warps=tuple(sorted(int(w) for w in members)),
+                last=last_event_text(module, first),
+                t_ns=t_ns,
+                ago_ns=ago,
+                stuck=ago > stuck_after_ns,
+            )
+        )
+    return Unfinished(groups, len(starts), blocks, len(rows))
+
+
+def _starts(rows: np.ndarray[Any, np.dtype[np.void]], fields: tuple[str, ...]) -> np.ndarray[Any, np.dtype[np.intp]]:
+    """Where each run of equal ``fields`` begins in ``rows`` (sorted so that equal rows are together)."""
+    if not len(rows):
+        return np.zeros(0, dtype=np.intp)
+    change = np.zeros(len(rows), dtype=bool)
+    change[0] = True
+    for name in fields:
+        change[1:] |= rows[name][1:] != rows[name][:-1]
+    return np.flatnonzero(change)

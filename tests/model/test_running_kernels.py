@@ -1,0 +1,251 @@
+"""Stuck kernels in the model: which warps began and have not ended, their last events, grouped
+per block, dated on the device's clock, and when a launch is running past the threshold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iket_tui.demo.waiting_launch import WaitingLaunch
+from iket_tui.model.kernels import KernelMessageError, KernelTimeline
+from iket_tui.model.running_kernels import NO_EVENT, WarpProgress, unfinished, warp_ranges
+from iket_tui.ring.buffer import RingView
+from iket_tui.ring.drain import RingDrain
+from iket_tui.ring.events import EventInfo, ModuleEvents
+from iket_tui.ring.layout import (
+    DEFAULT_LAYOUT,
+    EVENT_DTYPE,
+    EVENT_WARP_BEGIN,
+    EVENT_WARP_END,
+    EVENT_WARP_ROW,
+    KIND_END,
+    KIND_MARK,
+    KIND_START,
+    KIND_UNKNOWN,
+    RingGeometry,
+)
+from iket_tui.ring.wire import kernel_module, kernel_records
+
+END = 31
+TILE, FIRST_A, K_STEP, LOAD, MMA = 1, 2, 3, 4, 5
+TABLE = ModuleEvents(
+    1,
+    5,
+    ("traced_gemm_kernel",),
+    (
+        EventInfo(TILE, "tile", "range", "int32"),
+        EventInfo(FIRST_A, "first_a", "mark", "float32"),
+        EventInfo(K_STEP, "k_step", "mark", "uint32"),
+        EventInfo(LOAD, "load", "range"),
+        EventInfo(MMA, "mma", "range"),
+    ),
+)
+PAYLOAD_TYPE = {TILE: 1, FIRST_A: 3, K_STEP: 2}
+S = 1_000_000_000
+
+
+def events(*rows: tuple[int, int, int, int, int, int]) -> np.ndarray:
+    """(t_ns, block_x, warp, kind, event, payload) rows; the payload type is the event's."""
+    out = np.zeros(len(rows), dtype=EVENT_DTYPE)
+    for index, (t_ns, block_x, warp, kind, event, payload) in enumerate(rows):
+        row = out[index]
+        row["t_ns"], row["block_x"], row["warp"], row["kind"], row["event"] = t_ns, block_x, warp, kind, event
+        row["payload"] = payload
+        row["payload_type"] = PAYLOAD_TYPE.get(event, 0)
+        row["launch"] = 1
+    return out
+
+
+def warp_steps(block: int, warp: int, t: int, steps: int, *, end: bool) -> list[tuple[int, int, int, int, int, int]]:
+    """A compute warp: tile, then per step a k_step mark, an mma range; the tile's end last (ending the warp)."""
+    rows = [(t, block, warp, KIND_START, TILE, block)]
+    for k in range(steps):
+        rows += [(t + 10 * k + 1, block, warp, KIND_MARK, K_STEP, k), (t + 10 * k + 2, block, warp, KIND_START, MMA, 0)]
+        rows.append((t + 10 * k + 5, block, warp, KIND_END, END, 0))
+    if end:
+        rows.append((t + 10 * steps + 1, block, warp, KIND_END | EVENT_WARP_END, END, 0))
+    else:
+        rows.append((t + 10 * steps + 1, block, warp, KIND_MARK, K_STEP, steps))
+        rows.append((t + 10 * steps + 2, block, warp, KIND_START, MMA, 0))
+    return rows
+
+
+def test_a_warp_that_stops_mid_way_is_unfinished_with_its_last_event_and_the_payload_before_it() -> None:
+    progress = WarpProgress()
+    rows = []
+    for block in range(4):
+        for warp in range(8):
+            rows += warp_steps(block, warp, 1000 * block, 20, end=not (block == 3 and warp >= 4))
+    batch = events(*rows)
+    progress.add(batch[np.random.default_rng(1).permutation(len(batch))])  # any arrival order
+
+    assert progress.unfinished == 4 and progress.ended == 28
+    found = unfinished(progress, TABLE, device_now_ns=12 * S, stuck_after_ns=2 * S)
+    (group,) = found.groups
+    assert (group.block, group.warps) == ((3, 0, 0), (4, 5, 6, 7))
+    assert group.last == "`mma` (k_step 20)" and group.stuck
+    assert found.summary(total_blocks=4) == (
+        "1 of 4 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 20), 12.0 s ago"
+    )
+
+
+def test_warps_with_the_same_last_event_group_into_ranges_the_longest_quiet_first() -> None:
+    progress = WarpProgress()
+    progress.add(
+        events(
+            (100, 0, 0, KIND_MARK, K_STEP, 17),
+            (101, 0, 1, KIND_MARK, K_STEP, 17),
+            (102, 0, 4, KIND_MARK, K_STEP, 17),
+            (103, 0, 5, KIND_MARK, K_STEP, 17),
+            (104, 0, 6, KIND_MARK, K_STEP, 17),
+            (90, 0, 2, KIND_MARK, K_STEP, 16),  # another payload: another group
+            (5000, 1, 3, KIND_START, TILE, -2 & 0xFFFFFFFF),  # int32 payload, newer
+            (40, 2, 0, KIND_END, END, 0),
+        )
+    )
+    found = unfinished(progress, TABLE, device_now_ns=10_100, stuck_after_ns=9_000)
+    assert [(g.block[0], g.warps_text, g.last, g.ago_ns, g.stuck) for g in found.groups] == [
+        (2, "warp 0", "a range end", 10_060, True),
+        (0, "warp 2", "`k_step` 16", 10_010, True),
+        (0, "warps 0-1, 4-6", "`k_step` 17", 9_996, True),  # dated by the group's newest event
+        (1, "warp 3", "`tile` -2", 5_100, False),
+    ]
+    assert (found.blocks, found.warps, found.group_count) == (3, 8, 4)
+    assert found.summary(total_blocks=64, shown=1) == (
+        "3 of 64 blocks not finished: block (2,0), warp 0 last at a range end, 10.1 µs ago; 3 more groups of warps"
+    )
+    limited = unfinished(progress, TABLE, device_now_ns=10_100, stuck_after_ns=9_000, limit=1)
+    assert len(limited.groups) == 1 and limited.group_count == 4
+
+
+def test_warp_ranges_read_as_a_user_writes_them() -> None:
+    assert warp_ranges([7, 4, 5, 6]) == "4-7"
+    assert warp_ranges([0, 2, 3, 9]) == "0, 2-3, 9"
+    assert warp_ranges([]) == ""
+
+
+def test_later_batches_replace_a_warps_last_event_and_keep_the_payload_seen_before() -> None:
+    progress = WarpProgress()
+    progress.add(events((10, 0, 4, KIND_MARK, K_STEP, 17), (11, 0, 5, KIND_MARK, K_STEP, 3)))
+    progress.add(events((20, 0, 4, KIND_START, MMA, 0)))  # a batch with no payload-bearing event for warp 4
+    found = unfinished(progress, TABLE, device_now_ns=30, stuck_after_ns=S)
+    assert [(g.warps, g.last, g.t_ns) for g in found.groups] == [
+        ((5,), "`k_step` 3", 11),
+        ((4,), "`mma` (k_step 17)", 20),
+    ]
+
+
+def test_completion_clears_the_warps_and_the_launch_is_no_longer_running() -> None:
+    progress = WarpProgress()
+    progress.add(events(*warp_steps(0, 4, 0, 3, end=False), *warp_steps(0, 5, 0, 3, end=True)))
+    assert progress.unfinished == 1
+    progress.add(events((9 * S, 0, 4, KIND_END, END, 0), (9 * S + 5, 0, 4, KIND_END | EVENT_WARP_END, END, 0)))
+    assert progress.unfinished == 0 and progress.ended == 2
+    assert unfinished(progress, TABLE, device_now_ns=10 * S, stuck_after_ns=S).summary(1) == ""
+
+
+def test_a_begin_record_without_an_event_reads_as_no_event_yet() -> None:
+    progress = WarpProgress()
+    begin_row = KIND_UNKNOWN | EVENT_WARP_BEGIN | EVENT_WARP_ROW  # a warp that began, with no event beside it
+    progress.add(events((50, 0, 1, begin_row, 0, 0), (60, 0, 2, KIND_START | EVENT_WARP_BEGIN, TILE, 0)))
+    assert list(progress.open["kind"]) == [NO_EVENT, KIND_START]
+    found = unfinished(progress, TABLE, device_now_ns=3 * S, stuck_after_ns=S)
+    assert [g.describe() for g in found.groups] == [
+        "block (0,0), warp 1 with no event yet, 3.00 s ago",
+        "block (0,0), warp 2 last at `tile` 0, 3.00 s ago",
+    ]
+
+
+# The timeline: messages in, the device's clock, the threshold, eviction.
+
+
+def _ring(ring_id: int = 7) -> tuple[RingView, RingDrain]:
+    geometry = RingGeometry.for_sms(128, 16)
+    ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, ring_id)
+    return ring, RingDrain(ring)
+
+
+def _timeline(**kwargs: int) -> KernelTimeline:
+    timeline = KernelTimeline(**kwargs)
+    timeline.apply(kernel_module(TABLE, ring_id=7, layout=DEFAULT_LAYOUT, t_ns=1))
+    return timeline
+
+
+T0 = 1_795_976_916_032_000_000  # device time (%globaltimer)
+AGENT = 62_000_000_000  # agent time (monotonic) of the first drain
+
+
+@pytest.mark.parametrize("device_now", [None, "sent"])
+def test_a_launch_runs_past_the_threshold_only_once_quiet_for_longer_than_it(device_now: str | None) -> None:
+    ring, drain = _ring()
+    launch_writer = WaitingLaunch(ring, module=1, launch=6, t0_ns=T0)
+    newest = launch_writer.run_until_held()
+    held_since = launch_writer.held_since_ns
+    msg = kernel_records(drain.drain(), t_ns=AGENT)
+    # Where the agent reads the device timer at the drain, it is 1 ms after the newest event;
+    # where it cannot, the newest event stands in for it.
+    msg["device_now_ns"] = newest + 1_000_000 if device_now else None
+    timeline = _timeline(stuck_after_ns=2 * S)
+    timeline.apply(msg)
+    (launch,) = timeline.launches.values()
+    assert launch.running and launch.progress.unfinished == 4 and launch.blocks() == 64
+    lead = 1_000_000 if device_now else 0
+    at_threshold = AGENT + 2 * S - lead  # quiet for exactly 2 s: not past it
+    assert timeline.quiet_ns(launch, at_threshold) == 2 * S
+    assert not timeline.running_past(launch, at_threshold)
+    assert timeline.running_past(launch, at_threshold + 1)
+    found = timeline.unfinished(launch, AGENT + 12 * S)
+    ago = newest + lead + 12 * S - held_since
+    assert found.summary(launch.blocks()).startswith(
+        "1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), "
+    )
+    assert found.groups[0].ago_ns == ago
+
+    launch_writer.release(newest + 5 * S)
+    timeline.apply(kernel_records(drain.drain(), t_ns=AGENT + 5 * S))
+    assert not launch.running and launch.progress.ended == 512
+    assert not timeline.running_past(launch, AGENT + 60 * S)
+    assert launch.records == 42_240 and timeline.events_read == 42_240 and timeline.events_lost == 0
+
+
+def test_a_launch_let_go_for_the_bound_still_follows_its_warps_and_completes() -> None:
+    ring, drain = _ring()
+    first = WaitingLaunch(ring, module=1, launch=6, t0_ns=T0)
+    newest = first.run_until_held()
+    timeline = _timeline(max_events=50_000)
+    timeline.apply(kernel_records(drain.drain(), t_ns=AGENT))
+    # Another launch while block (3,0) waits, on the SMs after it, none of its blocks held.
+    second = WaitingLaunch(ring, module=1, launch=7, t0_ns=newest + S, held_block=(9, 9), first_sm=64)
+    second.run_until_held()
+    timeline.apply(kernel_records(drain.drain(), t_ns=AGENT + S))
+    held, done = sorted(timeline.launches.values(), key=lambda launch: launch.order)
+    assert held.evicted and not done.evicted and timeline.evicted_launches == 1
+    assert held.running and held.progress.unfinished == 4 and not done.running
+    assert len(held.progress.open) == 4  # one row per unfinished warp, whatever the events
+    first.release(newest + 3 * S)
+    timeline.apply(kernel_records(drain.drain(), t_ns=AGENT + 3 * S))
+    assert not held.running and held.records == 42_240 and held.last_ns > newest
+
+
+def test_records_of_a_module_without_its_table_yet_are_followed_once_it_arrives() -> None:
+    ring, drain = _ring()
+    WaitingLaunch(ring, module=1, launch=6, t0_ns=T0).run_until_held()
+    timeline = KernelTimeline()
+    timeline.apply({**kernel_records(drain.drain(), t_ns=AGENT), "device_now_ns": None})
+    assert not timeline.launches
+    timeline.apply(kernel_module(TABLE, ring_id=7, layout=DEFAULT_LAYOUT, t_ns=AGENT + 1))
+    (launch,) = timeline.launches.values()
+    assert timeline.running_past(launch, AGENT + 3 * S)
+
+
+def test_without_a_device_now_the_newest_event_stands_in_and_an_impossible_one_is_refused() -> None:
+    ring, drain = _ring()
+    newest = WaitingLaunch(ring, module=1, launch=6, t0_ns=T0).run_until_held()
+    msg = kernel_records(drain.drain(), t_ns=AGENT)
+    timeline = _timeline()
+    with pytest.raises(KernelMessageError, match="impossible device_now_ns 'soon'"):
+        timeline.apply({**msg, "device_now_ns": "soon"})
+    assert not timeline.launches and not timeline.clocks
+    timeline.apply({**msg, "device_now_ns": None})
+    assert timeline.device_now_ns(7, AGENT + 5) == newest + 5
+    assert timeline.device_now_ns(8, AGENT) is None  # a ring nothing came from
