@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -85,7 +86,7 @@ def test_record_to_stdout_writes_the_recording_and_says_so_on_stderr(tmp_path: P
     assert _said(result).startswith(
         f"iket-tui: recorded {len(stream)} messages from pid {agent.pid} to standard output in "
     )
-    assert _said(result).endswith(" s (the target exited)")
+    assert re.search(r" in \d+(\.\d+)? (ns|µs|ms|s) \(the target exited\)$", _said(result)), _said(result)
 
 
 def test_record_through_a_pipe_into_another_command(tmp_path: Path) -> None:
