@@ -17,6 +17,7 @@ import numpy as np
 
 from iket_tui.ring.events import ModuleEvents
 from iket_tui.ring.layout import (
+    DRAINED_EVENTS_PER_CHUNK,
     EVENT_DTYPE,
     EVENT_UNRELIABLE,
     EVENT_WARP_BEGIN,
@@ -129,10 +130,12 @@ def decode(
     if chunks["n_payloads"].any():
         has_payload = payload_types != 0
         before = np.cumsum(has_payload, axis=1, dtype=np.intp) - has_payload
+        where = layout.last_payload - before
         every = (chunks["flags"] & FLAG_PAYLOAD_EVERY_EVENT) != 0
         if every.any():
-            before = np.where(every[:, None], np.arange(width, dtype=np.intp), before)
-        payloads = np.take_along_axis(raw, layout.last_payload - before, axis=1)
+            after_events = layout.first_event + DRAINED_EVENTS_PER_CHUNK + np.arange(width, dtype=np.intp)
+            where = np.where(every[:, None], after_events, where)
+        payloads = np.take_along_axis(raw, where, axis=1)
         as32[:, :, 2] = np.where(has_payload, payloads, 0)
     else:
         as32[:, :, 2] = 0

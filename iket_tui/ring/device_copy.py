@@ -19,6 +19,7 @@ from typing import Any, Final
 import numpy as np
 
 from iket_tui.ring.buffer import RingView, memory_at
+from iket_tui.ring.drain import record_words
 from iket_tui.ring.layout import RingGeometry
 
 QUIET_PASSES: Final = 2
@@ -80,7 +81,8 @@ class DeviceRing:
             best: tuple[int, int] | None = None
             for _ in range(8):
                 before = time.monotonic_ns()
-                kernel((1,), (1,), (out,), stream=self.stream)
+                with self.stream:
+                    kernel((1,), (1,), (out,))
                 self.stream.synchronize()
                 after = time.monotonic_ns()
                 device_ns = int(out.get(stream=self.stream)[0])
@@ -108,17 +110,16 @@ class DeviceRing:
         self.copies += 1
         return np.array(self.view.records["stamp"])
 
-    def copy(self, flat: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        records: np.ndarray[Any, Any] = self.view.records.reshape(-1)[flat]
-        return records
+    def rows(self, segments: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return record_words(self.view.records, segments)
 
-    def stamps_after(self, flat: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        if len(flat):
-            geometry = self.geometry
-            self._copy(geometry.records_offset, geometry.total_bytes - geometry.records_offset)
-            self.copies += 1
-        stamps: np.ndarray[Any, Any] = self.view.records.reshape(-1)["stamp"][flat]
-        return stamps
+    def stamps_after(self, segments: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        geometry = self.geometry
+        self._copy(geometry.records_offset, geometry.total_bytes - geometry.records_offset)
+        self.copies += 1
+        stamps = self.view.records["stamp"]
+        after: np.ndarray[Any, Any] = np.array(stamps) if len(segments) == len(stamps) else stamps[segments]
+        return after
 
     def device_now_ns(self) -> int | None:
         return None if self.clock_offset_ns is None else time.monotonic_ns() + self.clock_offset_ns

@@ -46,13 +46,21 @@ from iket_tui.ring.layout import (
     HEADER_WORDS,
     RECORD_BEGIN,
     RECORD_BLOCK,
-    RECORD_DTYPE,
     RECORD_END,
     RECORD_LAUNCH,
     WARP_SLOTS,
 )
 
-__all__ = ["DEFAULT_PERIOD_S", "DrainBatch", "LiveRing", "RecordSource", "RingCounters", "RingDrain", "sm_of"]
+__all__ = [
+    "DEFAULT_PERIOD_S",
+    "DrainBatch",
+    "LiveRing",
+    "RecordSource",
+    "RingCounters",
+    "RingDrain",
+    "record_words",
+    "sm_of",
+]
 
 DEFAULT_PERIOD_S = 0.05
 """20 Hz."""
@@ -74,12 +82,14 @@ class RecordSource(Protocol):
         """Every record's stamp, a copy, shape (segments, records_per_segment)."""
         ...
 
-    def copy(self, flat: Array) -> Array:
-        """The records at flat indices ``flat`` (``RECORD_DTYPE``), a copy taken after :meth:`stamps`."""
+    def rows(self, segments: Array) -> Array:
+        """The records of ``segments``, a copy taken after :meth:`stamps`: ``uint32`` of shape
+        (segments, records_per_segment, 4), the words of ``RECORD_DTYPE``."""
         ...
 
-    def stamps_after(self, flat: Array) -> Array:
-        """The stamps at ``flat`` again, read after :meth:`copy`."""
+    def stamps_after(self, segments: Array) -> Array:
+        """The stamps of ``segments`` again, read after :meth:`rows` (a view will do: the drain
+        reads it at once)."""
         ...
 
     def device_now_ns(self) -> int | None:
@@ -94,7 +104,6 @@ class LiveRing:
     def __init__(self, ring: RingView, clock: Callable[[], int] = time.monotonic_ns) -> None:
         self.ring = ring
         self.clock = clock
-        self._flat = ring.records.reshape(-1)
 
     def refresh(self) -> bool:
         return True
@@ -102,11 +111,12 @@ class LiveRing:
     def stamps(self) -> Array:
         return np.array(self.ring.records["stamp"])
 
-    def copy(self, flat: Array) -> Array:
-        return self._flat[flat]
+    def rows(self, segments: Array) -> Array:
+        return record_words(self.ring.records, segments)
 
-    def stamps_after(self, flat: Array) -> Array:
-        return self._flat["stamp"][flat]
+    def stamps_after(self, segments: Array) -> Array:
+        stamps = self.ring.records["stamp"]  # the live memory, read by the comparison that takes it
+        return stamps if len(segments) == len(stamps) else stamps[segments]
 
     def device_now_ns(self) -> int | None:
         return self.clock()
@@ -181,210 +191,207 @@ class RingDrain:
         return DrainBatch(chunks, self._counters, DEFAULT_LAYOUT, ring.ring_id, changed, device_now_ns=now)
 
     # ---- one pass ---------------------------------------------------------------------------
+    #
+    # Per record, only a few whole-array operations run (the stamp checks, finding the warps' own
+    # records, one gather into chunks); everything else works on the warps' own records and the
+    # runs of events between them, a few per warp.
 
     def _pass(self) -> tuple[Array, _PassCounts]:
         cap = self.ring.geometry.records_per_segment
-        before = self.source.stamps().astype(_I64)
-        slots = np.arange(cap, dtype=_I64)
-        written = (before != 0) & (((before - 1) & (cap - 1)) == slots)
-        newest = np.where(written, before - 1, -1).max(axis=1)
+        mask = cap - 1
+        before = self.source.stamps()
+        newest1 = before.max(axis=1).astype(_I64)  # the newest record's stamp: its position + 1
         first = self._next
-        active = np.flatnonzero(newest >= first)
-        newest_a, first_a = newest[active], first[active]
-        readable_from = np.maximum(first_a, newest_a - cap + 1)
-        counts = newest_a - readable_from + 1
-        starts = np.cumsum(counts) - counts
-        total = int(counts.sum())
-        group = np.repeat(np.arange(len(active)), counts)
-        pos = np.repeat(readable_from - starts, counts) + np.arange(total)
-        flat = active[group] * cap + (pos & (cap - 1))
-        expected = (pos + 1) & _MASK32
-        records = self.source.copy(flat)
-        after = self.source.stamps_after(flat)
-        ok = (before.reshape(-1)[flat] == expected) & (records["stamp"] == expected) & (after == expected)
-        stop = newest_a + 1
-        bad = np.flatnonzero(~ok)
+        active = np.flatnonzero(newest1 > first)
+        if not len(active):
+            return _no_chunks(), _PassCounts.nothing(active)
+        f = first[active]
+        rf = np.maximum(f, newest1[active] - cap)  # readable from: older positions were lapped
+        count = newest1[active] - rf
+        slots = np.arange(cap, dtype=np.uint32)
+        rel = (slots[None, :] - (rf & mask).astype(np.uint32)[:, None]) & np.uint32(mask)
+        expected = rel + (rf + 1).astype(np.uint32)[:, None]
+        rows = before if len(active) == len(before) else before[active]
+        ok = rows == expected
+        records = self.source.rows(active)
+        ok &= records[..., 3] == expected
+        ok &= self.source.stamps_after(active) == expected
+        inrange = rel < count.astype(np.uint32)[:, None]
+        stop = count.copy()  # per active segment, relative to rf
+        bad = np.flatnonzero((inrange & ~ok).any(axis=1))
         if len(bad):
-            first_bad, at = np.unique(group[bad], return_index=True)
-            stop[first_bad] = pos[bad[at]]
-        self.caught_up = not len(bad)
-        stop = self._whole_begins(stop, readable_from, starts, records)
-        keep = pos < stop[group]
-        kept = _Kept(active[group[keep]], pos[keep], records[keep], group[keep])
-        chunks, counts_ = self._read(kept, active, first_a, readable_from, stop)
-        return chunks, counts_
-
-    def _whole_begins(self, stop: Array, readable_from: Array, starts: Array, records: Array) -> Array:
-        """Stop a segment before a warp's begin records when not all of them are readable yet,
-        so that a warp's identity is always read whole, in one pass."""
-        words = records["word"]
-        types = []
-        for back in (1, 2):
-            at = stop - back
-            can = np.flatnonzero(at >= readable_from)
-            kind = np.full(len(stop), -1, dtype=_I64)
-            kind[can] = words[starts[can] + (at[can] - readable_from[can])] & 0xFFF
-            types.append(kind)
-        cut1 = types[0] == RECORD_BEGIN << 8
-        cut2 = (types[1] == RECORD_BEGIN << 8) & (types[0] == RECORD_LAUNCH << 8)
-        cut: Array = stop - cut1 - 2 * cut2
-        return cut
+            stop[bad] = np.where(inrange[bad] & ~ok[bad], rel[bad], cap).min(axis=1)
+        low = records.view(np.uint8).reshape(*records.shape[:2], 16)[..., 0]  # a word's low byte: 0 for own records
+        own_row, own_slot = np.nonzero(low == 0)
+        ctrl = _Own.of(records, (own_row, own_slot), rel, stop)
+        stop = ctrl.whole_begins(stop)
+        ctrl = ctrl.before(stop)
+        return self._read(active, f, rf, stop, records, ctrl)
 
     def _read(
-        self, kept: _Kept, active: Array, first_a: Array, readable_from: Array, stop: Array
+        self, active: Array, f: Array, rf: Array, stop: Array, records: Array, ctrl: _Own
     ) -> tuple[Array, _PassCounts]:
-        n = len(kept.pos)
-        words = kept.records["word"].astype(_I64)
-        is_event = (words & 0xFF) != 0
-        rtype = np.where(is_event, 0, (words >> 8) & 0xF)
-        seg_first = np.ones(n, dtype=bool)
-        seg_first[1:] = kept.segment[1:] != kept.segment[:-1]
-        first_index = np.maximum.accumulate(np.where(seg_first, np.arange(n), 0))
-        # A warp's begin records: BEGIN, LAUNCH, BLOCK at consecutive positions of one segment.
-        begins = np.flatnonzero(rtype == RECORD_BEGIN)
-        whole = begins + 2 < n
-        whole[whole] &= (rtype[begins[whole] + 1] == RECORD_LAUNCH) & (rtype[begins[whole] + 2] == RECORD_BLOCK)
-        whole[whole] &= kept.segment[begins[whole] + 2] == kept.segment[begins[whole]]
-        whole[whole] &= ((words[begins[whole]] >> 12) & 0xF) - 5 <= 3
-        begins = begins[whole]
-        member = np.zeros(n, dtype=bool)
-        member[begins] = member[begins + 1] = member[begins + 2] = True
-        torn = (rtype != 0) & ~member & (rtype != RECORD_END)
-        ends = np.flatnonzero(rtype == RECORD_END)
-        # The last begin and the last end at or before each record, within its segment.
-        last_begin = np.full(n, -1, dtype=_I64)
-        last_begin[begins] = begins
-        last_begin = np.maximum.accumulate(last_begin)
-        last_end = np.full(n, -1, dtype=_I64)
-        last_end[ends] = ends
-        last_end = np.maximum.accumulate(last_end)
-        end_before = np.empty(n, dtype=_I64)
-        end_before[:1] = -1
-        end_before[1:] = last_end[:-1]
-        in_pass = (last_begin >= first_index) & (last_begin > end_before)
-        lapped = readable_from > first_a  # per active segment: the pass starts after a lap
-        carried_ok = self._warp["valid"][active] & ~lapped
-        carried = (last_begin < first_index) & (end_before < first_index) & carried_ok[kept.group]
-        known = (in_pass | carried) & ~torn
-        # Identity of every known record: from its begin records, or carried from an earlier pass.
-        identity = self._identity(kept, words, last_begin, in_pass, known)
-        valid_end = (rtype == RECORD_END) & known
-        read_event = is_event & known
-        read = read_event | member | valid_end
-        # Events: anchored by each warp's block record (the segment's events before the warp)
-        # and each end whose warp is known (events before it plus the warp's own).
-        anchor = np.zeros(n, dtype=bool)
-        anchor[begins + 2] = True
+        n_rows = len(active)
+        k = len(ctrl.row)
+        lapped = rf > f
+        # The runs of events: one leading each segment's range, one trailing each own record.
+        row_first = np.searchsorted(ctrl.row, np.arange(n_rows))
+        row_end = np.searchsorted(ctrl.row, np.arange(n_rows), side="right")
+        has = row_end > row_first
+        lead_end = np.where(has, ctrl.rel[np.minimum(row_first, max(k - 1, 0))] if k else 0, stop)
+        nxt_same = np.zeros(k, dtype=bool)
+        nxt_same[:-1] = ctrl.row[1:] == ctrl.row[:-1]
+        trail_end = np.where(nxt_same, np.r_[ctrl.rel[1:], 0], stop[ctrl.row]) if k else np.zeros(0, _I64)
+        trail_start = ctrl.rel + 1
+        trail_len = np.maximum(trail_end - trail_start, 0)
+        lead_len = lead_end
+        # Whose events each run holds: the warp of the begin records before it (its block record
+        # owns the trailing run), the warp carried from the last pass for a leading run, none
+        # after an end; a torn record's run is its predecessor's.
+        group = ctrl.groups()
+        member = np.zeros(k, dtype=bool)
+        member[group] = member[group + 1] = member[group + 2] = True
+        is_end = ctrl.type == RECORD_END
+        torn = ~member & ~is_end
+        source = np.full(k, -2, dtype=_I64)  # -2 unknown, -1 carried, else the block record's index
+        source[group + 2] = group + 2
+        source[member & (source == -2)] = -2
+        lead_source = np.where(self._warp["valid"][active] & ~lapped, -1, -2)
+        for t in np.flatnonzero(torn):  # rare: a record of no type there is
+            prev = t - 1
+            source[t] = source[prev] if prev >= 0 and ctrl.row[prev] == ctrl.row[t] else lead_source[ctrl.row[t]]
+        # the run before each own record, and so the warp an end record ends
+        before_src = np.where(
+            np.r_[False, nxt_same[:-1]] if k else np.zeros(0, bool),
+            np.r_[-2, source[:-1]] if k else source,
+            lead_source[ctrl.row] if k else source,
+        )
+        valid_end = is_end & (before_src != -2)
+        lead_known = lead_source != -2
+        trail_known = source != -2
+        # Identity tables: one row per source (carried per segment, or a begin group).
+        ident = self._identities(active, rf, records, ctrl, group)
+        # Events read and lost.
+        lead_read = np.where(lead_known, lead_len, 0)
+        trail_read = np.where(trail_known, trail_len, 0)
+        events_read = int(lead_read.sum() + trail_read.sum())
+        anchor = np.zeros(k, dtype=bool)
+        anchor[group + 2] = True
         anchor |= valid_end
-        value = np.zeros(n, dtype=_I64)
-        value[begins + 2] = kept.records["payload"][begins + 2]
-        ended = np.flatnonzero(valid_end)
-        value[ended] = identity["events_before"][ended] + kept.pos[ended] - identity["begin_pos"][ended] - BEGIN_RECORDS
-        events_lost, events_end = self._event_counts(kept, read_event, anchor, value & _MASK32, seg_first, active)
-        chunks = _pack(kept, words, is_event, rtype, read_event, begins, valid_end, identity)
-        self._carry(kept, active, lapped, identity, begins, ends, rtype)
-        written = int((stop - first_a).sum())
-        n_read = int(read.sum())
+        value = np.zeros(k, dtype=_I64)
+        value[group + 2] = ctrl.payload[group + 2]
+        ends = np.flatnonzero(valid_end)
+        src = before_src[ends]
+        eb, begin_pos = ident.field("events_before", src, ctrl.row[ends]), ident.field("begin_pos", src, ctrl.row[ends])
+        value[ends] = eb + rf[ctrl.row[ends]] + ctrl.rel[ends] - begin_pos - BEGIN_RECORDS
+        events_lost, events_end = self._event_counts(
+            active, ctrl, lead_read, trail_read, anchor, value & _MASK32, row_first, row_end
+        )
+        chunks = _pack(
+            active,
+            rf,
+            records,
+            ctrl,
+            group,
+            ident,
+            lead_len,
+            lead_source,
+            trail_start,
+            trail_len,
+            source,
+            valid_end,
+            before_src,
+        )
+        self._carry(active, ctrl, lead_source, source, row_end, has, ident)
+        n_records_read = events_read + 3 * len(group) + int(valid_end.sum())
         return chunks, _PassCounts(
             active=active,
-            next_pos=stop,
-            records_written=written,
-            records_read=n_read,
+            next_pos=rf + stop,
+            records_written=int((rf + stop - f).sum()),
+            records_read=n_records_read,
             torn=int(torn.sum()),
-            events_read=int(read_event.sum()),
+            events_read=events_read,
             events_lost=events_lost,
             events_end=events_end,
         )
 
-    def _identity(self, kept: _Kept, words: Array, last_begin: Array, in_pass: Array, known: Array) -> dict[str, Array]:
-        n = len(words)
-        out = {name: np.zeros(n, dtype=_I64) for name in _IDENTITY_FIELDS if name != "valid"}
-        at = np.flatnonzero(known & in_pass)
-        if len(at):
-            b = last_begin[at]
-            records = kept.records
-            wb, wl, wk = words[b], words[b + 1], words[b + 2]
-            out["id_bits"][at] = (wb >> 12) & 0xF
-            out["kernel"][at] = (wb >> 16) & 0xFF
-            out["warp"][at] = wb >> 24
-            out["t_begin"][at] = records["hi"][b].astype(_I64) << 32 | records["payload"][b]
-            out["module"][at] = wl >> 16
-            out["launch"][at] = records["hi"][b + 1]
-            out["block_x"][at] = records["payload"][b + 1]
-            out["sm"][at] = wk >> 16
-            hi = records["hi"][b + 2].astype(_I64)
-            out["block_y"][at] = hi & 0xFFFF
-            out["block_z"][at] = hi >> 16
-            out["events_before"][at] = records["payload"][b + 2]
-            out["begin_pos"][at] = kept.pos[b]
-        at = np.flatnonzero(known & ~in_pass)
-        if len(at):
-            segment = kept.segment[at]
-            for name in out:
-                out[name][at] = self._warp[name][segment]
-        return out
+    def _identities(self, active: Array, rf: Array, records: Array, ctrl: _Own, group: Array) -> _Identities:
+        carried = {name: self._warp[name][active] for name in _IDENTITY_FIELDS if name != "valid"}
+        b, launch, k = group, group + 1, group + 2
+        grouped = {
+            "id_bits": (ctrl.word[b] >> 12) & 0xF,
+            "kernel": (ctrl.word[b] >> 16) & 0xFF,
+            "warp": ctrl.word[b] >> 24,
+            "t_begin": ctrl.hi[b] << 32 | ctrl.payload[b],
+            "module": ctrl.word[launch] >> 16,
+            "launch": ctrl.hi[launch],
+            "block_x": ctrl.payload[launch],
+            "sm": ctrl.word[k] >> 16,
+            "block_y": ctrl.hi[k] & 0xFFFF,
+            "block_z": ctrl.hi[k] >> 16,
+            "events_before": ctrl.payload[k],
+            "begin_pos": rf[ctrl.row[b]] + ctrl.rel[b],
+        }
+        slot_of = np.full(len(ctrl.row), -1, dtype=_I64)
+        slot_of[k] = np.arange(len(group))
+        return _Identities(carried, grouped, slot_of)
 
     def _event_counts(
-        self, kept: _Kept, read_event: Array, anchor: Array, value: Array, seg_first: Array, active: Array
+        self,
+        active: Array,
+        ctrl: _Own,
+        lead_read: Array,
+        trail_read: Array,
+        anchor: Array,
+        value: Array,
+        row_first: Array,
+        row_end: Array,
     ) -> tuple[int, tuple[Array, Array]]:
         """Events lost at each anchor (what its count says the segment wrote, less what was
         accounted before it), and each segment's events accounted after the pass."""
-        if not len(kept.pos):
-            return 0, (active[:0], active[:0])
-        reads = np.cumsum(read_event, dtype=_I64)
-        base = (reads - read_event)[seg_first]  # reads before each segment's first record
-        seg_of = np.cumsum(seg_first) - 1
-        segments = kept.segment[seg_first]
+        k = len(ctrl.row)
+        cum = np.cumsum(trail_read) - trail_read if k else trail_read  # trailing reads before each own record
+        base = np.where(row_end > row_first, cum[np.minimum(row_first, max(k - 1, 0))] if k else 0, 0)
+        reads_at = (
+            lead_read[ctrl.row] + cum - base[ctrl.row] if k else cum
+        )  # reads in the segment before each own record
+        row_total = lead_read + np.bincount(ctrl.row, weights=trail_read, minlength=len(active)).astype(_I64)
         at = np.flatnonzero(anchor)
-        lost = 0
-        end = (
-            self._events_end[segments] + reads[np.r_[np.flatnonzero(seg_first)[1:], len(reads)] - 1] - base
-        ) & _MASK32
-        if len(at):
-            g = seg_of[at]
-            r = reads[at] - base[g]
-            prev_value = np.empty(len(at), dtype=_I64)
-            prev_reads = np.empty(len(at), dtype=_I64)
-            same = np.zeros(len(at), dtype=bool)
-            same[1:] = g[1:] == g[:-1]
-            prev_value[~same] = self._events_end[segments[g[~same]]]
-            prev_reads[~same] = 0
-            prev_value[1:][same[1:]] = value[at[:-1]][same[1:]]
-            prev_reads[1:][same[1:]] = r[:-1][same[1:]]
-            lost = int(((value[at] - prev_value - (r - prev_reads)) & _MASK32).sum())
-            last = np.ones(len(at), dtype=bool)
-            last[:-1] = g[1:] != g[:-1]
-            seg_total = reads[np.r_[np.flatnonzero(seg_first)[1:], len(reads)] - 1] - base
-            end[g[last]] = (value[at[last]] + seg_total[g[last]] - r[last]) & _MASK32
-        return lost, (segments, end)
+        start = self._events_end[active]
+        end = (start + row_total) & _MASK32
+        if not len(at):
+            return 0, (active, end)
+        g = ctrl.row[at]
+        r = reads_at[at]
+        same = np.zeros(len(at), dtype=bool)
+        same[1:] = g[1:] == g[:-1]
+        prev_value = np.where(same, np.r_[0, value[at][:-1]], start[g])
+        prev_reads = np.where(same, np.r_[0, r[:-1]], 0)
+        lost = int(((value[at] - prev_value - (r - prev_reads)) & _MASK32).sum())
+        last = np.ones(len(at), dtype=bool)
+        last[:-1] = ~same[1:]
+        end[g[last]] = (value[at[last]] + row_total[g[last]] - r[last]) & _MASK32
+        return lost, (active, end)
 
     def _carry(
         self,
-        kept: _Kept,
         active: Array,
-        lapped: Array,
-        identity: dict[str, Array],
-        begins: Array,
-        ends: Array,
-        rtype: Array,
+        ctrl: _Own,
+        lead_source: Array,
+        source: Array,
+        row_end: Array,
+        has: Array,
+        ident: _Identities,
     ) -> None:
-        """Remember, per segment, the warp its next records belong to."""
+        """Remember, per segment, the warp its next records belong to: that of its last run."""
+        k = len(ctrl.row)
+        last_src = np.where(has, source[np.maximum(row_end - 1, 0)] if k else -2, lead_source)
         warp = self._warp
-        warp["valid"][active[lapped]] = False
-        anchors = np.sort(np.concatenate([begins, ends]))
-        if not len(anchors):
-            return
-        segment = kept.segment[anchors]
-        last = np.ones(len(anchors), dtype=bool)
-        last[:-1] = segment[1:] != segment[:-1]
-        final = anchors[last]
-        seg = segment[last]
-        opened = rtype[final] == RECORD_BEGIN
-        warp["valid"][seg] = opened
-        at, seg = final[opened], seg[opened]
+        warp["valid"][active] = last_src != -2
+        grouped = np.flatnonzero(last_src >= 0)
         for name in _IDENTITY_FIELDS:
             if name != "valid":
-                warp[name][seg] = identity[name][at]
+                warp[name][active[grouped]] = ident.field(name, last_src[grouped], grouped)
 
     # ---- bookkeeping --------------------------------------------------------------------------
 
@@ -468,14 +475,98 @@ class RingDrain:
 
 
 @dataclass(frozen=True)
-class _Kept:
-    """The records a pass takes, in segment then position order."""
+class _Own:
+    """The warps' own records of a pass (begin, launch, block and end records, and records of
+    no type there is), in segment then position order."""
 
-    segment: Array
-    pos: Array
-    records: Array
-    group: Array
+    row: Array
     """Index of each record's segment among the pass's active segments."""
+    rel: Array
+    """Its position, relative to where the segment's readable records start."""
+    word: Array
+    hi: Array
+    payload: Array
+    type: Array
+
+    @classmethod
+    def of(cls, records: Array, own: tuple[Array, Array], rel: Array, stop: Array) -> _Own:
+        row, slot = own
+        relative = rel[row, slot].astype(_I64)
+        readable = relative < stop[row]
+        row, slot, relative = row[readable], slot[readable], relative[readable]
+        order = np.lexsort((relative, row))
+        row, slot, relative = row[order].astype(_I64), slot[order], relative[order]
+        picked = records[row, slot].astype(_I64)
+        word = picked[:, 0]
+        found = cls(row, relative, word, picked[:, 1], picked[:, 2], (word >> 8) & 0xF)
+        return found.before(stop)
+
+    def before(self, stop: Array) -> _Own:
+        keep = self.rel < stop[self.row]
+        return _Own(self.row[keep], self.rel[keep], self.word[keep], self.hi[keep], self.payload[keep], self.type[keep])
+
+    def whole_begins(self, stop: Array) -> Array:
+        """``stop`` moved back before a warp's begin records where not all of them are readable
+        yet, so that a warp's identity is always read whole, in one pass."""
+        stop = stop.copy()
+        k = len(self.row)
+        if not k:
+            return stop
+        last = np.ones(k, dtype=bool)
+        last[:-1] = self.row[1:] != self.row[:-1]
+        at = np.flatnonzero(last)
+        row = self.row[at]
+        cut1 = (self.type[at] == RECORD_BEGIN) & (self.rel[at] == stop[row] - 1)
+        prev = np.maximum(at - 1, 0)
+        cut2 = (
+            (self.type[at] == RECORD_LAUNCH)
+            & (self.rel[at] == stop[row] - 1)
+            & (at > 0)
+            & (self.row[prev] == row)
+            & (self.type[prev] == RECORD_BEGIN)
+            & (self.rel[prev] == stop[row] - 2)
+        )
+        stop[row[cut1]] -= 1
+        stop[row[cut2]] -= 2
+        return stop
+
+    def groups(self) -> Array:
+        """Where each whole begin group (begin, launch and block records at consecutive
+        positions, with a width of event ids there is) starts."""
+        k = len(self.row)
+        begins = np.flatnonzero(self.type == RECORD_BEGIN)
+        begins = begins[begins + 2 < k]
+        whole = (
+            (self.row[begins + 2] == self.row[begins])
+            & (self.type[begins + 1] == RECORD_LAUNCH)
+            & (self.type[begins + 2] == RECORD_BLOCK)
+            & (self.rel[begins + 1] == self.rel[begins] + 1)
+            & (self.rel[begins + 2] == self.rel[begins] + 2)
+            & (((self.word[begins] >> 12) & 0xF) >= 5)
+            & (((self.word[begins] >> 12) & 0xF) <= 8)
+        )
+        grouped: Array = begins[whole]
+        return grouped
+
+
+@dataclass(frozen=True)
+class _Identities:
+    """Warp identities of a pass: carried per active segment from the last pass, or read from a
+    begin group (found by its block record's index among the pass's own records)."""
+
+    carried: dict[str, Array]
+    grouped: dict[str, Array]
+    slot_of: Array
+
+    def field(self, name: str, source: Array, row: Array) -> Array:
+        """``name`` of the warp ``source`` names (-1: the one carried in segment ``row``)."""
+        carried = self.carried[name][row]
+        grouped = self.grouped[name]
+        if not len(grouped):
+            return carried
+        picked = grouped[self.slot_of[np.maximum(source, 0)]]
+        out: Array = np.where(source >= 0, picked, carried)
+        return out
 
 
 @dataclass(frozen=True)
@@ -489,95 +580,216 @@ class _PassCounts:
     events_lost: int
     events_end: tuple[Array, Array]
 
+    @classmethod
+    def nothing(cls, active: Array) -> _PassCounts:
+        return cls(active, active, 0, 0, 0, 0, 0, (active, active))
+
+
+def _no_chunks() -> Array:
+    return np.zeros(0, dtype=DEFAULT_LAYOUT.drained_dtype)
+
 
 def _pack(
-    kept: _Kept,
-    words: Array,
-    is_event: Array,
-    rtype: Array,
-    read_event: Array,
-    begins: Array,
+    active: Array,
+    rf: Array,
+    records: Array,
+    ctrl: _Own,
+    group: Array,
+    ident: _Identities,
+    lead_len: Array,
+    lead_source: Array,
+    trail_start: Array,
+    trail_len: Array,
+    source: Array,
     valid_end: Array,
-    identity: dict[str, Array],
+    before_src: Array,
 ) -> Array:
-    """The drained chunks of a pass: for each warp, its begin, events and end in order, cut into
-    chunks of at most :data:`DRAINED_EVENTS_PER_CHUNK` events that lie within 2**32 ns of the
-    chunk's first (so a chunk's 32-bit time words are exact against its ``t_base``)."""
+    """The drained chunks of a pass: each run of a known warp's events cut into chunks of at most
+    :data:`DRAINED_EVENTS_PER_CHUNK` (and where it wraps around its segment, and where its events
+    would lie 2**32 ns or more from the chunk's first), the first flagged when the warp began in
+    this pass, the last when it ended; a warp that began or ended with no event beside it gets a
+    chunk of its own with no events, its ``t_base`` the time it began or ended."""
     layout = DEFAULT_LAYOUT
-    is_begin = np.zeros(len(words), dtype=bool)
-    is_begin[begins] = True
-    items = np.flatnonzero(read_event | is_begin | valid_end)
-    if not len(items):
-        return np.zeros(0, dtype=layout.drained_dtype)
-    records = kept.records[items]
-    hi = records["hi"].astype(_I64) << 32
-    ev = is_event[items]
-    mask = (np.int64(1) << identity["id_bits"][items]) - 1
-    t = np.where(ev, hi | (words[items] & ~mask), hi | records["payload"])
-    begin = is_begin[items]
-    warp_key = np.where(begin, items, 0)
-    warp_key = np.maximum.accumulate(warp_key)  # begins start warps; others follow the one before
-    segment = kept.segment[items]
-    new_group = np.ones(len(items), dtype=bool)
-    new_group[1:] = (segment[1:] != segment[:-1]) | (warp_key[1:] != warp_key[:-1])
-    new_group |= begin
-    starts = _chunk_starts(new_group, ev)
-    chunk = np.cumsum(starts) - 1
-    span = np.zeros(int(chunk[-1]) + 1, dtype=_I64)
-    np.maximum.at(span, chunk, t - t[np.flatnonzero(starts)][chunk])
-    if (span >= 1 << 32).any():  # events seconds apart: cut those chunks where bit 31 of the time changes
-        wide = span[chunk] >= 1 << 32
-        new_group[1:] |= wide[1:] & ((t[1:] >> 31) != (t[:-1] >> 31))
-        starts = _chunk_starts(new_group, ev)
-        chunk = np.cumsum(starts) - 1
-    first = np.flatnonzero(starts)
-    n_chunks = len(first)
-    out = np.zeros(n_chunks, dtype=layout.drained_dtype)
-    out["segment"] = segment[first]
-    out["module"] = identity["module"][items[first]]
-    out["kernel"] = identity["kernel"][items[first]]
-    out["launch"] = identity["launch"][items[first]]
-    out["block_x"] = identity["block_x"][items[first]]
-    out["block_y"] = identity["block_y"][items[first]]
-    out["block_z"] = identity["block_z"][items[first]]
-    out["warp"] = identity["warp"][items[first]]
-    out["id_bits"] = identity["id_bits"][items[first]]
-    out["t_base"] = t[first]
-    out["n_events"] = np.bincount(chunk, weights=ev, minlength=n_chunks).astype(np.uint8)
-    out["n_payloads"] = out["n_events"]
-    flags = np.full(n_chunks, FLAG_PAYLOAD_EVERY_EVENT, dtype=_I64)
-    flags[begin[first]] |= FLAG_WARP_BEGIN
-    end_items = np.flatnonzero(valid_end[items])
-    end_flags = (words[items[end_items]] >> 12) & 0xF
-    flags[chunk[end_items]] |= (
-        FLAG_WARP_END
-        | np.where(end_flags & END_PARTIAL, FLAG_PARTIAL_WARP, 0)
-        | np.where(end_flags & END_DIVERGED, FLAG_DIVERGED, 0)
+    cap = records.shape[1]
+    k = len(ctrl.row)
+    n_rows = len(active)
+    next_is_end = np.zeros(k, dtype=bool)
+    if k:
+        next_is_end[:-1] = valid_end[1:] & (ctrl.row[1:] == ctrl.row[:-1])
+    first_of_row = np.searchsorted(ctrl.row, np.arange(n_rows))
+    lead_ended = np.zeros(n_rows, dtype=bool)
+    if k:
+        has = first_of_row < k
+        lead_ended[has] = valid_end[first_of_row[has]] & (ctrl.row[first_of_row[has]] == np.flatnonzero(has))
+    # Runs: (row, start rel, length, source, began here, ended here).
+    began_here = np.zeros(k, dtype=bool)
+    began_here[group + 2] = True
+    run_row = np.r_[np.arange(n_rows), ctrl.row]
+    run_start = np.r_[np.zeros(n_rows, dtype=_I64), trail_start]
+    run_len = np.r_[lead_len, trail_len]
+    run_src = np.r_[lead_source, source]
+    run_began = np.r_[np.zeros(n_rows, dtype=bool), began_here]
+    run_ended = np.r_[lead_ended, next_is_end]
+    use = (run_src != -2) & (run_len > 0)
+    # Warps with no event beside their begin or end in this pass: a chunk of their own.
+    empty_begin = group[trail_len[group + 2] == 0] if k else group
+    ended = np.flatnonzero(valid_end)
+    prev_run_used = np.zeros(len(ended), dtype=bool)
+    if len(ended):
+        prev_same = (ended > 0) & (ctrl.row[np.maximum(ended - 1, 0)] == ctrl.row[ended])
+        prev_run_used = np.where(
+            prev_same,
+            use[n_rows + np.maximum(ended - 1, 0)],
+            use[ctrl.row[ended]],
+        )
+    empty_end = ended[~prev_run_used]
+    r_row, r_start, r_len, r_src = run_row[use], run_start[use], run_len[use], run_src[use]
+    r_began, r_ended = run_began[use], run_ended[use]
+    # Cut at the segment's wrap, then every DRAINED_EVENTS_PER_CHUNK events.
+    slot0 = (rf[r_row] + r_start) & (cap - 1)
+    first_len = np.minimum(r_len, cap - slot0)
+    wraps = first_len < r_len
+    p_row = np.r_[r_row, r_row[wraps]]
+    p_rel = np.r_[r_start, r_start[wraps] + first_len[wraps]]
+    p_slot = np.r_[slot0, np.zeros(int(wraps.sum()), dtype=_I64)]
+    p_len = np.r_[first_len, r_len[wraps] - first_len[wraps]]
+    p_src = np.r_[r_src, r_src[wraps]]
+    p_began = np.r_[r_began, np.zeros(int(wraps.sum()), dtype=bool)]
+    p_ended = np.r_[r_ended & ~wraps, r_ended[wraps]]
+    per = DRAINED_EVENTS_PER_CHUNK
+    n_chunks = -(-p_len // per)
+    piece = np.repeat(np.arange(len(p_len)), n_chunks)
+    index_in = np.arange(len(piece)) - np.repeat(np.cumsum(n_chunks) - n_chunks, n_chunks)
+    c_row = p_row[piece]
+    c_rel = p_rel[piece] + per * index_in
+    c_slot = p_slot[piece] + per * index_in
+    c_n = np.minimum(per, p_len[piece] - per * index_in)
+    c_src = p_src[piece]
+    c_flags = np.full(len(piece), FLAG_PAYLOAD_EVERY_EVENT, dtype=_I64)
+    c_flags[(index_in == 0) & p_began[piece]] |= FLAG_WARP_BEGIN
+    last_chunk = index_in == n_chunks[piece] - 1
+    c_flags[last_chunk & p_ended[piece]] |= FLAG_WARP_END
+    id_bits = ident.field("id_bits", c_src, c_row)
+    t_first, t_last = _span(records, c_row, c_slot, c_n, id_bits)
+    wide = np.flatnonzero(t_last - t_first >= 1 << 32)
+    if len(wide):  # events seconds apart (a warp that waited): rare, cut by hand
+        c_row, c_rel, c_slot, c_n, c_src, c_flags = _cut_wide(
+            wide, records, id_bits, c_row, c_rel, c_slot, c_n, c_src, c_flags
+        )
+        id_bits = ident.field("id_bits", c_src, c_row)
+        t_first, _ = _span(records, c_row, c_slot, c_n, id_bits)
+    # The end flags of the end record right after each ended run's last event (partial warp,
+    # diverged lanes).
+    key = ctrl.row * (1 << 32) + ctrl.rel
+    ended_runs = np.flatnonzero((c_flags & FLAG_WARP_END) != 0)
+    c_end = np.zeros(len(c_row), dtype=_I64)
+    if len(ended_runs):
+        at = np.searchsorted(key, c_row[ended_runs] * (1 << 32) + c_rel[ended_runs] + c_n[ended_runs])
+        c_end[ended_runs] = (ctrl.word[at] >> 12) & 0xF
+    # Chunks of warps that began or ended with no event beside them.
+    z_t = np.r_[
+        ctrl.hi[empty_begin] << 32 | ctrl.payload[empty_begin], ctrl.hi[empty_end] << 32 | ctrl.payload[empty_end]
+    ]
+    z_flags = np.r_[
+        np.full(len(empty_begin), FLAG_PAYLOAD_EVERY_EVENT | FLAG_WARP_BEGIN, dtype=_I64),
+        np.full(len(empty_end), FLAG_PAYLOAD_EVERY_EVENT | FLAG_WARP_END, dtype=_I64),
+    ]
+    z_end = np.r_[np.zeros(len(empty_begin), dtype=_I64), (ctrl.word[empty_end] >> 12) & 0xF]
+    # Every chunk's columns, in segment then position order.
+    row = np.r_[c_row, ctrl.row[empty_begin], ctrl.row[empty_end]]
+    rel = np.r_[c_rel, ctrl.rel[empty_begin], ctrl.rel[empty_end]]
+    order = np.lexsort((rel, row))
+    row = row[order]
+    slot = np.r_[c_slot, np.zeros(len(z_t), dtype=_I64)][order]
+    n = np.r_[c_n, np.zeros(len(z_t), dtype=_I64)][order]
+    src = np.r_[c_src, empty_begin + 2, before_src[empty_end]][order]
+    end_flags = np.r_[c_end, z_end][order]
+    flags = np.r_[c_flags, z_flags][order]
+    flags |= np.where(end_flags & END_PARTIAL, FLAG_PARTIAL_WARP, 0) | np.where(
+        end_flags & END_DIVERGED, FLAG_DIVERGED, 0
     )
+    out = np.zeros(len(row), dtype=layout.drained_dtype)
+    for name in ("module", "kernel", "launch", "block_x", "block_y", "block_z", "warp", "id_bits"):
+        out[name] = ident.field(name, src, row)
+    out["segment"] = active[row]
+    out["t_base"] = np.r_[t_first, z_t][order]
+    out["n_events"] = n
+    out["n_payloads"] = n
     out["flags"] = flags
-    e = np.flatnonzero(ev)
-    ev_count = np.cumsum(ev, dtype=_I64) - ev
-    position = ev_count[e] - ev_count[first[chunk[e]]]
-    body = out.view("<u4").reshape(n_chunks, layout.chunk_words)
-    body[chunk[e], HEADER_WORDS + position] = words[items[e]]
-    body[chunk[e], layout.last_payload - position] = records["payload"][e]
+    # The events: each chunk's run of records copied whole (windows of DRAINED_EVENTS_PER_CHUNK
+    # consecutive records), then its words and payloads; places past a chunk's events are zeroed.
+    body = out.view("<u4").reshape(len(out), layout.chunk_words)
+    flat = records.reshape(-1, 4)
+    start = row * cap + slot
+    partial = np.flatnonzero(n < per)
+    keep = np.arange(per)[None, :] < n[partial, None]
+    for column, at in ((0, HEADER_WORDS), (2, HEADER_WORDS + per)):
+        values = flat[:, column]
+        if len(values) >= per:
+            windows = np.lib.stride_tricks.sliding_window_view(values, per)  # (records - per + 1, per)
+            picked = windows[np.minimum(start, len(windows) - 1)]
+        else:
+            picked = np.zeros((len(out), per), dtype=np.uint32)
+        for c in np.flatnonzero(start + per > len(values)):  # at most the last chunks of the last segment
+            picked[c] = 0
+            picked[c, : n[c]] = values[start[c] : start[c] + n[c]]
+        picked[partial] *= keep
+        body[:, at : at + per] = picked
     return out
 
 
-def _chunk_starts(new_group: Array, ev: Array) -> Array:
-    """Where chunks start: at each group's start, and after every :data:`DRAINED_EVENTS_PER_CHUNK`
-    events of a group."""
-    ev_count = np.cumsum(ev, dtype=_I64) - ev
-    group_start = np.maximum.accumulate(np.where(new_group, np.arange(len(ev)), 0))
-    ev_in_group = ev_count - ev_count[group_start]
-    starts: Array = new_group | (ev & (ev_in_group > 0) & (ev_in_group % DRAINED_EVENTS_PER_CHUNK == 0))
-    return starts
+def _span(records: Array, row: Array, slot: Array, n: Array, id_bits: Array) -> tuple[Array, Array]:
+    """The times of each chunk's first and last event."""
+    cap = records.shape[1]
+    flat = records.reshape(-1, 4).view("V16").reshape(-1)  # whole records gather fastest as one item
+    first = flat[row * cap + slot].view("<u4").reshape(-1, 4).astype(_I64)
+    last = flat[row * cap + slot + np.maximum(n - 1, 0)].view("<u4").reshape(-1, 4).astype(_I64)
+    id_mask = (np.int64(1) << id_bits) - 1
+    t_first = first[:, 1] << 32 | (first[:, 0] & ~id_mask)
+    t_last = last[:, 1] << 32 | (last[:, 0] & ~id_mask)
+    return t_first, t_last
+
+
+def _cut_wide(
+    wide: Array, records: Array, id_bits: Array, *columns: Array
+) -> tuple[Array, Array, Array, Array, Array, Array]:
+    """Chunks ``wide`` cut where an event lies 2**32 ns or more after its chunk's first, so that
+    every 32-bit time word reads back exactly; a warp's begin flag stays on the first piece,
+    its end flag goes to the last."""
+    cap = records.shape[1]
+    flat = records.reshape(-1, 4)
+    row, rel, slot, n, src, flags = (list(column) for column in columns)
+    for c in sorted(wide.tolist(), reverse=True):
+        start = int(row[c]) * cap + int(slot[c])
+        chunk = flat[start : start + int(n[c])].astype(_I64)
+        times = chunk[:, 1] << 32 | (chunk[:, 0] & ~((1 << int(id_bits[c])) - 1))
+        cuts = [0]
+        for i in range(1, len(times)):
+            if times[i] - times[cuts[-1]] >= 1 << 32:
+                cuts.append(i)
+        pieces = [(a, b) for a, b in zip(cuts, [*cuts[1:], int(n[c])], strict=True)]
+        new = []
+        for index, (a, b) in enumerate(pieces):
+            flag = FLAG_PAYLOAD_EVERY_EVENT
+            if index == 0:
+                flag |= flags[c] & FLAG_WARP_BEGIN
+            if index == len(pieces) - 1:
+                flag |= flags[c] & FLAG_WARP_END
+            new.append((row[c], rel[c] + a, slot[c] + a, b - a, src[c], flag))
+        for target, values in zip((row, rel, slot, n, src, flags), zip(*new, strict=True), strict=True):
+            target[c : c + 1] = list(values)
+    out = tuple(np.asarray(column, dtype=_I64) for column in (row, rel, slot, n, src, flags))
+    return out[0], out[1], out[2], out[3], out[4], out[5]
+
+
+def record_words(records: Array, segments: Array) -> Array:
+    """A copy of the records of ``segments`` as plain 32-bit words, shape (segments, records, 4)."""
+    words = records.view("<u4").reshape(*records.shape, 4)
+    copied: Array = np.array(words) if len(segments) == len(records) else np.take(words, segments, axis=0)
+    return copied
 
 
 def sm_of(chunks: Array, warp_slots: int = WARP_SLOTS) -> Array:
     """The SM each drained chunk was written on (the segment's SM; the begin records say the
     SM itself, which is the same where the ring has a segment for every warp slot)."""
     return chunks["segment"] // warp_slots
-
-
-assert RECORD_DTYPE.itemsize == 16

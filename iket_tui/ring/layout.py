@@ -60,7 +60,8 @@ END_PARTIAL: Final = 1
 END_DIVERGED: Final = 2
 """In an end record's flags: the lanes disagreed on their position (some events ran on part of the warp)."""
 DRAINED_EVENTS_PER_CHUNK: Final = 26
-"""Events in one drained chunk: each with its payload word, 52 of a chunk's 53 body words."""
+"""Events in one drained chunk at most: 26 event words then 26 payload words, 52 of a 256-byte
+chunk's 53 body words."""
 
 # Chunk flags.
 FLAG_WARP_END: Final = 1
@@ -72,7 +73,8 @@ FLAG_DIVERGED: Final = 4
 FLAG_WARP_BEGIN: Final = 8
 """The warp's first chunk: ``t_base`` is the time the warp began."""
 FLAG_PAYLOAD_EVERY_EVENT: Final = 16
-"""Every event has a payload word (event ``k``'s in word ``chunk_words - 2 - k``), used or not."""
+"""Every event has a payload word, used or not: event ``k``'s in word ``HEADER_WORDS +
+DRAINED_EVENTS_PER_CHUNK + k``, after the (at most :data:`DRAINED_EVENTS_PER_CHUNK`) events."""
 
 # Event kinds, as decoded.
 KIND_MARK: Final = 0

@@ -181,8 +181,8 @@ def test_a_reader_lapped_during_its_copy_never_hands_on_the_overwritten_records(
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)
 
     class LappedDuringCopy(LiveRing):
-        def copy(self, flat: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-            copied = super().copy(flat)
+        def rows(self, segments: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+            copied = super().rows(segments)
             flood(self.ring, records_per_segment=16)  # the writer laps the ring between copy and recheck
             return copied
 
