@@ -11,6 +11,7 @@ from pathlib import Path
 from iket_tui.cli.errors import UsageError, check_writable, say, shown
 from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.show import show
+from iket_tui.model.behind import BehindInStream
 from iket_tui.outputs import OutputError
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.lines import KernelEvents, TextLines, json_line
@@ -42,12 +43,17 @@ def cmd_dump(args: argparse.Namespace) -> int:
     reader = RecordingReader(args.file)
     line = json_line if args.format == "jsonl" else TextLines().line
     expander = KernelEvents() if args.records else None
+    behind = BehindInStream()
     out = sys.stdout
     for msg in reader:
         out.write(line(msg) + "\n")
-        if expander is not None and isinstance(msg, dict):
-            for event in expander.events(msg):
-                out.write(line(event) + "\n")
+        if isinstance(msg, dict):
+            behind.apply(msg)
+            if expander is not None:
+                for event in expander.events(msg):
+                    out.write(line(event) + "\n")
+    for late in behind.at_end():
+        out.write(line(late) + "\n")
     out.flush()
     notes = recording_notes(reader.info, verb="read") + (expander.notes() if expander is not None else ())
     for note in notes:

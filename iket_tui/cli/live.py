@@ -53,6 +53,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.record is not None:
         check_writable(args.record)
     follow = not getattr(args, "no_follow", False)
+    by_rank = getattr(args, "ranks", False)
+    if by_rank and not follow:
+        raise UsageError("--ranks watches the ranks the program starts: it cannot go with --no-follow")
     agent_env = _kernel_env(args)
     if follow:
         agent_env["IKET_TUI_CHILD_WAIT"] = f"{CHILD_WAIT_S:g}"
@@ -92,7 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         source = SocketSource(path, record_to=args.record, connect_retry_s=5.0, filters=filters_of(args))
     if args.no_ui:
         return _run_headless(program, source)
-    return _run_with_ui(program, source, args.stuck_after, getattr(args, "sample_kernels", None))
+    return _run_with_ui(program, source, args.stuck_after, getattr(args, "sample_kernels", None), by_rank=by_rank)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
@@ -300,10 +303,15 @@ def _run_headless(program: LaunchedProgram, source: LiveSource) -> int:
 
 
 def _run_with_ui(
-    program: LaunchedProgram, source: LiveSource, stuck_after_s: float, sample_kernels: Path | None = None
+    program: LaunchedProgram,
+    source: LiveSource,
+    stuck_after_s: float,
+    sample_kernels: Path | None = None,
+    *,
+    by_rank: bool = False,
 ) -> int:
     try:
-        _code, signum = show(source, stuck_after_s, sample_kernels=sample_kernels)
+        _code, signum = show(source, stuck_after_s, sample_kernels=sample_kernels, by_rank=by_rank)
     finally:
         source.close_and_wait("the UI was closed")
     stopped = program.returncode is None

@@ -98,6 +98,7 @@ tree, unless --no-follow.""",
         "iket-tui run -- python my_kernel.py",
         "iket-tui run --record run.msgpack --kernels -- python my_kernel.py",
         "iket-tui run --no-ui --record run.msgpack -- python my_kernel.py",
+        "iket-tui run --ranks -- torchrun --nproc-per-node 8 train.py",
     )
     run.add_argument("--record", type=Path, metavar="FILE", help="also record the stream to FILE")
     run.add_argument("--no-ui", action="store_true", help="only record (with --record); the program keeps the terminal")
@@ -105,6 +106,11 @@ tree, unless --no-follow.""",
         "--no-follow",
         action="store_true",
         help="watch only the program, not the processes it starts (followed by default, each under its parent)",
+    )
+    run.add_argument(
+        "--ranks",
+        action="store_true",
+        help="the processes it starts are ranks (torchrun): named and ordered by rank, a pass compared across ranks",
     )
     run.add_argument(
         "--kernels", action="store_true", help="also stream the IKET events of running kernels (kernel tracing)"

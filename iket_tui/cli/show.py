@@ -21,9 +21,12 @@ UI_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WEB_DRIVER = "textual.drivers.web_driver:WebDriver"  # what textual-serve names in TEXTUAL_DRIVER
 
 
-def show(source: EventSource, stuck_after_s: float, *, sample_kernels: Path | None = None) -> tuple[int, int | None]:
+def show(
+    source: EventSource, stuck_after_s: float, *, sample_kernels: Path | None = None, by_rank: bool = False
+) -> tuple[int, int | None]:
     """The live UI over ``source`` until the user quits, or a signal (SIGINT, SIGTERM, SIGHUP)
-    asks it to close; its exit code and that signal.
+    asks it to close; its exit code and that signal. ``by_rank``: the processes are ranks
+    (``run --ranks``), named and ordered by rank.
 
     Textual is imported here, so that only the commands that show the UI pay for it.
     """
@@ -32,7 +35,7 @@ def show(source: EventSource, stuck_after_s: float, *, sample_kernels: Path | No
         from iket_tui.ui.app import IketApp
     except ImportError as exc:
         raise UsageError(f"the UI cannot start: {exc}") from None
-    app = IketApp(source, stuck_after_s=stuck_after_s, follow=True, sample_kernels=sample_kernels)
+    app = IketApp(source, stuck_after_s=stuck_after_s, follow=True, sample_kernels=sample_kernels, by_rank=by_rank)
     caught: list[int] = []
     ended = threading.Event()
 

@@ -80,9 +80,7 @@ class ProcessNode:
 
     @property
     def name(self) -> str:
-        """The process in the user's words: its rank where a launcher gave it one, else its pid."""
-        if self.rank is not None:
-            return f"rank {self.rank}"
+        """The process in the user's words: its pid."""
         return f"pid {self.pid}" if self.pid is not None else "a process"
 
 

@@ -63,6 +63,8 @@ class PassTree:
         self.current = self.process
         """The process the messages being applied come from."""
         self.process_shape = 0  # bumped when a process is added or placed under its parent
+        self.by_rank = False
+        """Processes are named and ordered by the rank their hello names (``run --ranks``)."""
         self.compiles: list[CompileNode] = []
         self.passes: list[PassNode] = []  # in tree order
         self.open_compiles: dict[CompileNode, None] = {}  # compiles not yet ended, oldest first
@@ -148,6 +150,12 @@ class PassTree:
         if process.stream_end is None and process.exit_reason is None:
             return RUNNING
         return DONE
+
+    def process_label(self, process: ProcessNode) -> str:
+        """A process in the user's words: ``rank 3`` where processes go by rank, else ``pid 123``."""
+        if self.by_rank and process.rank is not None:
+            return f"rank {process.rank}"
+        return process.name
 
     def process_of(self, node: CompileNode) -> ProcessNode:
         """The process a compile ran in."""

@@ -45,8 +45,12 @@ class Session:
     ``version`` changes after every :meth:`apply`; ``ended`` says why the stream ended once it has.
     """
 
-    def __init__(self, *, stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS, stuck_factor: float = STUCK_FACTOR) -> None:
+    def __init__(
+        self, *, stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS, stuck_factor: float = STUCK_FACTOR, by_rank: bool = False
+    ) -> None:
+        """``by_rank``: the processes are ranks of a distributed launch, named and ordered by rank."""
         self.tree = PassTree(stuck_after_ns=stuck_after_ns, stuck_factor=stuck_factor)
+        self.tree.by_rank = by_rank
         self.kernels = KernelTimeline()
         self.counters = StreamCounters()
         self.tree.process.counters = self.counters  # one process: its counts are the session's

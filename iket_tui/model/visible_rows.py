@@ -183,7 +183,10 @@ class VisibleRows:
             if not self.is_expanded(process):
                 return
             layout.extend(comp.position for comp in process.compiles)
-            for child in process.children:
+            children = process.children
+            if self.tree.by_rank:
+                children = sorted(children, key=lambda child: (child.rank is None, child.rank or 0))
+            for child in children:
                 add(child)
 
         for process in self.tree.processes:

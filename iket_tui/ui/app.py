@@ -26,6 +26,7 @@ from textual.widgets import Footer, Input
 from textual.worker import get_current_worker
 
 from iket_tui.model.activity import Connection, StreamActivity
+from iket_tui.model.behind import passes_behind
 from iket_tui.model.clock import AgentClock
 from iket_tui.model.collector import tune_for_large_trees
 from iket_tui.model.kernels import KernelMessageError, KernelTimeline
@@ -106,6 +107,7 @@ class IketApp(App[int]):
         clock: Callable[[], float] = time.monotonic,
         tick_s: float = TICK_S,
         sample_kernels: Path | None = None,
+        by_rank: bool = False,
     ) -> None:
         """``clock`` gives local monotonic seconds (tests freeze it); ``tick_s`` is how often
         running timers and rates refresh. ``sample_kernels`` is a recording whose kernels the
@@ -119,7 +121,7 @@ class IketApp(App[int]):
         self.playback = source if isinstance(source, PlaybackControl) else None
         self.clock = clock
         self.tick_s = tick_s
-        self.session = Session(stuck_after_ns=int(stuck_after_s * 1e9))
+        self.session = Session(stuck_after_ns=int(stuck_after_s * 1e9), by_rank=by_rank)
         self.pass_tree = self.session.tree
         self.rows = VisibleRows(self.pass_tree)
         self.pass_search = PassSearch(self.pass_tree)
@@ -399,7 +401,8 @@ class IketApp(App[int]):
             shown = "ended" if self.playback is not None else "disconnected"
         else:
             shown = connection.value
-        message = self.source_error or (self.notes[-1] if self.notes else "")
+        behind = passes_behind(self.pass_tree, self.view.now_ns) if self.pass_tree.several else []
+        message = self.source_error or (behind[0].text if behind else "") or (self.notes[-1] if self.notes else "")
         return HeaderState(
             target=target,
             connection=shown,
@@ -426,6 +429,9 @@ class IketApp(App[int]):
             return ""
         states = [tree.process_status(process) for process in tree.processes]
         parts = [f"{len(states)} processes"]
+        ranks = sum(1 for process in tree.processes if process.rank is not None)
+        if tree.by_rank and ranks:
+            parts[0] += f" ({ranks} ranks)"
         for status, word in ((RUNNING, "live"), (DONE, "ended"), (FAILED, "failed")):
             count = states.count(status)
             if count:

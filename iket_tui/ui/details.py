@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iket_tui.model import timing
+from iket_tui.model.behind import node_behind
 from iket_tui.model.nodes import (
     FAILED,
     INCOMPLETE,
@@ -74,8 +75,11 @@ def _pass(tree: PassTree, node: PassNode, now_ns: int) -> Details:
     comp = node.compile
     parent = f"{node.parent.name} (seq {node.parent.seq})" if node.parent is not None else "none (top level)"
     details = Details(f"pass {node.name}")
+    details.fields.append(("status", _status(tree, node, now_ns)))
+    behind = node_behind(tree, node, now_ns) if tree.several and node.status is RUNNING else None
+    if behind is not None:
+        details.fields.append(("behind", behind.text))
     details.fields += [
-        ("status", _status(tree, node, now_ns)),
         ("phase", node.phase or "none"),
         ("seq", str(node.seq)),
         ("depth", str(node.depth)),
@@ -165,6 +169,8 @@ def _codegen(step: CodegenNode, now_ns: int) -> Details:
 
 def _process(session: Session, process: ProcessNode) -> Details:
     tree = session.tree
+    if tree.several:
+        return _one_of_several(session, process)
     counters = session.counters
     if process.pid is None:
         details = Details("waiting for the target's hello")
@@ -185,6 +191,33 @@ def _process(session: Session, process: ProcessNode) -> Details:
         details.fields.append(("exited", process.exit_reason))
     if session.ended:
         details.fields.append(("stream", f"ended: {session.ended}"))
+    return details
+
+
+def _one_of_several(session: Session, process: ProcessNode) -> Details:
+    """A process of a session of several: its own compiles and what its own agent reported."""
+    tree = session.tree
+    counters = process.counters
+    details = Details(f"process {process.pid}" + (f", rank {process.rank}" if process.rank is not None else ""))
+    parent = process.parent
+    failed = sum(1 for comp in process.compiles if comp.status is FAILED)
+    details.fields += [
+        ("status", tree.process_status(process).value),
+        ("command", process.command or "unknown"),
+        (
+            "parent",
+            f"pid {process.ppid}" + ("" if parent is not None else " (not watched)") if process.ppid else "none",
+        ),
+        ("children", ", ".join(tree.process_label(child) for child in process.children) or "none"),
+        ("compiles", f"{len(process.compiles)} ({failed} failed)"),
+        ("dropped", units.count(counters.dropped)),
+        ("backlog lost", units.count(counters.backlog_lost)),
+        ("observer errors", units.count(counters.observer_errors)),
+    ]
+    if process.exit_reason:
+        details.fields.append(("exited", process.exit_reason))
+    if process.stream_end:
+        details.fields.append(("stream", f"{'failed' if process.stream_failed else 'ended'}: {process.stream_end}"))
     return details
 
 

@@ -205,7 +205,7 @@ def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | 
     process = node
     if process.pid is None:
         return "waiting for the target…", styles.process, ""
-    if process.rank is not None and tree.several:
+    if process.rank is not None and tree.several and tree.by_rank:
         return f"rank {process.rank}  pid {process.pid}", styles.process, process.command
     return f"pid {process.pid}", styles.process, process.command
 

@@ -25,6 +25,7 @@ from iket_tui.sources.launch import LaunchedProgram
 from iket_tui.sources.merged import ProcessStreams
 from iket_tui.sources.reading import read_recording
 from iket_tui.ui.app import IketApp
+from iket_tui.ui.details import describe
 
 pytestmark = pytest.mark.tilelang
 
@@ -103,6 +104,11 @@ async def _watch_live(source: ProcessStreams) -> None:
         assert stuck.name == "tl.InjectSoftwarePipeline" and stuck.compile.kernel == "slow_gemm"
         header = app.header.text()
         assert "5 processes:" in header and "live" in header, header
+        slowed = tree.process_of(stuck.compile)
+        await wait_until(pilot, lambda: "finished it in" in app.header.text(), "the pass compared", timeout=60)
+        compared = app.header.text()
+        assert f"pid {slowed.pid} has been in `tl.InjectSoftwarePipeline`" in compared, compared
+        assert "the other processes finished it in" in compared, compared
         app.following = False
         app.rows.reveal(stuck)
         app.view.sync()
@@ -111,6 +117,8 @@ async def _watch_live(source: ProcessStreams) -> None:
         await pilot.pause()
         row = cursor_row(app)
         assert "tl.InjectSoftwarePipeline" in row and "stuck" in row, row
+        behind = dict(describe(app.session, stuck, app.view.now_ns).fields).get("behind", "")
+        assert behind.startswith(f"pid {slowed.pid} has been in `tl.InjectSoftwarePipeline`"), behind
 
         await wait_until(pilot, lambda: app.session.ended is not None, "every process's stream ended", timeout=120)
         await pilot.pause(0.2)

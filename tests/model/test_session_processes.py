@@ -137,7 +137,12 @@ def test_ranks_and_a_single_process_session_stays_as_it_was() -> None:
     assert not single.tree.several and single.tree.process.pid == 7
     assert single.tree.process.counters is single.counters
 
-    ranked = Session()
-    ranked.apply(of(301, hello(301, PARENT, rank=0)))
+    ranked = Session(by_rank=True)
+    ranked.apply(of(PARENT, hello(PARENT, 1)))
     ranked.apply(of(302, hello(302, PARENT, rank=1)))
-    assert [process.name for process in ranked.tree.processes] == ["rank 0", "rank 1"]
+    ranked.apply(of(301, hello(301, PARENT, rank=0)))
+    tree = ranked.tree
+    assert [tree.process_label(process) for process in tree.processes] == [f"pid {PARENT}", "rank 1", "rank 0"]
+    rows = VisibleRows(tree)
+    rows.refresh()
+    assert shown(rows) == [f"pid {PARENT}", "  pid 301", "  pid 302"], "ranks in rank order under the launcher"

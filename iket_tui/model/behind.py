@@ -1,0 +1,201 @@
+"""The same pass compared across processes: one rank still in a pass that the other ranks
+finished long ago ("rank 3 has been in `tl.LayoutInference` 40 s; the other ranks finished it in
+0.2 s").
+
+In a session of several processes (a ``torchrun``'s ranks, a pool of workers compiling the same
+kernels) a hang rarely shows in one process alone: what tells it is that the others got
+through the same pass quickly. :func:`passes_behind` finds, among the stuck passes of a pass tree
+(:meth:`~iket_tui.model.pass_tree.PassTree.is_stuck`), those that other processes finished, for
+the UI; :class:`BehindInStream` finds the same in a stream of messages read once (``iket-tui
+dump``), without keeping the tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+from iket_tui.durations import duration
+from iket_tui.model.nodes import DONE, PassNode, ProcessNode
+from iket_tui.model.pass_tree import STUCK_FACTOR, PassTree
+from iket_tui.protocol import messages as m
+
+BEHIND_TYPE = "pass_behind"
+"""The type of the line ``dump`` writes for a pass one process was far behind the others in."""
+MIN_BEHIND_NS = 1_000_000_000
+"""In a stream read once, a pass counts as behind only when it took at least this long (and
+:data:`~iket_tui.model.pass_tree.STUCK_FACTOR` times what the other processes took)."""
+
+
+@dataclass(frozen=True)
+class PassBehind:
+    """One process far behind the others in a pass: how long it has been (or was) in it, and
+    how long the others that finished it took (the median of their runs)."""
+
+    who: str  # "rank 3", "pid 123"
+    name: str
+    spent_ns: int
+    others_ns: int
+    finished_by: int  # other processes that finished the pass
+    others: int  # other processes in all
+    ranks: bool  # the processes are ranks: say "ranks" rather than "processes"
+    running: bool = True  # still in it (else it ended, that late)
+
+    @property
+    def text(self) -> str:
+        """The comparison in one sentence."""
+        kind = "ranks" if self.ranks else "processes"
+        if self.finished_by >= self.others:
+            them = f"the other {kind}" if self.others > 1 else f"the other {'rank' if self.ranks else 'process'}"
+        else:
+            them = f"{self.finished_by} of the other {self.others} {kind}"
+        been = "has been" if self.running else "was"
+        spent, theirs = duration(self.spent_ns), duration(self.others_ns)
+        return f"{self.who} {been} in `{self.name}` {spent}; {them} finished it in {theirs}"
+
+
+def passes_behind(tree: PassTree, now_ns: int) -> list[PassBehind]:
+    """The stuck passes that other processes of the session finished, oldest first; none in a
+    session of one process."""
+    if not tree.several:
+        return []
+    stuck = tree.stuck_passes(now_ns)
+    if not stuck:
+        return []
+    processes = tree.processes
+    ranks = tree.by_rank and all(process.rank is not None for process in processes if process.compiles)
+    found: list[PassBehind] = []
+    for node in stuck:
+        mine = tree.process_of(node.compile)
+        done = _finished_elsewhere(tree, node.name, mine)
+        if not done:
+            continue
+        finished_by = len({id(process) for process, _ in done})
+        others = sum(1 for process in processes if process is not mine and process.compiles)
+        found.append(
+            PassBehind(
+                who=tree.process_label(mine),
+                name=node.name,
+                spent_ns=now_ns - node.start_ns,
+                others_ns=int(median(ns for _, ns in done)),
+                finished_by=finished_by,
+                others=max(others, finished_by),
+                ranks=ranks,
+            )
+        )
+    return found
+
+
+def _finished_elsewhere(tree: PassTree, name: str, mine: ProcessNode) -> list[tuple[ProcessNode, int]]:
+    """Each finished run of the pass ``name`` in a process other than ``mine``, with its duration."""
+    runs: list[tuple[ProcessNode, int]] = []
+    for process in tree.processes:
+        if process is mine:
+            continue
+        for comp in process.compiles:
+            for ctx in comp.context_order:
+                for node in ctx.passes.values():
+                    if node.name == name and node.status is DONE and node.duration_ns is not None:
+                        runs.append((process, node.duration_ns))
+    return runs
+
+
+class BehindInStream:
+    """Follows the pass events of a stream of several processes (``process`` messages say whose
+    events follow) and tells, at its end, which process was far behind the others in a pass: one
+    still in it when the stream ended, or one that took :data:`STUCK_FACTOR` times as long as the
+    others, and :data:`MIN_BEHIND_NS` at least. Keeps per process only its open passes and the
+    longest run of each pass name."""
+
+    def __init__(self) -> None:
+        self._process = 0  # the pid whose messages come now (0 before any ``process`` message)
+        self._first: int | None = None
+        self._ranks: dict[int, int | None] = {}
+        self._open: dict[tuple[int, int, int], tuple[str, int]] = {}  # (pid, compile, seq) -> name, start
+        self._runs: dict[str, dict[int, list[int]]] = {}  # name -> pid -> durations
+        self._compiling: set[int] = set()
+        self.last_t_ns = 0
+
+    def apply(self, msg: dict[str, Any]) -> None:
+        """Take in one message of the stream (maps only; others are ignored)."""
+        kind = msg.get("type")
+        t = msg.get("t_ns")
+        if type(t) is int and t > self.last_t_ns:
+            self.last_t_ns = t
+        if kind == m.PROCESS:
+            pid = msg.get("pid")
+            if type(pid) is int:
+                self._process = pid
+        elif kind == m.HELLO and msg.get("role", "agent") == "agent":
+            pid, rank = msg.get("pid"), msg.get("rank")
+            if type(pid) is int:
+                if self._process == 0:
+                    self._process = pid  # the first process's messages come before any ``process`` message
+                self._ranks[pid] = rank if type(rank) is int else None
+        elif kind == m.PASS_START:
+            compile_id, seq, name = msg.get("compile"), msg.get("seq"), msg.get("name")
+            if type(compile_id) is int and type(seq) is int and type(name) is str and type(t) is int:
+                self._open[(self._process, compile_id, seq)] = (name, t)
+                self._compiling.add(self._process)
+        elif kind in (m.PASS_END, m.PASS_INCOMPLETE):
+            compile_id, seq = msg.get("compile"), msg.get("seq")
+            if type(compile_id) is not int or type(seq) is not int:
+                return
+            opened = self._open.pop((self._process, compile_id, seq), None)
+            if kind == m.PASS_END and opened is not None and type(t) is int:
+                self._runs.setdefault(opened[0], {}).setdefault(self._process, []).append(t - opened[1])
+
+    def at_end(self) -> list[dict[str, Any]]:
+        """One ``pass_behind`` map per pass a process was far behind the others in, with the
+        sentence the UI shows (``summary``)."""
+        found: list[PassBehind] = []
+        for (pid, _compile, _seq), (name, start) in sorted(self._open.items(), key=lambda item: item[1][1]):
+            behind = self._behind(pid, name, self.last_t_ns - start, running=True)
+            if behind is not None:
+                found.append(behind)
+        for name, by_process in self._runs.items():
+            for pid, runs in by_process.items():
+                behind = self._behind(pid, name, max(runs), running=False)
+                if behind is not None:
+                    found.append(behind)
+        return [
+            {
+                "type": BEHIND_TYPE,
+                "t_ns": self.last_t_ns,
+                "process": behind.who,
+                "name": behind.name,
+                "spent_ns": behind.spent_ns,
+                "others_ns": behind.others_ns,
+                "running": behind.running,
+                "summary": behind.text,
+            }
+            for behind in found
+        ]
+
+    def _behind(self, pid: int, name: str, spent: int, *, running: bool) -> PassBehind | None:
+        others = {other: runs for other, runs in self._runs.get(name, {}).items() if other != pid}
+        if not others:
+            return None
+        typical = int(median(ns for runs in others.values() for ns in runs))
+        if spent < MIN_BEHIND_NS or spent <= STUCK_FACTOR * typical:
+            return None
+        everyone = len(self._compiling - {pid})
+        ranks = all(self._ranks.get(other) is not None for other in self._compiling)
+        rank = self._ranks.get(pid)
+        return PassBehind(
+            who=f"rank {rank}" if rank is not None else f"pid {pid}",
+            name=name,
+            spent_ns=spent,
+            others_ns=typical,
+            finished_by=len(others),
+            others=max(everyone, len(others)),
+            ranks=ranks,
+            running=running,
+        )
+
+
+def node_behind(tree: PassTree, node: PassNode, now_ns: int) -> PassBehind | None:
+    """:func:`passes_behind` for one pass: how far behind the other processes it is, if it is."""
+    who = tree.process_label(tree.process_of(node.compile))
+    return next((found for found in passes_behind(tree, now_ns) if (found.who, found.name) == (who, node.name)), None)
