@@ -22,6 +22,7 @@ from iket_tui.ring.layout import KIND_MASK, KIND_NAMES, PAYLOAD_NAMES
 from iket_tui.ring.wire import RecordsError, module_from_message, records_from_message
 
 _TYPE_WIDTH = 18
+_NESTING = (dict, list, tuple)
 _PLAIN = re.compile(r"[^\s\"'=]+")
 """A value shown as it is: no spaces, quotes or equals signs."""
 _NO_SPACE = re.compile(r"\S+")
@@ -38,10 +39,14 @@ _PASS_ORDER = ("compile", "context", "seq", "depth", "parent", "phase", "name")
 def json_line(item: m.Item) -> str:
     """One message (or pass row) as one JSON object."""
     msg = _as_map(item)
-    try:
-        return json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError):
-        return json.dumps(_jsonable(msg), ensure_ascii=False, separators=(",", ":"))
+    if not any(type(value) in _NESTING for value in msg.values()):  # a pass row, most messages
+        try:
+            return json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError):
+            pass
+    # Nesting is cut at _DEPTH here: json.dumps itself nests as deep as the C stack allows
+    # (Python 3.13's far deeper than 3.11's ~1,000 levels, which raised RecursionError).
+    return json.dumps(_jsonable(msg), ensure_ascii=False, separators=(",", ":"))
 
 
 class TextLines:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 
 import pytest
 
@@ -75,4 +76,5 @@ def test_a_subcommands_help_prints_its_examples(capsys: pytest.CaptureFixture[st
     assert main(["record", "--help"]) == 0
     shown = capsys.readouterr().out
     assert "examples:\n  iket-tui record 12345 -o run.msgpack\n" in shown
-    assert "-o FILE, --output FILE\n" in shown and "- for standard output" in shown
+    option = "-o, --output FILE " if sys.version_info >= (3, 13) else "-o FILE, --output FILE\n"  # as argparse lists it
+    assert option in shown and "- for standard output" in shown
