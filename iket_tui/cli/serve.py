@@ -158,7 +158,11 @@ def _serve_replay(args: argparse.Namespace, host: str, port: int) -> int:
 
 
 def _serve_attach(args: argparse.Namespace, host: str, port: int, record: Path | None) -> int:
-    path = target_socket(args.target, start_agent=True)
+    if args.all or len(args.target) != 1:
+        raise UsageError(
+            "serve attach shows one TARGET: a pid or a socket path (several processes need `iket-tui attach`)"
+        )
+    path = target_socket(args.target[0], start_agent=True)
     target = _Target(path, args, record, host=host, port=port)
     try:
         _listen(target.server)

@@ -111,3 +111,29 @@ def test_attach_all_without_any_agent_and_a_bad_pid_among_several_are_one_line_e
     assert_one_line_error(run_iket("attach", "--all"), "no live iket-tui agents of this user")
     assert_one_line_error(run_iket("attach", "999999998", "999999999"), "no process with pid 999999998")
     assert_one_line_error(run_iket("attach", "--all", "123"), "name no TARGET with it")
+
+
+def test_serve_attach_takes_one_target_and_says_so_for_several() -> None:
+    assert_one_line_error(run_iket("serve", "attach", "999999998", "999999999"), "serve attach shows one TARGET")
+    assert_one_line_error(run_iket("serve", "attach", "--all"), "serve attach shows one TARGET")
+    assert_one_line_error(run_iket("serve", "attach", "999999999"), "no process with pid 999999999")
+
+
+@pytest.mark.parametrize("follow", [True, False], ids=["follows", "no-follow"])
+def test_run_follows_a_forked_child_unless_told_not_to(tmp_path: Path, follow: bool) -> None:
+    out = tmp_path / "run.msgpack"
+    children = Path(__file__).resolve().parents[1] / "agent" / "targets" / "children.py"
+    choice = [] if follow else ["--no-follow"]
+    result = run_iket("run", "--no-ui", "--record", str(out), *choice, "--", sys.executable, str(children), "fork")
+    assert result.returncode == 0, result.stderr
+    msgs, info = read_recording(out)
+    assert info.ended
+    hellos = [msg for msg in msgs if msg["type"] == m.HELLO]
+    compiles = [msg for msg in msgs if msg["type"] == m.COMPILE_END]
+    if not follow:
+        assert len(hellos) == 1 and not compiles, "the program alone: its child's compile is not there"
+        return
+    parent, child = hellos
+    assert child["ppid"] == parent["pid"]
+    assert [msg["ok"] for msg in compiles] == [True], "the child's compile, told apart"
+    assert next(msg["pid"] for msg in msgs if msg["type"] == m.PROCESS) == child["pid"]
