@@ -17,7 +17,7 @@ from iket_tui.cli.files import replay
 from iket_tui.cli.filters import filters_of
 from iket_tui.cli.show import show
 from iket_tui.cli.signals import watch_signals
-from iket_tui.cli.targets import target_socket, target_source
+from iket_tui.cli.targets import every_agent_on, target_socket, target_source
 from iket_tui.demo.sample import NAME as SAMPLE_NAME
 from iket_tui.demo.sample import sample_recording
 from iket_tui.durations import duration
@@ -141,10 +141,15 @@ def _attached(args: argparse.Namespace) -> LiveSource:
     if not targets:
         raise UsageError("attach needs a TARGET (a pid, a socket path or HOST:PID), several pids, or --all")
     if len(targets) == 1:
+        remote = remote_target(targets[0])
+        if remote is not None and remote.pid is None:
+            return every_agent_on(remote.host, record_to=args.record, filters=filters_of(args))
         return target_source(targets[0], start_agent=True, **options)
-    remote = [target for target in targets if remote_target(target) is not None]
-    if remote:
-        raise UsageError(f"{remote[0]}: several targets must all be on this machine (attach one HOST:PID at a time)")
+    elsewhere = [target for target in targets if remote_target(target) is not None]
+    if elsewhere:
+        raise UsageError(
+            f"{elsewhere[0]}: several targets must all be on this machine (attach one HOST:PID, or HOST: for all there)"
+        )
     if len(set(targets)) != len(targets):
         raise UsageError("a TARGET is named twice: name each process once")
     without_agent = []

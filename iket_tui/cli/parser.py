@@ -131,9 +131,10 @@ agent gets one started in it (through gdb, or sys.remote_exec on Python 3.14) wh
 may trace it. A client that attaches late first gets a backlog of recent events and every
 pass still open. `iket-tui ls` lists the live agents of this user. HOST:PID watches a pid on
 another machine through your own ssh (`iket-tui ls HOST` lists them), with iket-tui installed
-there: nothing listens on a network port.""",
+there: nothing listens on a network port. HOST: watches every agent there in one tree.""",
         "iket-tui attach 12345",
         "iket-tui attach gpu-box:12345",
+        "iket-tui attach gpu-box:",
         "iket-tui attach 12345 --record run.msgpack",
         "iket-tui attach /tmp/gpu-box.sock",
         "iket-tui attach 12345 12346 12347    # several processes in one tree",

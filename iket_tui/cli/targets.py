@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from iket_tui.cli.errors import UsageError, say
 from iket_tui.endpoints import EndpointError, NoAgentError, resolve_target
+from iket_tui.sources.base import SourceError
+from iket_tui.sources.merged import FramesTo, ProcessStreams
 from iket_tui.sources.socket import SocketSource
-from iket_tui.sources.ssh import SshSource, remote_target
+from iket_tui.sources.ssh import SshSource, remote_pids, remote_target
 
 
 def target_source(target: str, *, start_agent: bool, **options: Any) -> SocketSource:
@@ -18,8 +21,30 @@ def target_source(target: str, *, start_agent: bool, **options: Any) -> SocketSo
     if remote is None:
         return SocketSource(target_socket(target, start_agent=start_agent), **options)
     if remote.pid is None:
-        raise UsageError(f"{target}: name a pid there (HOST:PID); `iket-tui ls {remote.host}` lists them")
+        raise UsageError(
+            f"{target}: name a pid there (HOST:PID; `iket-tui ls {remote.host}` lists them); attach takes HOST: for all"
+        )
     return SshSource(remote, **options)
+
+
+def every_agent_on(host: str, *, record_to: Path | None, filters: Mapping[str, Any]) -> ProcessStreams:
+    """``HOST:``: every live agent on ``host`` when it is asked, each through its own ssh
+    bridge, in one stream as ``attach --all`` merges this machine's."""
+    pids = remote_pids(host)
+    if not pids:
+        raise SourceError(f"{host}: no live iket-tui agents there (of the user ssh logs in as)")
+
+    def reader_of(path: Path, frames_to: FramesTo | None) -> SocketSource:
+        remote = remote_target(str(path))
+        assert remote is not None
+        return SshSource(remote, frames_to=frames_to, filters=filters)
+
+    return ProcessStreams(
+        [Path(f"{host}:{pid}") for pid in pids],
+        record_to=record_to,
+        description=f"every agent on {host}",
+        reader_of=reader_of,
+    )
 
 
 def target_socket(target: str, *, start_agent: bool) -> Path:

@@ -35,6 +35,10 @@ from iket_tui.sources.socket import DEFAULT_REQUEST_TIMEOUT_S, SocketSource
 FIND_EVERY_S = 0.1
 """How often new agents are looked for while following."""
 
+FramesTo = Callable[[bytes, list[m.Item]], None]
+ReaderOf = Callable[[Path, FramesTo | None], SocketSource]
+"""Makes the source of one process from its path and where its received frames go."""
+
 
 class SharedRecording:
     """One recording written by the readers of several processes. Called from the readers'
@@ -103,7 +107,9 @@ class ProcessStreams:
     ``paths`` are connected by :meth:`connect` (a bad one is a one-line :class:`SourceError`
     naming it). ``find`` returns the sockets of agents to follow as they appear; ``following``
     says whether more may still appear (``run`` stops looking once its program exited).
-    ``reader_options`` are passed to every :class:`SocketSource`.
+    ``reader_options`` are passed to every :class:`SocketSource`; ``reader_of`` makes each
+    process's source instead (given its path and where its frames go), for agents that are not
+    local sockets (``HOST:PID`` through ssh).
     """
 
     def __init__(
@@ -115,6 +121,7 @@ class ProcessStreams:
         following: Callable[[], bool] | None = None,
         description: str | None = None,
         reader_options: Mapping[str, Any] | None = None,
+        reader_of: ReaderOf | None = None,
     ) -> None:
         self.paths = [Path(path) for path in paths]
         self.description = description or "processes " + ", ".join(str(path) for path in self.paths)
@@ -125,6 +132,7 @@ class ProcessStreams:
         self._find = find
         self._following = following
         self._options = dict(reader_options or {})
+        self._reader_of = reader_of
         self._readers: list[_Reader] = []
         self._known: set[Path] = set()
         self._shared: SharedRecording | None = None
@@ -170,7 +178,10 @@ class ProcessStreams:
     def _reader(self, path: Path) -> _Reader:
         made: list[SocketSource] = []
         frames_to = self._shared.frames_of(lambda: made[0].agent_hello) if self._shared is not None else None
-        source = SocketSource(path, frames_to=frames_to, **self._options)
+        if self._reader_of is not None:
+            source = self._reader_of(path, frames_to)
+        else:
+            source = SocketSource(path, frames_to=frames_to, **self._options)
         made.append(source)
         reader = _Reader(source)
         with self._lock:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -102,6 +102,15 @@ def run_remote(host: str, remote: list[str]) -> tuple[int, str, str]:
     return done.returncode, done.stdout, why
 
 
+def remote_pids(host: str) -> list[int]:
+    """The pids of the live agents on ``host`` (of the user ssh logs in as), through ssh.
+    Raises :class:`SourceError` with the one-line reason when they cannot be had."""
+    code, out, why = run_remote(host, ["completion", "--list-targets"])
+    if code != 0:
+        raise SourceError(why)
+    return [int(line.split("\t", 1)[0]) for line in out.splitlines() if line.split("\t", 1)[0].isdigit()]
+
+
 def failure_line(host: str, code: int | None, stderr: str) -> str:
     """One line saying why ssh or the remote iket-tui ended with ``code`` before the stream began."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("Warning:")]
@@ -146,6 +155,7 @@ class SshSource(SocketSource):
         batch_interval_s: float = 0.03,
         reconnect_s: float = 30.0,
         filters: Mapping[str, Any] | None = None,
+        frames_to: Callable[[bytes, list[m.Item]], None] | None = None,
     ) -> None:
         if target.pid is None:
             raise SourceError(f"{target}: name a pid there (HOST:PID); `iket-tui ls {target.host}` lists them")
@@ -156,6 +166,7 @@ class SshSource(SocketSource):
             batch_interval_s=batch_interval_s,
             reconnect_s=reconnect_s,
             filters=filters,
+            frames_to=frames_to,
         )
         self.target = target
         self.description = f"{target}"

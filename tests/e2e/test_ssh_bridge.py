@@ -168,7 +168,40 @@ def test_attach_host_pid_shows_the_remote_compile_asks_its_ir_and_records_it(ssh
     msgs, info = read_recording(out)
     assert info.ended and info.cut_at is None
     _check_one_lowering(msgs, target.pid)
-    assert msgs[-1]["type"] == m.END and msgs[-2]["type"] == m.BYE
+    assert [msg["type"] for msg in msgs if msg["type"] != m.CHECKPOINT][-2:] == [m.BYE, m.END]
+
+
+@pytest.mark.tilelang  # skipped, saying why, without the tilelang extra (tests/conftest.py)
+def test_attach_host_colon_watches_every_agent_there_in_one_tree(sshd: Sshd, tmp_path: Path) -> None:
+    out = tmp_path / "all.msgpack"
+    first, second = OnCue(), OnCue()
+    pids = {first.pid, second.pid}
+
+    def hellos() -> set[int]:
+        return {msg["pid"] for msg in _recorded(out) if msg["type"] == m.HELLO}
+
+    try:
+        terminal = cli.Terminal("attach", "box:", "--record", str(out))
+        terminal.wait_for(b"Quit")
+        cli.wait_until(lambda: hellos() == pids)
+        first.go()
+        second.go()
+        cli.wait_until(lambda: _types(out).count(m.COMPILE_END) == 2)
+        terminal.wait_for(b"2 processes")
+        first.finish()
+        second.finish()
+        cli.wait_until(lambda: _types(out).count(m.BYE) == 2)
+        terminal.press(b"q")
+        assert terminal.wait_exit() == 0
+    finally:
+        first.kill()
+        second.kill()
+    cli.assert_no_traceback("\n".join(terminal.lines_after_ui))
+    msgs, info = read_recording(out)
+    assert info.ended
+    ends = [msg for msg in msgs if msg["type"] == m.COMPILE_END]
+    assert len(ends) == 2 and all(end["ok"] for end in ends)
+    assert {msg["pid"] for msg in msgs if msg["type"] == m.PROCESS} == pids  # each stream told apart
 
 
 @pytest.mark.tilelang  # skipped, saying why, without the tilelang extra (tests/conftest.py)
@@ -330,6 +363,14 @@ def test_an_agent_of_another_protocol_there_is_one_line(sshd: Sshd) -> None:
     )
 
 
+def test_an_agent_there_claiming_another_process_is_refused_over_there(sshd: Sshd) -> None:
+    with cli.FakeAgent("normal", claim_pid=os.getpid()) as agent:
+        result = cli.run_iket("attach", f"box:{agent.pid}")
+    cli.assert_one_line_error(
+        result, f"box: the agent of pid {agent.pid} says it is pid {os.getpid()} started at ", "refusing it"
+    )
+
+
 def test_a_hostname_with_a_colon_path_that_exists_stays_local(tmp_path: Path) -> None:
     from iket_tui.sources.ssh import remote_target
 
@@ -340,4 +381,6 @@ def test_a_hostname_with_a_colon_path_that_exists_stays_local(tmp_path: Path) ->
     assert remote_target("me@[::1]:7") == RemoteTarget("me@[::1]", 7)
     assert remote_target("gpu-box:") == RemoteTarget("gpu-box", None)
     assert remote_target("box:abc") is None and remote_target("-oProxyCommand=x:1") is None
-    cli.assert_one_line_error(cli.run_iket("attach", "gpu-box:"), "gpu-box:: name a pid there (HOST:PID)")
+    cli.assert_one_line_error(
+        cli.run_iket("ir", "gpu-box:", "--compile", "1", "--pass", "1"), "gpu-box:: name a pid there"
+    )
