@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from threading import BoundedSemaphore
@@ -539,7 +540,11 @@ class IketApp(App[int]):
             self.notify("put the cursor on a running pass, or on its compile", severity="warning")
             return None
         running_ns = max(0, self.now_ns() - running.start_ns)
-        return StuckPass(running.compile.id, running.seq, running.name, running.compile.kernel, running_ns)
+        stuck = StuckPass(running.compile.id, running.seq, running.name, running.compile.kernel, running_ns)
+        if self.pass_tree.several:
+            process = self.pass_tree.process_of(running.compile)
+            stuck = replace(stuck, pid=process.pid, who=self.pass_tree.process_label(process))
+        return stuck
 
     def action_stacks(self) -> None:
         """The stacks of the target's threads (S again, or Escape, comes back)."""

@@ -38,11 +38,17 @@ class StuckPass:
     name: str
     kernel: str | None
     running_ns: int
+    pid: int | None = None
+    """In a session of several processes, the process it runs in (compile numbers are each
+    process's own); ``None`` in a session of one."""
+    who: str = ""
+    """That process in the user's words (``rank 3``, ``pid 123``)."""
 
     @property
     def what(self) -> str:
         kernel = f", {self.kernel}" if self.kernel else ""
-        return f"{self.name} (pass {self.seq} of compile {self.compile}{kernel})"
+        where = f" in {self.who}" if self.who else ""
+        return f"{self.name} (pass {self.seq} of compile {self.compile}{kernel}{where})"
 
 
 class HangPane(ModalScreen[None]):
@@ -93,7 +99,9 @@ class ReproPane(HangPane):
 
     @property
     def directory(self) -> Path:
-        return self.save_dir / f"iket-repro-c{self.stuck.compile}-p{self.stuck.seq}"
+        stuck = self.stuck
+        process = f"-pid{stuck.pid}" if stuck.pid is not None else ""
+        return self.save_dir / f"iket-repro{process}-c{stuck.compile}-p{stuck.seq}"
 
     def on_mount(self) -> None:
         stuck = self.stuck
