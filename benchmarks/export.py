@@ -4,8 +4,8 @@ The recording is the replay benchmark's (``benchmarks.replay.write_recording``):
 compiles shaped like a TileLang GEMM lowering, written as ``iket-tui record`` writes them.
 Each child imports what ``iket-tui export`` imports, then runs one task and reports its wall
 time (the task alone, not the interpreter's start) and its peak resident memory. The baseline
-child imports the same and does nothing; reading the recording alone (decoding every frame,
-applying nothing) is the time baseline.
+child imports the same and does nothing; reading the recording alone (decoding every frame in
+the export's chunks, applying nothing) is the time baseline.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 from iket_tui.cli import main
-from iket_tui.export import ChromeStream
+from iket_tui.export import READ_CHUNK, ChromeStream
 from iket_tui.sources.reading import RecordingReader
 task, recording, out, report = sys.argv[1:5]
 t0, c0 = time.perf_counter(), time.process_time()
@@ -31,7 +31,7 @@ if task == "export":
     code = main(["export", recording, "-o", out])
     assert code == 0, code
 elif task == "read":
-    sum(len(chunk) for chunk in RecordingReader(Path(recording), rows=True).chunks())
+    sum(len(chunk) for chunk in RecordingReader(Path(recording), rows=True, chunk_size=READ_CHUNK).chunks())
 elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 Path(report).write_text(json.dumps({"s": elapsed, "cpu": cpu, "peak": peak}))

@@ -70,6 +70,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from iket_tui.export import (
         BINARY_FORMATS,
+        READ_CHUNK,
         ChromeStream,
         ExportError,
         events_in,
@@ -81,7 +82,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from iket_tui.export.destination import open_destination
 
     check_writable(args.output, stdout=True)
-    reader = RecordingReader(args.file, rows=True)
+    reader = RecordingReader(args.file, rows=True, chunk_size=READ_CHUNK)
     progress = _ReadProgress(args.file) if sys.stderr.isatty() else None
     try:
         with open_destination(args.output) as out:
