@@ -104,6 +104,7 @@ class IketApp(App[int]):
         source: EventSource,
         *,
         stuck_after_s: float = 30.0,
+        kernel_stuck_after_s: float = 2.0,
         follow: bool = True,
         clock: Callable[[], float] = time.monotonic,
         tick_s: float = TICK_S,
@@ -111,8 +112,10 @@ class IketApp(App[int]):
         by_rank: bool = False,
     ) -> None:
         """``clock`` gives local monotonic seconds (tests freeze it); ``tick_s`` is how often
-        running timers and rates refresh. ``sample_kernels`` is a recording whose kernels the
-        kernels screen shows when the target traces none on a GPU (the demo's)."""
+        running timers and rates refresh. ``kernel_stuck_after_s``: a kernel launch with warps
+        that have not ended and no event for longer is marked quiet on the kernels screen.
+        ``sample_kernels`` is a recording whose kernels the kernels screen shows when the target
+        traces none on a GPU (the demo's)."""
         super().__init__()
         self.source = source
         self.sample_path = sample_kernels
@@ -123,6 +126,7 @@ class IketApp(App[int]):
         self.clock = clock
         self.tick_s = tick_s
         self.session = Session(stuck_after_ns=int(stuck_after_s * 1e9), by_rank=by_rank)
+        self.session.kernels.stuck_after_ns = int(kernel_stuck_after_s * 1e9)
         self.pass_tree = self.session.tree
         self.rows = VisibleRows(self.pass_tree)
         self.pass_search = PassSearch(self.pass_tree)
@@ -562,7 +566,7 @@ class IketApp(App[int]):
             sample = None
             if self.sample_kernels is not None and self.sample_path is not None:
                 sample = (self.sample_kernels, self.sample_path.name)
-            self.push_screen(KernelsScreen(self.session, sample=sample))
+            self.push_screen(KernelsScreen(self.session, sample=sample, now_ns=self.now_ns))
 
     # Pause and playback
 

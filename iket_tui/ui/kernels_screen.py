@@ -1,11 +1,18 @@
 """The kernels screen: the launches of traced kernels, newest first, and the flame view of the
 selected one, with what is under its cursor. It follows the session the app keeps up to date,
-told by :class:`~iket_tui.ui.messages.ModelChanged`, redrawing at most 10 times a second."""
+told by :class:`~iket_tui.ui.messages.ModelChanged`, redrawing at most 10 times a second.
+
+A launch with warps that have not ended is marked running; once it has had no event for longer
+than the threshold (``--kernel-stuck-after``), it is marked quiet, and for the selected one the
+warps that have not ended are listed with their last events above the flame view. A clock tick
+(a ``ModelChanged`` with no new records) repaints only those marks and times."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -19,6 +26,7 @@ from iket_tui.model.launches import Launch, event_stats
 from iket_tui.model.session import Session
 from iket_tui.ui.flame_view import FlameView, TimeRuler
 from iket_tui.ui.messages import ModelChanged
+from iket_tui.ui.running_warps import RunningWarps
 from iket_tui.ui.throttle import Throttle
 
 REFRESH_S = 0.1
@@ -38,6 +46,8 @@ class KernelsScreen(Screen[None]):
         Binding("tab", "app.focus_next", "Next pane", show=False),
     ]
 
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"kernels-screen--running", "kernels-screen--quiet"}
+
     DEFAULT_CSS = """
     KernelsScreen #kernels-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
     KernelsScreen #launches { height: auto; max-height: 30%; }
@@ -53,9 +63,18 @@ class KernelsScreen(Screen[None]):
     KernelsScreen #goto.-shown { display: block; }
     """
 
-    def __init__(self, session: Session, *, sample: tuple[KernelTimeline, str] | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        *,
+        sample: tuple[KernelTimeline, str] | None = None,
+        now_ns: Callable[[], int] | None = None,
+    ) -> None:
+        """``now_ns`` gives the agent's time now as the app sees it (frozen when paused or
+        ended; the stream's time in a replay); without it, the latest time the stream carried."""
         super().__init__()
         self.session = session
+        self.now_ns = now_ns if now_ns is not None else (lambda: session.last_t_ns)
         self.kernels = session.kernels
         """The kernels on screen: the session's, or the sample's."""
         self.sample = sample
@@ -69,12 +88,14 @@ class KernelsScreen(Screen[None]):
         self._version = -1
         self._rows: list[Launch] = []
         self._stable: dict[tuple[int, int, int, int], int] = {}  # launch versions at the last look
+        self._marked: set[tuple[int, int, int, int]] = set()  # launches whose duration cell says running
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(id="kernels-title", markup=False)
-            table: DataTable[str] = DataTable(id="launches", cursor_type="row", zebra_stripes=True)
+            table: DataTable[str | Text] = DataTable(id="launches", cursor_type="row", zebra_stripes=True)
             yield table
+            yield RunningWarps(id="running")
             flame = FlameView(id="flame")
             yield TimeRuler(flame, id="ruler")
             with Horizontal(id="flame-area"):
@@ -88,7 +109,8 @@ class KernelsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one("#launches", DataTable)
-        table.add_columns("kernel", "grid", "start", "duration", "records", "unbalanced", "compile")
+        for label in ("kernel", "grid", "start", "duration", "records", "unbalanced", "compile"):
+            table.add_column(label, key=label)
         self.query_one("#stats", DataTable).add_columns(
             "event", "kind", "count", "unbalanced", "mean", "p50", "p99", "max", "payload min", "payload max"
         )
@@ -107,10 +129,13 @@ class KernelsScreen(Screen[None]):
         self._throttle.ran()
         self._choose_source()
         kernels = self.kernels
-        self.query_one("#kernels-title", Static).update(self._title())
+        now = self._agent_now()
+        title = self.query_one("#kernels-title", Static)
         if kernels.version == self._version and all(
             launch.unbalanced_if_known() is not None or launch.evicted for launch in self._rows
         ):
+            title.update(self._title(now))
+            self._show_running(now)  # the clock moved: only the marks and their times
             return
         self._version = kernels.version
         launches = kernels.newest_first()
@@ -123,6 +148,7 @@ class KernelsScreen(Screen[None]):
         stable = self._stable
         self._stable = {launch.key: launch.version for launch in launches}
         table.clear()
+        self._marked = set()
         for launch in launches:
             if stable.get(launch.key) == launch.version:
                 launch.spans()  # no records came since the last look: pair it once (cached after)
@@ -132,18 +158,63 @@ class KernelsScreen(Screen[None]):
                 launch.kernel,
                 grid,
                 f"+{format_ns(launch.first_ns - first_ns)}",
-                format_ns(launch.duration_ns),
+                self._duration_cell(launch, now),
                 f"{launch.records:,}" + (" (summarised)" if launch.evicted else ""),
                 "" if unbalanced is None else f"{unbalanced:,}",
                 self._compile_label(launch),
                 key=str(launch.key),
             )
         self._rows = launches
+        title.update(self._title(now))
         if self.selected is not None and self.selected in launches:
             table.move_cursor(row=launches.index(self.selected), animate=False)
         self.query_one(FlameView).show_launch(self.selected)
+        self._show_unfinished(now)
         self._show_under_cursor()
         self._show_stats()
+
+    # Launches that run
+
+    def _agent_now(self) -> int:
+        """The agent's time now: the app's clock for the session; for a sample, the time of its last records."""
+        if self.showing_sample:
+            return max((clock.batch_t_ns for clock in self.kernels.clocks.values()), default=0)
+        return self.now_ns()
+
+    def _duration_cell(self, launch: Launch, now: int) -> str | Text:
+        """How long the launch ran; for one still running, ``running``, and how long it has
+        been quiet once that is past the threshold."""
+        if not launch.running:
+            return format_ns(launch.duration_ns)
+        self._marked.add(launch.key)
+        kernels = self.kernels
+        if kernels.running_past(launch, now):
+            quiet = format_ns(kernels.quiet_ns(launch, now))
+            return Text(
+                f"running, quiet {quiet}", style=self.get_component_rich_style("kernels-screen--quiet", partial=True)
+            )
+        return Text(
+            f"running {format_ns(launch.duration_ns)}",
+            style=self.get_component_rich_style("kernels-screen--running", partial=True),
+        )
+
+    def _show_running(self, now: int) -> None:
+        """Repaint what the clock changes: the running launches' marks and the unfinished warps' times."""
+        table = self.query_one("#launches", DataTable)
+        for launch in self._rows:
+            if launch.key in self._marked:
+                table.update_cell(str(launch.key), "duration", self._duration_cell(launch, now), update_width=True)
+        self._show_unfinished(now)
+
+    def _show_unfinished(self, now: int) -> None:
+        """The selected launch's warps that have not ended, while it runs past the threshold."""
+        launch = self.selected
+        shown = launch is not None and self.kernels.running_past(launch, now)
+        running = self.query_one(RunningWarps)
+        if launch is None or not shown:
+            running.show(None, 0)
+            return
+        running.show(self.kernels.unfinished(launch, now), launch.blocks())
 
     def _compile_label(self, launch: Launch) -> str:
         """The compile that built the launch's kernel; a sample's compiles are not this session's."""
@@ -184,13 +255,14 @@ class KernelsScreen(Screen[None]):
         self.showing_sample = want_sample
         self._version = -1
 
-    def _title(self) -> str:
+    def _title(self, now: int) -> str:
         if self.showing_sample and self.sample is not None:
             sample, name = self.sample
             if sample.tracing is None:
                 return f"kernels: no GPU here; reading a recorded run ({name}) ..."
             return f"kernels: no GPU here; showing a recorded run on {sample.tracing.device or 'a GPU'} ({name})"
-        return self.kernels.title(following=self.follow)
+        quiet = sum(1 for launch in self._rows if self.kernels.running_past(launch, now))
+        return self.kernels.title(following=self.follow, quiet=quiet)
 
     # Events
 
@@ -208,6 +280,7 @@ class KernelsScreen(Screen[None]):
                 self.selected = launch
                 self.follow = row == 0 and self.follow
                 self.query_one(FlameView).show_launch(launch)
+                self._show_unfinished(self._agent_now())
                 self._show_under_cursor()
                 self._show_stats()
 
