@@ -10,13 +10,12 @@ from pathlib import Path
 from iket_tui.cli.errors import UsageError, say
 from iket_tui.cli.files import cmd_repro as cmd_repro_failure
 from iket_tui.cli.repro_output import check_repro_output, write_repro
-from iket_tui.cli.targets import target_socket
+from iket_tui.cli.targets import target_source
 from iket_tui.durations import duration
 from iket_tui.outputs import OutputError
 from iket_tui.protocol import messages as m
 from iket_tui.sources.reading import RecordingReader
 from iket_tui.sources.requests import ask
-from iket_tui.sources.socket import SocketSource
 from iket_tui.ui.abort_text import abort_lines
 
 ABORT_TIMEOUT_S = 30.0
@@ -62,7 +61,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
 def _stuck_now(target: str, compile_id: int | None) -> tuple[m.Message, str]:
     """The capture of the pass running now in a live target, and the target's description."""
-    source = SocketSource(target_socket(target, start_agent=False))
+    source = target_source(target, start_agent=False)
     try:
         source.connect()
         fields = {"compile": compile_id} if compile_id is not None else {}
@@ -78,7 +77,7 @@ def cmd_abort(args: argparse.Namespace) -> int:
     """Make a running compile of a target fail with ``CompileAborted``, raised in its thread; the
     program goes on. Exit code 0 once the compile failed, 1 while it has not (its thread is inside
     native code, which the exception waits for)."""
-    source = SocketSource(target_socket(args.target, start_agent=False))
+    source = target_source(args.target, start_agent=False)
     try:
         source.connect()
         fields = {"compile": args.compile} if args.compile is not None else {}

@@ -305,7 +305,10 @@ archive to standard output (`| tar -t` lists it, `| tar -x` unpacks it).""",
         "iket-tui repro run.msgpack -o - | tar -t",
     )
     repro.add_argument(
-        "file", type=Path, metavar="FILE", help="a recording; with --stuck also a live TARGET (a pid or socket path)"
+        "file",
+        type=Path,
+        metavar="FILE",
+        help="a recording; with --stuck also a live TARGET (a pid, a socket path or HOST:PID)",
     )
     repro.add_argument("--compile", type=int, metavar="N", help="the failed compile (default: the first one)")
     repro.add_argument(

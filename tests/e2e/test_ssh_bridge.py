@@ -15,11 +15,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from live_target import socket_of, stacks_of
 from ssh_server import NoSshd, Sshd, start_sshd
 
 from iket_tui.endpoints import process_start_time, socket_path_for
@@ -32,6 +34,7 @@ from iket_tui.sources.stacks import py_spy_path
 TESTS = Path(__file__).resolve().parents[1]
 TILELANG_TARGET = TESTS / "cli" / "tilelang_target.py"
 RESTARTING_TARGET = TESTS / "sources" / "restarting_target.py"
+HANG_TARGETS = TESTS / "e2e" / "targets"
 TIMEOUT_S = 120.0
 
 
@@ -234,6 +237,41 @@ def test_a_connection_lost_mid_stream_keeps_what_came_and_ends_the_recording(ssh
     assert info.ended and info.cut_at is None  # the recording ends cleanly, with everything received
     _check_one_lowering(msgs, target.pid)
     assert m.BYE not in _types(out) and "lost the connection to box" in msgs[-1]["reason"]
+
+
+@pytest.mark.tilelang  # skipped, saying why, without the tilelang extra (tests/conftest.py)
+def test_a_remote_compile_stuck_in_a_pass_is_reproduced_and_aborted_over_ssh(sshd: Sshd, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    env = {**os.environ, "IKET_TUI": "1", "IKET_TEST_HANG": "spin", "IKET_TEST_GATE": str(gate)}
+    program = subprocess.Popen(
+        [sys.executable, "hang_target.py"], cwd=HANG_TARGETS, env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert program.stdout is not None
+    try:
+        path = socket_of(program)  # type: ignore[arg-type]
+        deadline = time.monotonic() + TIMEOUT_S
+        while "spin_forever" not in str(stacks_of(path)):
+            assert time.monotonic() < deadline, "the program never reached its hanging pass"
+            time.sleep(0.2)
+        out = tmp_path / "repro"
+        written = cli.run_iket("repro", f"box:{program.pid}", "--stuck", "-o", str(out))
+        assert written.returncode == 0, written.stderr
+        (said,) = written.stderr.splitlines()
+        assert said.startswith("iket-tui: wrote a reproducer of the stuck pass hang_test.SpinForever (pass ")
+        assert (out / "repro.py").is_file() and "spin_forever" in (out / "stack.txt").read_text()
+        aborted = cli.run_iket("abort", f"box:{program.pid}")
+        assert aborted.returncode == 0, aborted.stderr
+        (line,) = aborted.stdout.splitlines()
+        assert line.startswith("compile 1 failed: CompileAborted: aborted by iket-tui after ")
+        assert line.endswith(" in hang_test.SpinForever; the program goes on")
+        lines = [program.stdout.readline().rstrip("\n") for _ in range(3)]
+        assert lines[0] == "hanging" and lines[1].startswith("caught CompileAborted: aborted by iket-tui after ")
+        gate.touch()
+        assert program.wait(TIMEOUT_S) == 0
+    finally:
+        if program.poll() is None:
+            program.kill()
+            program.wait()
 
 
 def test_an_agent_stopped_and_started_again_is_followed_over_ssh(sshd: Sshd, tmp_path: Path) -> None:
