@@ -125,6 +125,11 @@ class ChromeStream:
         text = _compile_text(comp, self._origin, self.session.last_t_ns, self._quoted)
         self.events += 1 + sum(len(ctx.passes) for ctx in comp.context_order) + len(comp.codegen_steps)
         self._write(b"," + text.encode())
+        for ctx in comp.context_order:
+            for node in ctx.passes.values():
+                node.parent = None  # with the context's own links, the cycles a pass is in
+            ctx.passes.clear()
+            ctx.roots.clear()
         comp.contexts.clear()
         comp.context_order.clear()
         comp.codegen_steps.clear()

@@ -3,6 +3,7 @@ bounded memory, the same events as the whole-session document, gzip by the name'
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 from pathlib import Path
@@ -14,6 +15,7 @@ from export_helpers import EXAMPLE
 from iket_tui.cli import main
 from iket_tui.export import ChromeStream, ExportError, chrome_trace, recording_session
 from iket_tui.model import synthetic
+from iket_tui.model.nodes import PassNode
 from iket_tui.protocol import messages as m
 
 
@@ -37,6 +39,31 @@ def test_each_compile_is_written_when_it_ends_and_then_forgotten() -> None:
     assert count == sum(1 for event in doc["traceEvents"] if event["ph"] != "M")
     incomplete = [event["name"] for event in doc["traceEvents"] if event.get("args", {}).get("status") == "incomplete"]
     assert incomplete[-1] == "tl.LayoutInference"
+
+
+def test_a_written_compiles_passes_are_freed_without_the_cycle_collector() -> None:
+    """A pass links to its parent and its context, which link back: the stream breaks those
+    links when it writes a compile, so that its passes go at once, not at the cycle
+    collector's next full sweep, whose cost grows with the recording."""
+    stream_messages = synthetic.live_stream(compiles=4, fail=(), running="tl.LayoutInference", running_for_ns=10**9)
+    stream = ChromeStream(lambda data: None)
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        stream.feed(stream_messages)
+        open_passes = sum(
+            len(ctx.passes)
+            for comp in stream.session.tree.compiles
+            if comp.end_ns is None
+            for ctx in comp.context_order
+        )
+        alive = sum(1 for obj in gc.get_objects() if isinstance(obj, PassNode))
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert open_passes > 0  # the running compile's passes, not yet written
+    assert alive == open_passes
 
 
 def test_nothing_is_written_for_a_recording_with_nothing_to_show() -> None:
