@@ -172,8 +172,17 @@ class ProcessStreams:
                 self._note_hello(reader)
         except SourceError:
             self._close_readers("error")
+            self._drop_recording()
             raise
         return hellos
+
+    def _drop_recording(self) -> None:
+        """Remove the recording begun for a stream that never started (an agent named could not
+        be connected to): it would hold no more than the agents that did answer."""
+        path = self.record_to
+        if path is not None and path.is_file():
+            with contextlib.suppress(OSError):
+                path.unlink()
 
     def _reader(self, path: Path) -> _Reader:
         made: list[SocketSource] = []

@@ -5,6 +5,7 @@ of every process's stream told apart."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -137,3 +138,18 @@ def test_run_follows_a_forked_child_unless_told_not_to(tmp_path: Path, follow: b
     assert child["ppid"] == parent["pid"]
     assert [msg["ok"] for msg in compiles] == [True], "the child's compile, told apart"
     assert next(msg["pid"] for msg in msgs if msg["type"] == m.PROCESS) == child["pid"]
+
+
+def test_attach_several_where_one_socket_refuses_leaves_no_recording(
+    programs: list[subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    out = tmp_path / "never.msgpack"
+    dead = tmp_path / "dead.sock"
+    bound = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound.bind(str(dead))  # bound, never listening: a stale socket
+    try:
+        result = run_iket("attach", str(programs[0].pid), str(dead), "--record", str(out))
+    finally:
+        bound.close()
+    assert_one_line_error(result, str(dead), "connection refused")
+    assert not out.exists(), "no recording of a stream that never started"
