@@ -50,6 +50,7 @@ COMMAND_NOT_FOUND = 127
 """A shell's exit code for a command it cannot find."""
 
 DEFAULT_HELLO_TIMEOUT_S = 30.0  # ssh may log in through jump hosts before the bridge says anything
+PROMPT_HELLO_TIMEOUT_S = 300.0  # where ssh may ask for a passphrase or a host key first
 RECONNECT_WAIT_S = 2.0  # how long a reconnecting bridge waits for the agent, saving ssh logins
 _EXIT_WAIT_S = 5.0  # for ssh to exit once the stream has ended
 
@@ -170,6 +171,7 @@ class SshSource(SocketSource):
         )
         self.target = target
         self.description = f"{target}"
+        self._batch_hello_timeout_s = hello_timeout_s
         self._ssh: subprocess.Popen[bytes] | None = None
         self._ssh_stderr: IO[bytes] | None = None
         self._reapers: list[threading.Thread] = []
@@ -194,6 +196,7 @@ class SshSource(SocketSource):
         if first is not None:  # the same process again, its agent given a moment to listen
             remote += ["--start-time", str(first["start_time"]), "--wait", f"{RECONNECT_WAIT_S:g}"]
         batch = first is not None or not sys.stdin.isatty()
+        self._hello_timeout_s = self._batch_hello_timeout_s if batch else PROMPT_HELLO_TIMEOUT_S
         self._ssh_stderr = tempfile.TemporaryFile()  # noqa: SIM115 (read and closed once ssh has ended)
         try:
             self._ssh = subprocess.Popen(
