@@ -1,12 +1,14 @@
-"""The recording of a real GPU run that comes with iket-tui: what the demo shows of kernels where
-there is no GPU to run them (``examples/h200-demo.msgpack``, see ``examples/README.md``)."""
+"""The recording that comes with iket-tui: what the demo shows where there is no GPU to run its
+kernels (``examples/h200-demo-waiting.msgpack``, see ``examples/README.md``): a real run of the
+demo program on an H200, with one more launch of its traced GEMM, written by the CPU producer,
+in which a block waits four seconds before it is released (``scripts/demo_sample.py``)."""
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
 
-NAME = "h200-demo.msgpack"
+NAME = "h200-demo-waiting.msgpack"
 
 TRACED_EVENTS = ("tile", "first_a", "k_step", "load", "mma")
 """The IKET events of the demo's ``traced_gemm``, in the order TileLang numbers them: the

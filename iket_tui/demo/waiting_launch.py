@@ -184,6 +184,8 @@ class WaitingStream:
     released: dict[str, Any]
     held_since_ns: int
     """Device time of the held warps' last event."""
+    newest_held_ns: int
+    """Device time of the launch's newest event while its block waits."""
 
 
 def waiting_stream(
@@ -204,9 +206,10 @@ def waiting_stream(
     first = drain.drain()
     held = kernel_records(first, t_ns=agent_t_ns + drain_ns)
     held["device_now_ns"] = agent_t_ns + drain_ns + offset
-    released_at = writer.held_since_ns + hold_ns
+    held_since = writer.held_since_ns
+    released_at = held_since + hold_ns
     writer.release(released_at)
     released = kernel_records(drain.drain(), t_ns=released_at - offset + drain_ns)
     released["device_now_ns"] = released_at + drain_ns
     table = kernel_module(TRACED_TABLE, ring_id=ring_id, layout=first.layout, t_ns=agent_t_ns)
-    return WaitingStream(table, held, released, writer.held_since_ns)
+    return WaitingStream(table, held, released, held_since, newest)

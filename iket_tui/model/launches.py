@@ -17,7 +17,7 @@ import numpy as np
 
 from iket_tui.model.running_kernels import WarpProgress
 from iket_tui.ring.events import ModuleEvents
-from iket_tui.ring.layout import EVENT_DTYPE, KIND_END, KIND_MARK, KIND_MASK, KIND_START, KIND_UNKNOWN
+from iket_tui.ring.layout import EVENT_DTYPE, EVENT_WARP_ROW, KIND_END, KIND_MARK, KIND_MASK, KIND_START, KIND_UNKNOWN
 
 LaunchKey = tuple[int, int, int, int]
 """(ring id, module id, kernel index, launch number)."""
@@ -230,7 +230,8 @@ def pair_ranges(events: np.ndarray[Any, np.dtype[np.void]], origin_ns: int) -> S
     spans["sm"] = ordered["sm"][first]
     spans = spans[np.argsort(spans["block"].astype(np.int64) * max_warps + spans["warp"], kind="stable")]
 
-    mark_at = np.flatnonzero((kind == KIND_MARK) | (kind == KIND_UNKNOWN))  # an id without a table entry: a mark
+    # An id without a table entry is a mark; a warp row (its begin or end, no event) is none.
+    mark_at = np.flatnonzero(((kind == KIND_MARK) | (kind == KIND_UNKNOWN)) & ((ordered["kind"] & EVENT_WARP_ROW) == 0))
     marks = np.zeros(len(mark_at), dtype=MARK_DTYPE)
     for name in ("event", "payload_type", "payload", "warp", "sm"):
         marks[name] = ordered[name][mark_at]

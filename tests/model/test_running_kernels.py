@@ -6,9 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from iket_tui.demo.sample import sample_recording
 from iket_tui.demo.waiting_launch import WaitingLaunch
 from iket_tui.model.kernels import KernelMessageError, KernelTimeline
+from iket_tui.model.launches import pair_ranges
 from iket_tui.model.running_kernels import NO_EVENT, WarpProgress, unfinished, warp_ranges
+from iket_tui.model.session import Session
+from iket_tui.protocol import messages as m
 from iket_tui.ring.buffer import RingView
 from iket_tui.ring.drain import RingDrain
 from iket_tui.ring.events import EventInfo, ModuleEvents
@@ -25,6 +29,7 @@ from iket_tui.ring.layout import (
     RingGeometry,
 )
 from iket_tui.ring.wire import kernel_module, kernel_records
+from iket_tui.sources.reading import read_recording
 
 END = 31
 TILE, FIRST_A, K_STEP, LOAD, MMA = 1, 2, 3, 4, 5
@@ -249,3 +254,37 @@ def test_without_a_device_now_the_newest_event_stands_in_and_an_impossible_one_i
     timeline.apply({**msg, "device_now_ns": None})
     assert timeline.device_now_ns(7, AGENT + 5) == newest + 5
     assert timeline.device_now_ns(8, AGENT) is None  # a ring nothing came from
+
+
+def test_the_demo_recording_holds_a_launch_whose_block_waits_then_is_released() -> None:
+    sample = sample_recording()
+    assert sample is not None
+    messages, info = read_recording(sample)
+    assert info.ended and not (info.undecodable or info.unknown)
+    records = [index for index, msg in enumerate(messages) if msg["type"] == m.KERNEL_RECORDS]
+    held, released = records[-2:]
+    session = Session()
+    session.apply(messages[: held + 1])
+    launch = session.kernels.newest_first()[0]
+    assert launch.key[3] == 6 and launch.running and len(session.kernels.launches) == 4
+    t = messages[held]["t_ns"]
+    assert not session.kernels.running_past(launch, t + S)
+    assert session.kernels.running_past(launch, t + 3 * S)
+    found = session.kernels.unfinished(launch, t + 3 * S)
+    assert found.summary(launch.blocks()) == (
+        "1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), 3.05 s ago"
+    )
+    # Heartbeats while it waits, then its release: every launch done, every event read.
+    assert {msg["type"] for msg in messages[held + 1 : released]} == {m.HEARTBEAT}
+    session.apply(messages[held + 1 :])
+    assert not launch.running and launch.records == 42_240
+    assert session.kernels.events_read == 4 * 42_240 and session.kernels.events_lost == 0
+
+
+def test_a_warp_row_is_no_mark_in_the_flame_view() -> None:
+    begin_row = KIND_UNKNOWN | EVENT_WARP_BEGIN | EVENT_WARP_ROW
+    end_row = KIND_UNKNOWN | EVENT_WARP_END | EVENT_WARP_ROW
+    found = pair_ranges(
+        events((10, 0, 1, begin_row, 0, 0), (20, 0, 0, KIND_MARK, K_STEP, 3), (30, 0, 0, end_row, 0, 0)), origin_ns=0
+    )
+    assert [(int(mark["t_ns"]), int(mark["event"])) for mark in found.marks] == [(20, K_STEP)]

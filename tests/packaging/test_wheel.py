@@ -33,7 +33,11 @@ def test_the_wheel_carries_its_licence_and_the_files_read_at_run_time(wheel: zip
     dist_info = f"iket_tui-{__version__}.dist-info"
     assert f"{dist_info}/licenses/LICENSE" in names
     assert wheel.read(f"{dist_info}/licenses/LICENSE").lstrip().startswith(b"Apache License")
-    for packaged in ("iket_tui/ring/device_runtime.cuh", "iket_tui/demo/h200-demo.msgpack", "iket_tui_agent.pth"):
+    for packaged in (
+        "iket_tui/ring/device_runtime.cuh",
+        "iket_tui/demo/h200-demo-waiting.msgpack",
+        "iket_tui_agent.pth",
+    ):
         assert packaged in names
 
 

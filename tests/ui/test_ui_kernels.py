@@ -139,7 +139,7 @@ async def test_without_a_gpu_the_demo_shows_the_kernels_of_the_bundled_recording
     from iket_tui.model.synthetic import live_stream
 
     sample = sample_recording()
-    assert sample is not None and sample.name == "h200-demo.msgpack"
+    assert sample is not None and sample.name == "h200-demo-waiting.msgpack"
     no_ring = {"type": "kernel_tracing", "enabled": True, "device": None, "reason": "no CUDA device", "t_ns": 1}
     source = FakeSource([batch([*live_stream(), no_ring], state=SourceState.LIVE)], stay_open=True)
     app = IketApp(source, sample_kernels=sample)  # type: ignore[arg-type]
@@ -151,8 +151,11 @@ async def test_without_a_gpu_the_demo_shows_the_kernels_of_the_bundled_recording
         screen = app.screen
         assert isinstance(screen, KernelsScreen) and screen.showing_sample
         launches = screen.query_one("#launches", DataTable)
-        await wait_until(pilot, lambda: launches.row_count == 3, "the sample's launches, read off the app's thread")
+        await wait_until(pilot, lambda: launches.row_count == 4, "the sample's launches, read off the app's thread")
         title = str(screen.query_one("#kernels-title").render())
-        assert title == "kernels: no GPU here; showing a recorded run on NVIDIA H200 (h200-demo.msgpack)"
-        assert launches.get_row_at(0)[-1] == "8 (recorded)"  # the recording's compile, not one of this session
-        assert _under_cursor(app).startswith("block (0,0) · SM 124 · warp 0")
+        assert title == "kernels: no GPU here; showing a recorded run on NVIDIA H200 (h200-demo-waiting.msgpack)"
+        newest = launches.get_row_at(0)
+        assert newest[-1] == "8 (recorded)"  # the recording's compile, not one of this session
+        assert str(newest[3]) == "4.00 s"  # the launch whose block waited, released: no longer running
+        assert [str(row[3]) for row in map(launches.get_row_at, range(1, 4))] == ["21.7 µs", "21.3 µs", "22.6 µs"]
+        assert _under_cursor(app).startswith("block (0,0) · SM 0 · warp 0")
