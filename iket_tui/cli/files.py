@@ -11,6 +11,7 @@ from pathlib import Path
 from iket_tui.cli.errors import UsageError, check_writable, say, shown
 from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.show import show
+from iket_tui.cli.unfinished import RunningLaunches
 from iket_tui.model.behind import BehindInStream
 from iket_tui.outputs import OutputError
 from iket_tui.sources.base import SourceError
@@ -43,15 +44,19 @@ def cmd_dump(args: argparse.Namespace) -> int:
     reader = RecordingReader(args.file)
     line = json_line if args.format == "jsonl" else TextLines().line
     expander = KernelEvents() if args.records else None
+    running = RunningLaunches()
     behind = BehindInStream()
     out = sys.stdout
     for msg in reader:
         out.write(line(msg) + "\n")
         if isinstance(msg, dict):
+            running.apply(msg)
             behind.apply(msg)
             if expander is not None:
                 for event in expander.events(msg):
                     out.write(line(event) + "\n")
+    for unfinished in running.at_end():
+        out.write(line(unfinished) + "\n")
     for late in behind.at_end():
         out.write(line(late) + "\n")
     out.flush()

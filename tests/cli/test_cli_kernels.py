@@ -10,11 +10,17 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_iket
 
+from iket_tui.demo.sample import sample_recording
+from iket_tui.demo.waiting_launch import WaitingStream, waiting_stream
 from iket_tui.protocol import messages as m
+from iket_tui.protocol.codec import encode_message
+from iket_tui.protocol.recording import MAGIC
 from iket_tui.sources.reading import read_recording
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "h200-demo.msgpack"
 TRACED_TARGET = Path(__file__).resolve().parents[1] / "agent" / "targets" / "traced.py"
+S = 1_000_000_000
+DEVICE_T = 1_795_976_916_032_000_000
 
 
 @pytest.mark.tilelang
@@ -56,3 +62,62 @@ def test_dump_summarises_kernel_batches_and_expands_them_on_request() -> None:
     assert all(event["payload"] == event["block"][0] for event in tiles)
     assert {event["kind"] for event in events} == {"start", "end", "mark"}
     assert {event["kernel"] for event in events} == {"traced_gemm_kernel"}
+
+
+def _killed_while_a_block_waits(path: Path) -> tuple[Path, WaitingStream]:
+    """A recording cut off (no ``end``) 6.05 s after a launch began, its block waiting, as one
+    of a process killed then is: its records, then a heartbeat. Returns it and what was
+    written."""
+    stream = waiting_stream(agent_t_ns=5 * S, device_t_ns=DEVICE_T, hold_ns=60 * S, ring_id=11)
+    hello = {"type": "hello", "proto": [1, 1], "role": "agent", "pid": 4242, "argv": ["python", "hang.py"], "t_ns": S}
+    tracing = {"type": "kernel_tracing", "enabled": True, "device": "NVIDIA H200", "reason": None, "t_ns": 5 * S}
+    beat = {"type": "heartbeat", "t_ns": 11 * S + 50_000_000, "produced": 4, "dropped": 0, "open_passes": 0}
+    header = m.recording(created_unix=0.0, software_version="test", source="pid 4242: python hang.py")
+    frames = [encode_message(msg) for msg in (header, hello, tracing, stream.table, stream.held, beat)]
+    path.write_bytes(MAGIC + b"".join(frames))
+    return path, stream
+
+
+def test_dump_ends_with_the_launches_a_killed_process_left_unfinished(tmp_path: Path) -> None:
+    recording, stream = _killed_while_a_block_waits(tmp_path / "killed.msgpack")
+    end = DEVICE_T + 6 * S + 50_000_000  # the stream ended 6.05 s after the launch began
+    ago = end - stream.held_since_ns
+    assert ago == 6_049_988_512
+
+    text = run_iket("dump", str(recording))
+    assert text.returncode == 0, text.stderr
+    last = text.stdout.splitlines()[-1]
+    assert last.split("kernel_unfinished")[0].strip() == "10050.000 ms"
+    assert last.split("kernel_unfinished")[1].strip() == (
+        "kernel=traced_gemm_kernel ring_id=11 module=1 launch=6 blocks=64 unfinished_blocks=1 unfinished_warps=4"
+        " quiet=6.05s"
+        ' summary="1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), 6.05 s ago"'
+    )
+    assert "recording has no end frame" in text.stderr  # what the reader noticed goes to stderr
+
+    lines = run_iket("dump", str(recording), "--format", "jsonl")
+    (unfinished,) = [obj for obj in map(json.loads, lines.stdout.splitlines()) if obj["type"] == "kernel_unfinished"]
+    assert unfinished == {
+        "type": "kernel_unfinished",
+        "t_ns": 11 * S + 50_000_000,
+        "kernel": "traced_gemm_kernel",
+        "ring_id": 11,
+        "module": 1,
+        "launch": 6,
+        "blocks": 64,
+        "unfinished_blocks": 1,
+        "unfinished_warps": 4,
+        "quiet_ns": end - stream.newest_held_ns,  # since the launch's newest event, another block's
+        "summary": "1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), 6.05 s ago",
+    }
+
+
+def test_dump_of_the_demo_recording_shows_the_waiting_launch_finished() -> None:
+    sample = sample_recording()
+    assert sample is not None
+    result = run_iket("dump", str(sample), "--format", "jsonl")
+    assert result.returncode == 0, result.stderr
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert not [obj for obj in objects if obj["type"] == "kernel_unfinished"]  # released before the end
+    records = [obj for obj in objects if obj["type"] == m.KERNEL_RECORDS]
+    assert records[-1]["counters"]["events_read"] == 4 * 42_240 and records[-1]["counters"]["events_lost"] == 0
