@@ -22,15 +22,21 @@ from iket_tui.sources.replay import RecordingSource
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """The live UI over a recording, at its speed or another, until the user quits."""
-    return replay(args.file, speed=args.speed, paused=args.paused, stuck_after_s=args.stuck_after)
+    return replay(
+        args.file,
+        speed=args.speed,
+        paused=args.paused,
+        stuck_after_s=args.stuck_after,
+        kernel_stuck_after_s=args.kernel_stuck_after,
+    )
 
 
-def replay(path: Path, *, speed: float, paused: bool, stuck_after_s: float) -> int:
+def replay(path: Path, *, speed: float, paused: bool, stuck_after_s: float, kernel_stuck_after_s: float = 2.0) -> int:
     """The live UI over the recording at ``path`` until the user quits; the exit code."""
     source = RecordingSource(path, speed=speed, start_paused=paused)
     source.open()
     try:
-        code, signum = show(source, stuck_after_s)
+        code, signum = show(source, stuck_after_s, kernel_stuck_after_s=kernel_stuck_after_s)
     finally:
         source.close()
     if source.error:

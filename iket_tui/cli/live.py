@@ -95,7 +95,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         source = SocketSource(path, record_to=args.record, connect_retry_s=5.0, filters=filters_of(args))
     if args.no_ui:
         return _run_headless(program, source)
-    return _run_with_ui(program, source, args.stuck_after, getattr(args, "sample_kernels", None), by_rank=by_rank)
+    return _run_with_ui(
+        program,
+        source,
+        args.stuck_after,
+        getattr(args, "sample_kernels", None),
+        by_rank=by_rank,
+        kernel_stuck_after_s=args.kernel_stuck_after,
+    )
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
@@ -106,7 +113,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
     source = _attached(args)
     try:
         source.connect()
-        code, signum = show(source, args.stuck_after)
+        code, signum = show(source, args.stuck_after, kernel_stuck_after_s=args.kernel_stuck_after)
     finally:
         source.close_and_wait("the UI was closed")
     stopped_recording = _report_recording(source)
@@ -259,7 +266,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     if sample is None:
         raise UsageError(f"{why}the demo replays its H200 recording, which this install lacks ({SAMPLE_NAME})")
-    code = replay(sample, speed=1.0, paused=False, stuck_after_s=args.stuck_after)
+    code = replay(
+        sample,
+        speed=1.0,
+        paused=False,
+        stuck_after_s=args.stuck_after,
+        kernel_stuck_after_s=args.kernel_stuck_after,
+    )
     if not args.recording:
         say("that was the demo recorded on an H200: pip install 'iket-tui[tilelang]' runs it live here")
     return code
@@ -314,9 +327,16 @@ def _run_with_ui(
     sample_kernels: Path | None = None,
     *,
     by_rank: bool = False,
+    kernel_stuck_after_s: float = 2.0,
 ) -> int:
     try:
-        _code, signum = show(source, stuck_after_s, sample_kernels=sample_kernels, by_rank=by_rank)
+        _code, signum = show(
+            source,
+            stuck_after_s,
+            sample_kernels=sample_kernels,
+            by_rank=by_rank,
+            kernel_stuck_after_s=kernel_stuck_after_s,
+        )
     finally:
         source.close_and_wait("the UI was closed")
     stopped = program.returncode is None

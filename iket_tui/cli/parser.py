@@ -63,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="S",
             help="mark a pass stuck once it runs longer than S seconds (default 30)",
         )
+        sub.add_argument(
+            "--kernel-stuck-after",
+            type=_positive,
+            default=2.0,
+            metavar="S",
+            help="mark a kernel launch quiet once its unfinished warps have run no event for S seconds (default 2)",
+        )
 
     def start_agent(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(

@@ -281,7 +281,7 @@ class _Target:
 
 
 def _ui_options(args: argparse.Namespace) -> list[str]:
-    return ["--stuck-after", str(args.stuck_after)]
+    return ["--stuck-after", str(args.stuck_after), "--kernel-stuck-after", str(args.kernel_stuck_after)]
 
 
 def _session_command(argv: list[str]) -> str:

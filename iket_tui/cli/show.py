@@ -22,11 +22,17 @@ WEB_DRIVER = "textual.drivers.web_driver:WebDriver"  # what textual-serve names 
 
 
 def show(
-    source: EventSource, stuck_after_s: float, *, sample_kernels: Path | None = None, by_rank: bool = False
+    source: EventSource,
+    stuck_after_s: float,
+    *,
+    sample_kernels: Path | None = None,
+    by_rank: bool = False,
+    kernel_stuck_after_s: float = 2.0,
 ) -> tuple[int, int | None]:
     """The live UI over ``source`` until the user quits, or a signal (SIGINT, SIGTERM, SIGHUP)
     asks it to close; its exit code and that signal. ``by_rank``: the processes are ranks
-    (``run --ranks``), named and ordered by rank.
+    (``run --ranks``), named and ordered by rank. ``kernel_stuck_after_s``: the kernels screen
+    marks a launch quiet once its unfinished warps have run no event for that long.
 
     Textual is imported here, so that only the commands that show the UI pay for it.
     """
@@ -35,7 +41,14 @@ def show(
         from iket_tui.ui.app import IketApp
     except ImportError as exc:
         raise UsageError(f"the UI cannot start: {exc}") from None
-    app = IketApp(source, stuck_after_s=stuck_after_s, follow=True, sample_kernels=sample_kernels, by_rank=by_rank)
+    app = IketApp(
+        source,
+        stuck_after_s=stuck_after_s,
+        kernel_stuck_after_s=kernel_stuck_after_s,
+        follow=True,
+        sample_kernels=sample_kernels,
+        by_rank=by_rank,
+    )
     caught: list[int] = []
     ended = threading.Event()
 

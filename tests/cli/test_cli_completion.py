@@ -119,7 +119,7 @@ def test_bash_completes_the_program_run_starts(files: Path) -> None:
     program, argument, option = _bash(files, ("run", "--", "bas"), ("run", "--", "bash", "no"), ("run", "--kern"))
     assert "bash" in program
     assert argument == ["notes.txt"]
-    assert option == ["--kernels"]
+    assert option == ["--kernel-stuck-after", "--kernels"]
 
 
 def test_the_live_targets_are_listed_with_their_commands(agent: int) -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_iket
+from cli_helpers import Terminal, assert_one_line_error, run_iket
 
 from iket_tui.demo.sample import sample_recording
 from iket_tui.demo.waiting_launch import WaitingStream, waiting_stream
@@ -121,3 +121,20 @@ def test_dump_of_the_demo_recording_shows_the_waiting_launch_finished() -> None:
     assert not [obj for obj in objects if obj["type"] == "kernel_unfinished"]  # released before the end
     records = [obj for obj in objects if obj["type"] == m.KERNEL_RECORDS]
     assert records[-1]["counters"]["events_read"] == 4 * 42_240 and records[-1]["counters"]["events_lost"] == 0
+
+
+@pytest.mark.parametrize(("after", "shown"), [("5", b"running, quiet 6.05 s"), ("7", b"running 20.")])
+def test_replay_marks_a_launch_quiet_past_kernel_stuck_after(tmp_path: Path, after: str, shown: bytes) -> None:
+    recording, _ = _killed_while_a_block_waits(tmp_path / "killed.msgpack")
+    terminal = Terminal("replay", str(recording), "--speed", "max", "--kernel-stuck-after", after, columns=160)
+    terminal.wait_for(b"pid 4242")
+    terminal.press(b"K")
+    terminal.wait_for(shown)  # the stream ended 6.05 s after the launch began: quiet past 5 s, not 7
+    terminal.press(b"q")
+    assert terminal.wait_exit() == 0
+
+
+def test_a_kernel_stuck_after_that_is_no_positive_number_is_a_one_line_error() -> None:
+    assert_one_line_error(
+        run_iket("replay", str(EXAMPLE), "--kernel-stuck-after", "0"), "must be a positive number of seconds: '0'"
+    )
