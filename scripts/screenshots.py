@@ -1,6 +1,7 @@
 """Refresh the SVG screenshots in ``screenshots/``: the live tree, a failure, a stuck pass, the
-kernels screen (flame view, grouped by SM) over the recording of a real H200 run, a codegen
-failure, the IR diff of a pass and the stacks of a stuck compile.
+kernels screen (flame view, grouped by SM) over the recording of a real H200 run, the kernels
+screen while a block of a launch waits, a codegen failure, the IR diff of a pass and the stacks
+of a stuck compile.
 
 Each drives the real app with ``run_test`` over a realistic stream (passes as TileLang
 lowers them for sm_90a) on a frozen clock, so the pictures are the same on every run.
@@ -85,11 +86,10 @@ async def select_failing_pass(pilot: Pilot[int], app: IketApp) -> None:
 
 async def shoot_kernels(name: str, keys: tuple[str, ...]) -> Path:
     """The kernels screen over ``examples/h200-demo.msgpack``, after ``keys``."""
-    from iket_tui.demo.sample import sample_recording
     from iket_tui.sources.replay import RecordingSource
 
-    recording = sample_recording()
-    if recording is None:
+    recording = ROOT / "examples" / "h200-demo.msgpack"
+    if not recording.is_file():
         raise SystemExit("examples/h200-demo.msgpack is missing")
     app = IketApp(RecordingSource(recording, speed=0.0))
     async with app.run_test(size=SIZE) as pilot:
@@ -104,6 +104,34 @@ async def shoot_kernels(name: str, keys: tuple[str, ...]) -> Path:
         await pilot.pause(0.3)
         path = Path(app.save_screenshot(filename=f"{name}.svg", path=str(OUT)))
     return path
+
+
+async def shoot_waiting_kernel(name: str) -> Path:
+    """The kernels screen 12.4 s after a traced_gemm launch began whose block (3,0) waits (the
+    launch of the demo's recording, before its release), on the waiting block."""
+    from iket_tui.demo.waiting_launch import waiting_stream
+    from iket_tui.ui.kernels_screen import KernelsScreen
+    from iket_tui.ui.running_warps import RunningWarps
+
+    agent_t = 5_000_000_000  # after the passes of live_stream()
+    stream = waiting_stream(
+        agent_t_ns=agent_t, device_t_ns=1_795_976_916_032_000_000, hold_ns=60_000_000_000, ring_id=1
+    )
+    tracing = {"type": "kernel_tracing", "enabled": True, "device": "NVIDIA H200", "reason": None, "t_ns": agent_t}
+    clock = QuietClock(1000.0)
+    app = IketApp(OneBatch([*live_stream(), tracing, stream.table, stream.held]), clock=clock.time, tick_s=0.05)
+
+    async def quiet(pilot: Pilot[int], app: IketApp) -> None:
+        await pilot.press("K")
+        clock.now += 12.35
+        deadline = time.monotonic() + 60
+        while not (isinstance(app.screen, KernelsScreen) and app.screen.query_one(RunningWarps).summary):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: the waiting warps were never listed")
+            await pilot.pause(0.02)
+        await pilot.press("g", "3", "enter")
+
+    return await shoot(name, app, quiet)
 
 
 async def shoot_screen(name: str, app: App[None], ready: Callable[[App[None]], bool]) -> Path:
@@ -166,6 +194,7 @@ async def main() -> None:
     shots += [
         shoot_kernels("flame-view", ("down", "down", "down", "down", *["right"] * 60)),
         shoot_kernels("flame-by-sm", ("m",)),
+        shoot_waiting_kernel("kernel-waiting"),
     ]
     shots += snapshot_test_shots()
     for shot in shots:
