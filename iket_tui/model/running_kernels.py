@@ -72,30 +72,40 @@ class WarpProgress:
         return len(self.open)
 
     def add(self, events: np.ndarray[Any, np.dtype[np.void]]) -> None:
-        """Take in a batch of decoded events of this launch (``EVENT_DTYPE``), in any order."""
-        if not len(events):
+        """Take in a batch of decoded events of this launch (``EVENT_DTYPE``), in any order.
+
+        The events are ordered by warp only (a drain delivers each warp's events together, which
+        a stable sort keeps cheap); each warp's last event is the one with the newest time (the
+        last of those that share it), found per group. Only columns are gathered, and whole rows
+        only for each warp's last event: gathering whole 32-byte rows of a large batch would
+        cost more than ordering it."""
+        n = len(events)
+        if not n:
             return
-        order = np.lexsort((events["t_ns"], events["warp"], events["block_x"], events["block_y"], events["block_z"]))
-        ordered = events[order]
-        starts = _group_starts(ordered)
-        last = np.r_[starts[1:], len(ordered)] - 1
-        kind = ordered["kind"]
-        ended = np.maximum.reduceat((kind & EVENT_WARP_END) != 0, starts)
-        # A warp's latest event with a payload, up to its last: the index, or -1.
-        with_payload = np.where(ordered["payload_type"] != 0, np.arange(len(ordered)), -1)
-        latest = np.maximum.accumulate(with_payload)[last]
-        context = np.where(latest >= starts, latest, -1)
+        order, starts = _warp_groups(events)
+        sizes = np.diff(np.r_[starts, n])
+        group = np.repeat(np.arange(len(starts)), sizes)
+        position = np.arange(n)
+        t = events["t_ns"][order]
+        newest = np.maximum.reduceat(t, starts)
+        last = np.maximum.reduceat(np.where(t == newest[group], position, -1), starts)
+        ended = np.maximum.reduceat((events["kind"][order] & EVENT_WARP_END) != 0, starts)
+        # Each warp's newest event with a payload (none is newer than its last event).
+        has_payload = events["payload_type"][order] != 0
+        newest_paid = np.maximum.reduceat(np.where(has_payload, t, 0), starts)
+        paid = np.maximum.reduceat(np.where(has_payload & (t == newest_paid[group]), position, -1), starts)
+        found = paid >= 0
 
         rows = np.zeros(len(starts), dtype=OPEN_WARP_DTYPE)
-        tail = ordered[last]
+        tail = events[order[last]]
         for name in ("t_ns", "block_x", "block_y", "block_z", "payload", "warp", "sm", "event", "payload_type"):
             rows[name] = tail[name]
         rows["kind"] = tail["kind"] & KIND_MASK
         rows["kind"][(tail["event"] == 0) & ((tail["kind"] & EVENT_WARP_BEGIN) != 0)] = NO_EVENT
-        found = context >= 0
-        rows["context_event"][found] = ordered["event"][context[found]]
-        rows["context_payload"][found] = ordered["payload"][context[found]]
-        rows["context_payload_type"][found] = ordered["payload_type"][context[found]]
+        context = events[order[paid[found]]]
+        rows["context_event"][found] = context["event"]
+        rows["context_payload"][found] = context["payload"]
+        rows["context_payload_type"][found] = context["payload_type"]
         self._merge(rows, ended)
 
     def _merge(self, rows: np.ndarray[Any, np.dtype[np.void]], ended: np.ndarray[Any, np.dtype[np.bool_]]) -> None:
@@ -104,9 +114,8 @@ class WarpProgress:
         both = np.concatenate([old, rows])
         newer = np.r_[np.zeros(len(old), dtype=np.int8), np.ones(len(rows), dtype=np.int8)]
         done = np.r_[np.zeros(len(old), dtype=bool), ended]
-        order = np.lexsort((newer, both["warp"], both["block_x"], both["block_y"], both["block_z"]))
+        order, starts = _warp_groups(both)  # stable: a warp's open row before the batch's
         both, newer, done = both[order], newer[order], done[order]
-        starts = _group_starts(both)
         last = np.r_[starts[1:], len(both)] - 1
         kept = both[last]
         # A batch row without a payload-bearing event keeps the one an earlier batch saw.
@@ -120,9 +129,27 @@ class WarpProgress:
         self.open = kept[~finished]
 
 
-def _group_starts(rows: np.ndarray[Any, np.dtype[np.void]]) -> np.ndarray[Any, np.dtype[np.intp]]:
-    """Where each warp's rows begin in ``rows`` sorted by (block z, y, x, warp)."""
-    return _starts(rows, ("warp", "block_x", "block_y", "block_z"))
+_WARP_FIELDS: Final = ("warp", "block_x", "block_y", "block_z")
+
+
+def _warp_groups(
+    rows: np.ndarray[Any, np.dtype[np.void]],
+) -> tuple[np.ndarray[Any, np.dtype[np.intp]], np.ndarray[Any, np.dtype[np.intp]]]:
+    """A stable order of ``rows`` by warp (block z, y, x, warp), and where each warp's rows
+    begin in it: by one int64 key per row where the indices seen fit in 63 bits (those of any
+    real grid do), else by the four fields."""
+    widths = [int(rows[name].max()).bit_length() for name in _WARP_FIELDS]
+    if sum(widths) > 63:
+        order = np.lexsort(tuple(rows[name] for name in _WARP_FIELDS))
+        return order, _starts(rows[order], _WARP_FIELDS)
+    key = np.zeros(len(rows), dtype=np.int64)
+    shift = 0
+    for name, width in zip(_WARP_FIELDS, widths, strict=True):
+        key |= rows[name].astype(np.int64) << shift
+        shift += width
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    return order, np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
 
 
 @dataclass
