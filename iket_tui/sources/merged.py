@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -143,6 +144,7 @@ class ProcessStreams:
         self._connected = False
         self._ids = itertools.count(1)
         self._asked: dict[tuple[int, int], int] = {}  # (id() of the reader, its request id) -> our id
+        self._next_find = 0.0  # when to look for new agents next (monotonic seconds)
 
     @property
     def who(self) -> str:
@@ -269,8 +271,14 @@ class ProcessStreams:
         return self._following is None or not self._following()
 
     def _look_for_new(self) -> None:
+        """New agents to follow, looked for at most every :data:`FIND_EVERY_S` however fast
+        batches come."""
         if self._find is None or (self._following is not None and not self._following()):
             return
+        now = time.monotonic()
+        if now < self._next_find:
+            return
+        self._next_find = now + FIND_EVERY_S
         try:
             found = list(self._find())
         except OSError:
