@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,21 @@ def test_a_kernel_stuck_after_that_is_no_positive_number_is_a_one_line_error() -
     assert_one_line_error(
         run_iket("replay", str(EXAMPLE), "--kernel-stuck-after", "0"), "must be a positive number of seconds: '0'"
     )
+
+
+def test_the_demo_recording_replayed_shows_the_waiting_block_then_its_release() -> None:
+    sample = sample_recording()
+    assert sample is not None
+    # At 4x, the launch comes about 7.5 s in and its block waits 1 s; quiet after 0.5 s of the recording's time.
+    terminal = Terminal("replay", str(sample), "--speed", "4", "--kernel-stuck-after", "0.5", columns=160, rows=48)
+    terminal.wait_for(b"pid 471")
+    terminal.press(b"K")
+    terminal.wait_for(b"4-7 last at `mma` (k_step 17)")  # the pane lists the waiting warps
+    terminal.wait_for(b"running, quiet")
+    shown = len(terminal.output)
+    deadline = time.monotonic() + 60
+    while b"4.00 s" not in terminal.output[shown:]:  # released: the launch's duration, no longer running
+        assert time.monotonic() < deadline, "the waiting launch was never shown released"
+        terminal.read_for(0.1)
+    terminal.press(b"q")
+    assert terminal.wait_exit() == 0
