@@ -6,10 +6,11 @@ Each variant edits the runtime's CUDA text (``iket_tui/ring/device_runtime.cuh``
 the GEMM with the edited copy (for measuring only: a variant that stores nothing cannot be
 drained):
 
-- ``v4``: the runtime as it is (a timer read and one 16-byte store per event);
+- ``v4``: the runtime as it is (a timer read and one 16-byte store per event, neither a
+  compiler barrier);
+- ``clobber``: the timer read and the store each with a ``"memory"`` clobber (a compiler
+  barrier: the kernel's own loads and stores may not move across an event), as first written;
 - ``cs``: the store with the streaming cache hint (``st.global.cs``, evict first);
-- ``noclobber``: the store without its compiler barrier (the compiler may move the kernel's own
-  memory accesses across it);
 - ``nostore``: every store predicated off (the event path's timer read and arithmetic alone);
 - ``clock``: ``%clock64`` read where the runtime reads ``%globaltimer`` (what the timer read
   costs; its timestamps mean nothing).
@@ -38,16 +39,16 @@ from iket_tui.ring.device import runtime_cuh
 from iket_tui.ring.layout import RingGeometry
 
 _STORE = 'asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(address)'
-_STORE_END = '"r"(stamp)\n               : "memory");'
+_STORE_END = '"r"(stamp));'
 _NEVER_STORE = (
     'asm volatile("{\\n\\t.reg .pred q;\\n\\tsetp.eq.u64 q, %0, 0;\\n\\t'
     '@q st.global.v4.u32 [%0], {%1, %2, %3, %4};\\n\\t}" ::"l"(address)'
 )  # never: no record lies at address 0
-_TIMER = '"mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory"'
+_TIMER = '"mov.u64 %0, %%globaltimer;" : "=l"(t));'
 
 EDITS: dict[str, list[tuple[str, str]]] = {
     "cs": [(_STORE, _STORE.replace("st.global.v4", "st.global.cs.v4"))],
-    "noclobber": [(_STORE_END, '"r"(stamp));')],
+    "clobber": [(_STORE_END, '"r"(stamp)\n               : "memory");'), (_TIMER, _TIMER[:-2] + ' :: "memory");')],
     "nostore": [(_STORE, _NEVER_STORE)],
     "clock": [(_TIMER, _TIMER.replace("%%globaltimer", "%%clock64"))],
 }
@@ -56,7 +57,7 @@ VARIANTS: list[tuple[str, list[str], tuple[str, ...]]] = [
     # name, edits, GEMM variants
     ("v4", [], ("ksteps", "block")),
     ("cs", ["cs"], ("ksteps", "block")),
-    ("noclobber", ["noclobber"], ("ksteps",)),
+    ("clobber", ["clobber"], ("ksteps", "block")),
     ("nostore", ["nostore"], ("ksteps",)),
     ("clock", ["clock"], ("ksteps",)),
 ]

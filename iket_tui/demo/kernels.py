@@ -23,6 +23,8 @@ traced GEMM (:func:`run_gemm`), so the kernels screen shows a kernel that does n
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -303,22 +305,36 @@ def compile_waiting() -> Any:
 
 def run_waiting(compiled: Any, wait_s: float, launched: Callable[[], None] | None = None) -> float:
     """Launch compiled :func:`waiting_steps` once, call ``launched``, set its flag ``wait_s``
-    seconds later (a copy on a stream of its own, which does not wait for the kernel), and wait
-    for the kernel; returns the seconds from launch to its end."""
+    seconds later (:func:`release`), and wait for the kernel; returns the seconds from launch to
+    its end. Needs CuPy (checked before the launch: without a release the kernel never ends)."""
+    import cupy  # noqa: F401
     import torch
 
     flag = torch.zeros(1, dtype=torch.int32, device="cuda")
     out = torch.zeros(WAITING_BLOCKS * 128, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
     started = time.monotonic()
     compiled(flag, out)
     if launched is not None:
         launched()
     time.sleep(wait_s)
-    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-    with torch.cuda.stream(side):
-        flag.copy_(torch.ones(1, dtype=torch.int32), non_blocking=True)
+    release(flag.data_ptr())
     torch.cuda.synchronize()
     return time.monotonic() - started
+
+
+def release(flag_address: int) -> None:
+    """Set the int32 at device address ``flag_address`` to 1 while a kernel spins on it: a DMA
+    copy from pinned memory on a non-blocking stream of its own (a copy from pageable memory, or
+    on a stream that waits for the legacy default stream, would wait for the spinning kernel)."""
+    import cupy
+
+    runtime: Any = cupy.cuda.runtime
+    one = cupy.cuda.alloc_pinned_memory(4)
+    ctypes.c_int32.from_address(one.ptr).value = 1
+    stream = cupy.cuda.Stream(non_blocking=True)
+    runtime.memcpyAsync(flag_address, one.ptr, 4, runtime.memcpyHostToDevice, stream.ptr)
+    stream.synchronize()
 
 
 def _named(name: str, build: Callable[[], PrimFunc]) -> Callable[[], PrimFunc]:
@@ -457,6 +473,8 @@ def run_gemm(compiled: Any, launches: int, size: int = 1024, wait_s: float = DEF
     whose block :data:`WAITING_BLOCK` waits ``wait_s`` seconds before the program releases it."""
     import torch
 
+    if wait_s > 0 and importlib.util.find_spec("cupy") is None:
+        wait_s = 0.0  # the flag is set through CuPy: without it the waiting kernel would never end
     if wait_s > 0:
         waiting = compile_waiting()
 

@@ -85,10 +85,13 @@ __device__ __forceinline__ void count_warp(bool first, unsigned long long addres
 }
 #else
 // All 64 bits: ptxas then reads the timer with CS2R; a read of the low half alone became a
-// costlier S2UR (docs/ring.md).
+// costlier S2UR (docs/ring.md). Volatile, so it is never merged, dropped or reordered against the
+// other events, but no compiler barrier: the kernel's own loads and stores stay free to be
+// scheduled across an event (a "memory" clobber here and on the store cost the H200 k-step GEMM
+// points: docs/ring.md).
 __device__ __forceinline__ unsigned long long timer() {
   unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
 
@@ -124,8 +127,7 @@ __device__ __forceinline__ void store_record(unsigned long long address, unsigne
   IKET_TUI_STORE_RECORD;
 #else
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(address), "r"(word), "r"(hi), "r"(payload),
-               "r"(stamp)
-               : "memory");
+               "r"(stamp));
 #endif
 }
 

@@ -247,17 +247,21 @@ class RingDrain:
         lead_len = lead_end
         # Whose events each run holds: the warp of the begin records before it (its block record
         # owns the trailing run), the warp carried from the last pass for a leading run, none
-        # after an end; a torn record's run is its predecessor's.
+        # after an end or a broken begin; the run after a record of no type is its predecessor's.
         group = ctrl.groups()
         member = np.zeros(k, dtype=bool)
         member[group] = member[group + 1] = member[group + 2] = True
         is_end = ctrl.type == RECORD_END
-        torn = ~member & ~is_end
+        # A launch or block record outside a whole group lost its begin record to a lap: lost
+        # like the rest of that warp's records. A record of no type there is, or a begin record
+        # without its group, was stored whole yet is impossible: torn.
+        unknown = (ctrl.type < RECORD_BEGIN) | (ctrl.type > RECORD_END)
+        torn = ~member & (unknown | (ctrl.type == RECORD_BEGIN))
         source = np.full(k, -2, dtype=_I64)  # -2 unknown, -1 carried, else the block record's index
         source[group + 2] = group + 2
         source[member & (source == -2)] = -2
         lead_source = np.where(self._warp["valid"][active] & ~lapped, -1, -2)
-        for t in np.flatnonzero(torn):  # rare: a record of no type there is
+        for t in np.flatnonzero(unknown):  # rare: a record of no type there is
             prev = t - 1
             source[t] = source[prev] if prev >= 0 and ctrl.row[prev] == ctrl.row[t] else lead_source[ctrl.row[t]]
         # the run before each own record, and so the warp an end record ends

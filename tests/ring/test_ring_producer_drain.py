@@ -13,7 +13,14 @@ import numpy as np
 
 from iket_tui.ring.buffer import MappedRing, RingView
 from iket_tui.ring.counters import DrainBatch
-from iket_tui.ring.cpu_producer import WarpWriter, flood, payload_bits, synthetic_warps, write_synthetic
+from iket_tui.ring.cpu_producer import (
+    WarpWriter,
+    flood,
+    payload_bits,
+    synthetic_table,
+    synthetic_warps,
+    write_synthetic,
+)
 from iket_tui.ring.decode import EventTables, payload_values
 from iket_tui.ring.drain import LiveRing, RingDrain
 from iket_tui.ring.layout import (
@@ -251,3 +258,22 @@ def test_a_reset_under_way_is_left_alone(ring_file: MappedRing) -> None:
     view.header["generation"] = 1  # the owner is in the middle of a reset
     batch = RingDrain(view).drain()
     assert len(batch.chunks) == 0 and batch.counters.events_written == 0
+
+
+def test_a_warp_whose_begin_was_lapped_is_lost_not_torn_and_the_next_warp_is_read() -> None:
+    geometry = RingGeometry(segments=1, records_per_segment=16)
+    ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)
+    drain = RingDrain(ring)
+    first = WarpWriter(ring, segment=0, module=1, block=(1, 0, 0), start_ns=0)
+    for i in range(14):
+        first.event(1, t_ns=64 * (i + 1))
+    first.close()  # 18 records into 16 slots: its begin and launch records are gone, its block record is left
+    second = WarpWriter(ring, segment=0, module=1, block=(2, 0, 0), start_ns=2000)
+    second.event(2, t_ns=2100)
+    batch = drain.drain()
+    counters = batch.counters
+    assert counters.torn == 0
+    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (22, 4, 18)
+    events = batch.decode(EventTables([synthetic_table()]))
+    assert set(events["block_x"].tolist()) == {2}
+    assert (counters.events_written, counters.events_read, counters.events_lost) == (15, 1, 14)
