@@ -327,6 +327,23 @@ def unfinished(
     return Unfinished(groups, len(starts), blocks, len(rows))
 
 
+def open_lanes(progress: WarpProgress, blocks: np.ndarray[Any, np.dtype[np.uint32]]) -> frozenset[tuple[int, int]]:
+    """The (block index, warp) of each warp that has not ended, with blocks indexed as in
+    ``blocks`` (shape (n, 3): x, y, z, sorted by z, y, x, as a launch's spans hold them)."""
+    rows = progress.open
+    if not len(rows) or not len(blocks):
+        return frozenset()
+    known = blocks[:, 2].astype(np.uint64) << 48 | blocks[:, 1].astype(np.uint64) << 32 | blocks[:, 0].astype(np.uint64)
+    wanted = (
+        rows["block_z"].astype(np.uint64) << 48
+        | rows["block_y"].astype(np.uint64) << 32
+        | rows["block_x"].astype(np.uint64)
+    )
+    index = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+    found = known[index] == wanted  # a warp whose block has no span or mark yet has no row to mark
+    return frozenset(zip(index[found].tolist(), rows["warp"][found].tolist(), strict=True))
+
+
 def _starts(rows: np.ndarray[Any, np.dtype[np.void]], fields: tuple[str, ...]) -> np.ndarray[Any, np.dtype[np.intp]]:
     """Where each run of equal ``fields`` begins in ``rows`` (sorted so that equal rows are together)."""
     if not len(rows):

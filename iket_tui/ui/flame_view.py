@@ -4,7 +4,8 @@ Each screen row is painted from the layout's runs and cached under what it shows
 version, the row, the time window, the cursor column when the cursor is on it), so moving the
 cursor repaints two rows and new records repaint only what they changed. Colours come from the
 widget's component classes: the layout gives each bar a palette index, the stylesheet says
-what each index looks like.
+what each index looks like. While the launch runs, the label of each warp that has not ended
+is marked (``▸w4``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from textual.widget import Widget
 
 from iket_tui.model.flame_layout import (
     BLOCK,
+    LANE,
     PALETTE_SIZE,
     FlameLayout,
     FlameRow,
@@ -37,6 +39,7 @@ from iket_tui.model.flame_layout import (
 from iket_tui.model.flame_text import describe_cursor, ruler
 from iket_tui.model.flame_text import describe_row as describe_flame_row
 from iket_tui.model.launches import Launch
+from iket_tui.model.running_kernels import open_lanes
 
 LABEL = 6
 """Columns for the warp label at the left of each lane row."""
@@ -51,6 +54,8 @@ class FlameStyles:
     base: Style
     title: Style
     label: Style
+    running: Style
+    """The label of a warp that has not ended."""
     unmatched: Style
     mark: Style
     cursor: Style
@@ -89,6 +94,7 @@ class FlameView(ScrollView, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "flame-view--title",
         "flame-view--label",
+        "flame-view--running",
         "flame-view--unmatched",
         "flame-view--mark",
         "flame-view--unbalanced",
@@ -106,6 +112,7 @@ class FlameView(ScrollView, can_focus=True):
         overflow-y: scroll;
         & > .flame-view--title { text-style: bold dim; }
         & > .flame-view--label { text-style: dim; }
+        & > .flame-view--running { color: $warning; text-style: bold; }
         & > .flame-view--unmatched { text-style: dim; }
         & > .flame-view--mark { color: ansi_white; text-style: bold; }
         & > .flame-view--unbalanced { text-style: italic underline; }
@@ -149,6 +156,8 @@ class FlameView(ScrollView, can_focus=True):
         self.fitted = True
         """The whole launch is in view; it stays so as the view is resized or records arrive."""
         self._version = -1
+        self.running: frozenset[tuple[int, int]] = frozenset()
+        """(block, warp) of the launch's warps that have not ended: their labels are marked."""
         self._cache: LRUCache[tuple[Any, ...], Strip] = LRUCache(2048)
         self._styles: FlameStyles | None = None
 
@@ -162,12 +171,14 @@ class FlameView(ScrollView, can_focus=True):
         self.launch = launch
         if launch is None:
             self.flame = None
+            self.running = frozenset()
             self._version = -1
             self.virtual_size = Size(self._columns, 0)
             self.refresh()
             return
         self._version = launch.version
         self.flame = self._layout(launch)
+        self.running = open_lanes(launch.progress, launch.spans().blocks) if launch.running else frozenset()
         if not same or self.fitted:
             self.window = Window.fit(launch.duration_ns, self._columns)
             self.fitted = True
@@ -347,6 +358,7 @@ class FlameView(ScrollView, can_focus=True):
                 base=base,
                 title=base + part("title"),
                 label=base + part("label"),
+                running=base + part("running"),
                 unmatched=base + part("unmatched"),
                 mark=base + part("mark"),
                 cursor=part("cursor"),
@@ -418,7 +430,10 @@ class FlameView(ScrollView, can_focus=True):
             title = f" {layout.block_title(row.block)} "
             return Strip([Segment(title[:width].ljust(width), styles.title)], width)
         label = layout.label(row)
-        segments = [Segment(label.rjust(LABEL - 1)[: LABEL - 1] + " ", styles.label)]
+        if row.kind == LANE and label and (row.block, row.warp) in self.running:
+            segments = [Segment(("▸" + label).rjust(LABEL - 1)[: LABEL - 1] + " ", styles.running)]
+        else:
+            segments = [Segment(label.rjust(LABEL - 1)[: LABEL - 1] + " ", styles.label)]
         for run in layout.paint(row, self.window, launch.event_name):
             style = styles.base
             if run.what is not None:

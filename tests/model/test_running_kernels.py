@@ -10,7 +10,7 @@ from iket_tui.demo.sample import sample_recording
 from iket_tui.demo.waiting_launch import WaitingLaunch
 from iket_tui.model.kernels import KernelMessageError, KernelTimeline
 from iket_tui.model.launches import pair_ranges
-from iket_tui.model.running_kernels import NO_EVENT, WarpProgress, unfinished, warp_ranges
+from iket_tui.model.running_kernels import NO_EVENT, WarpProgress, open_lanes, unfinished, warp_ranges
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
 from iket_tui.ring.buffer import RingView
@@ -288,3 +288,13 @@ def test_a_warp_row_is_no_mark_in_the_flame_view() -> None:
         events((10, 0, 1, begin_row, 0, 0), (20, 0, 0, KIND_MARK, K_STEP, 3), (30, 0, 0, end_row, 0, 0)), origin_ns=0
     )
     assert [(int(mark["t_ns"]), int(mark["event"])) for mark in found.marks] == [(20, K_STEP)]
+
+
+def test_the_open_warps_are_found_among_a_launchs_blocks() -> None:
+    progress = WarpProgress()
+    progress.add(
+        events((10, 5, 2, KIND_MARK, K_STEP, 1), (11, 7, 0, KIND_MARK, K_STEP, 1), (12, 9, 1, KIND_MARK, 3, 0))
+    )
+    blocks = np.array([[5, 0, 0], [6, 0, 0], [7, 0, 0]], dtype=np.uint32)  # block 9 has no row yet
+    assert open_lanes(progress, blocks) == {(0, 2), (2, 0)}
+    assert open_lanes(WarpProgress(), blocks) == frozenset()

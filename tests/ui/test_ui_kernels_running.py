@@ -16,6 +16,7 @@ from iket_tui.demo.waiting_launch import WaitingStream, waiting_stream
 from iket_tui.model.synthetic import live_stream
 from iket_tui.sources.base import SourceState
 from iket_tui.ui.app import IketApp
+from iket_tui.ui.flame_view import FlameView
 from iket_tui.ui.kernels_screen import KernelsScreen
 from iket_tui.ui.running_warps import RunningWarps
 
@@ -82,6 +83,12 @@ async def test_a_waiting_block_is_marked_then_listed_with_its_warps_last_events_
         assert running.rows == ["block (3,0)  warps 4-7  `mma` (k_step 17)  3.05 s ago"]
         assert duration_cell(screen) == "running, quiet 3.05 s"
         assert " · 1 running, quiet for over 2.00 s" in title(screen)
+        flame = screen.query_one(FlameView)
+        assert flame.running == {(3, 4), (3, 5), (3, 6), (3, 7)}  # block (3,0) is the 4th block
+        assert flame.jump_to_block(3)
+        await pilot.pause()
+        labels = [label for y in range(13) if (label := flame.render_line(y).text[:6].strip())]
+        assert labels == ["block", "w0", "w1", "w2", "w3", "▸w4", "▸w5", "▸w6", "▸w7"]
 
         clock.advance(1.0)  # a tick repaints the times
         await settle(pilot, lambda: running.rows[0].endswith("4.05 s ago"), "the time to move on")
@@ -93,6 +100,7 @@ async def test_a_waiting_block_is_marked_then_listed_with_its_warps_last_events_
         (launch,) = app.session.kernels.launches.values()
         assert not launch.running and launch.records == 42_240
         assert running.summary == "" and "quiet" not in title(screen)
+        assert flame.running == frozenset()
         assert duration_cell(screen) == "4.00 s"  # from its first event to its last
 
 
