@@ -4,8 +4,9 @@ through a DMA engine, on a non-blocking stream of the agent's own, while kernels
 :class:`DeviceRing` allocates the ring with ``cudaMalloc`` (through CuPy) and a pinned host
 mirror of it; it is the drain's :class:`~iket_tui.ring.drain.RecordSource`. Each pass copies the
 header first (its two warp counters say whether any warp ran since the last passes, so an idle
-ring is not copied whole), then the records, then the records again for the stamps a drain
-checks after its copy. It also estimates the device's ``%globaltimer`` against the host's
+ring is not copied whole), then the records into the mirror, which the drain reads in place,
+then the records again into a second buffer for the stamps a drain checks after its copy: the
+copying is the DMA engine's, not the drain's. It also estimates the device's ``%globaltimer`` against the host's
 monotonic clock once, with a one-thread kernel between two host clock reads.
 
 CuPy and a CUDA device are needed to construct one; importing this module needs neither.
@@ -54,6 +55,13 @@ class DeviceRing:
             self.mirror = int(runtime.hostAlloc(size, 0))
             host = memory_at(self.mirror, size)
             self.view = RingView.format(host, geometry, ring_id)
+            records_bytes = size - geometry.records_offset
+            self.check = int(runtime.hostAlloc(records_bytes, 0))
+            self._check_stamps = (
+                memory_at(self.check, records_bytes)
+                .view(self.view.records.dtype)
+                .reshape(self.view.records.shape)["stamp"]
+            )
             runtime.memcpy(self.address, self.mirror, geometry.records_offset, runtime.memcpyHostToDevice)
             runtime.memset(self.address + geometry.records_offset, 0, size - geometry.records_offset)
             self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -63,12 +71,11 @@ class DeviceRing:
         self.copies = 0
         """Record copies made (two per pass that copies)."""
 
-    def _copy(self, offset: int, size: int) -> None:
+    def _copy(self, offset: int, size: int, into: int | None = None) -> None:
         runtime = self._runtime
+        target = self.mirror + offset if into is None else into
         with self._cupy.cuda.Device(self.device):
-            runtime.memcpyAsync(
-                self.mirror + offset, self.address + offset, size, runtime.memcpyDeviceToHost, self.stream.ptr
-            )
+            runtime.memcpyAsync(target, self.address + offset, size, runtime.memcpyDeviceToHost, self.stream.ptr)
             self.stream.synchronize()
 
     def _calibrate(self) -> int | None:
@@ -108,17 +115,18 @@ class DeviceRing:
         geometry = self.geometry
         self._copy(geometry.records_offset, geometry.total_bytes - geometry.records_offset)
         self.copies += 1
-        return np.array(self.view.records["stamp"])
+        stamps: np.ndarray[Any, Any] = self.view.records["stamp"]  # the mirror stays as copied until the next pass
+        return stamps
 
     def rows(self, segments: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        return record_words(self.view.records, segments)
+        return record_words(self.view.records, segments, copy=False)
 
     def stamps_after(self, segments: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         geometry = self.geometry
-        self._copy(geometry.records_offset, geometry.total_bytes - geometry.records_offset)
+        self._copy(geometry.records_offset, geometry.total_bytes - geometry.records_offset, into=self.check)
         self.copies += 1
-        stamps = self.view.records["stamp"]
-        after: np.ndarray[Any, Any] = np.array(stamps) if len(segments) == len(stamps) else stamps[segments]
+        stamps = self._check_stamps
+        after: np.ndarray[Any, Any] = stamps if len(segments) == len(stamps) else stamps[segments]
         return after
 
     def device_now_ns(self) -> int | None:

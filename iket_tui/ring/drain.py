@@ -214,15 +214,16 @@ class RingDrain:
         rows = before if len(active) == len(before) else before[active]
         ok = rows == expected
         records = self.source.rows(active)
-        ok &= records[..., 3] == expected
+        if not np.may_share_memory(records, rows):  # a copy of its own: check its stamps too
+            ok &= records[..., 3] == expected
         ok &= self.source.stamps_after(active) == expected
         inrange = rel < count.astype(np.uint32)[:, None]
         stop = count.copy()  # per active segment, relative to rf
         bad = np.flatnonzero((inrange & ~ok).any(axis=1))
         if len(bad):
             stop[bad] = np.where(inrange[bad] & ~ok[bad], rel[bad], cap).min(axis=1)
-        low = records.view(np.uint8).reshape(*records.shape[:2], 16)[..., 0]  # a word's low byte: 0 for own records
-        own_row, own_slot = np.nonzero(low == 0)
+        low = records.view(np.uint8).reshape(-1, 16)[:, 0]  # a word's low byte: 0 for own records
+        own_row, own_slot = np.divmod(np.flatnonzero(low == 0), cap)
         ctrl = _Own.of(records, (own_row, own_slot), rel, stop)
         stop = ctrl.whole_begins(stop)
         ctrl = ctrl.before(stop)
@@ -786,11 +787,15 @@ def _cut_wide(
     return out[0], out[1], out[2], out[3], out[4], out[5]
 
 
-def record_words(records: Array, segments: Array) -> Array:
-    """A copy of the records of ``segments`` as plain 32-bit words, shape (segments, records, 4)."""
+def record_words(records: Array, segments: Array, *, copy: bool = True) -> Array:
+    """The records of ``segments`` as plain 32-bit words, shape (segments, records, 4): a copy,
+    or (``copy=False``, for memory nothing writes meanwhile) a view where all are asked for."""
     words = records.view("<u4").reshape(*records.shape, 4)
-    copied: Array = np.array(words) if len(segments) == len(records) else np.take(words, segments, axis=0)
-    return copied
+    if len(segments) == len(records):
+        whole: Array = np.array(words) if copy else words
+        return whole
+    picked: Array = np.take(words, segments, axis=0)
+    return picked
 
 
 def sm_of(chunks: Array, warp_slots: int = WARP_SLOTS) -> Array:
