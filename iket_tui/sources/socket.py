@@ -159,9 +159,7 @@ class SocketSource:
         hello = self._greet(sock)
         self._resumable = CAP_RESUME in (hello.get("caps") or ()) and self._served_by_agent(sock, hello)
         self.agent_hello = hello
-        argv = hello.get("argv")
-        command = " ".join(str(a) for a in argv) if isinstance(argv, list) else ""
-        self.description = f"pid {hello['pid']}: {command}" if command else f"pid {hello['pid']}"
+        self.description = self._describe(hello)
         if self.record_to is not None:
             self.recorder = RecordingWriter(self.record_to, source=self.description)
         self._pending.append(hello)
@@ -349,6 +347,12 @@ class SocketSource:
                 raise SourceError(
                     f"{self.path}: the agent there is served by pid {served_by}, not by pid {named.pid}; {why}"
                 )
+
+    def _describe(self, hello: m.Message) -> str:
+        """The agent's process as the UI's header and a recording name it: its pid and command."""
+        argv = hello.get("argv")
+        command = " ".join(str(a) for a in argv) if isinstance(argv, list) else ""
+        return f"pid {hello['pid']}: {command}" if command else f"pid {hello['pid']}"
 
     def _served_by_agent(self, sock: socket.socket, hello: m.Message) -> bool:
         """Whether the process whose hello this is serves the connection (the kernel says so)."""

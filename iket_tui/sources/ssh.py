@@ -243,6 +243,10 @@ class SshSource(SocketSource):
         if hello["pid"] != self.target.pid:
             raise SourceError(f"{self.who}: the agent there says it is pid {hello['pid']}; {why}")
 
+    def _describe(self, hello: m.Message) -> str:
+        """The process with the machine it runs on: ``HOST: pid N: COMMAND``."""
+        return f"{self.target.host}: {super()._describe(hello)}"
+
     def _served_by_agent(self, sock: socket.socket, hello: m.Message) -> bool:
         return True  # the bridge checked, over there, that the process named serves the socket
 
