@@ -76,6 +76,7 @@ class KernelTimeline:
         self.clocks: dict[int, DeviceClock] = {}
         """Each ring's device timer as of its latest records, by ring id."""
         self.version = 0
+        self._running: dict[LaunchKey, Launch] = {}  # the launches with warps that have not ended
         self._tables: dict[int, EventTables] = {}  # the decoder's lookup arrays, one per ring
         self._waiting: list[Records] = []
 
@@ -174,6 +175,10 @@ class KernelTimeline:
                 found = Launch(key, name, table, order=len(self.launches), compile=compile_id)
                 self.launches[key] = found
             found.add(events[order[bounds[index] : bounds[index + 1]]])
+            if found.running:
+                self._running[key] = found
+            else:
+                self._running.pop(key, None)
         self.retained += len(events)
         self._bound()
 
@@ -250,8 +255,17 @@ class KernelTimeline:
         """The kernels of every traced module, sorted, each once."""
         return sorted({name for table in self.modules.values() for name in table.kernels})
 
-    def headline(self) -> str:
-        """One short phrase for the header; empty when the target does not trace kernels."""
+    def running(self) -> list[Launch]:
+        """The launches with warps that began and have not ended, oldest first."""
+        return sorted(self._running.values(), key=lambda launch: launch.order)
+
+    def quiet(self, agent_now_ns: int) -> list[Launch]:
+        """The launches running past the threshold at agent time ``agent_now_ns``, oldest first."""
+        return [launch for launch in self.running() if self.running_past(launch, agent_now_ns)]
+
+    def headline(self, agent_now_ns: int | None = None) -> str:
+        """One short phrase for the header; empty when the target does not trace kernels. With
+        ``agent_now_ns``, it also says how many launches run past the threshold then."""
         tracing = self.tracing
         if tracing is None:
             return ""
@@ -263,6 +277,10 @@ class KernelTimeline:
             text += f", {lost:,} lost"
         if self.torn:
             text += f" ({self.torn:,} torn)"
+        quiet = self.quiet(agent_now_ns) if agent_now_ns is not None else []
+        if quiet:
+            longest = max(self.quiet_ns(launch, agent_now_ns or 0) for launch in quiet)
+            text += f", {len(quiet)} launch{'es' if len(quiet) > 1 else ''} quiet {duration(longest)}"
         return text
 
     def title(self, *, following: bool, quiet: int = 0) -> str:

@@ -261,8 +261,7 @@ class KernelsScreen(Screen[None]):
             if sample.tracing is None:
                 return f"kernels: no GPU here; reading a recorded run ({name}) ..."
             return f"kernels: no GPU here; showing a recorded run on {sample.tracing.device or 'a GPU'} ({name})"
-        quiet = sum(1 for launch in self._rows if self.kernels.running_past(launch, now))
-        return self.kernels.title(following=self.follow, quiet=quiet)
+        return self.kernels.title(following=self.follow, quiet=len(self.kernels.quiet(now)))
 
     # Events
 

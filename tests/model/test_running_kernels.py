@@ -172,6 +172,7 @@ def _ring(ring_id: int = 7) -> tuple[RingView, RingDrain]:
 
 def _timeline(**kwargs: int) -> KernelTimeline:
     timeline = KernelTimeline(**kwargs)
+    timeline.apply({"type": "kernel_tracing", "enabled": True, "device": "a ring file", "t_ns": 0})
     timeline.apply(kernel_module(TABLE, ring_id=7, layout=DEFAULT_LAYOUT, t_ns=1))
     return timeline
 
@@ -199,6 +200,10 @@ def test_a_launch_runs_past_the_threshold_only_once_quiet_for_longer_than_it(dev
     assert timeline.quiet_ns(launch, at_threshold) == 2 * S
     assert not timeline.running_past(launch, at_threshold)
     assert timeline.running_past(launch, at_threshold + 1)
+    assert timeline.running() == [launch] and timeline.quiet(at_threshold) == []
+    assert timeline.quiet(at_threshold + 1) == [launch]
+    assert timeline.headline(at_threshold + S) == "kernels: 41,952 ev, 1 launch quiet 3.00 s"
+    assert timeline.headline() == "kernels: 41,952 ev"  # without a time, nothing about the clock
     found = timeline.unfinished(launch, AGENT + 12 * S)
     ago = newest + lead + 12 * S - held_since
     assert found.summary(launch.blocks()).startswith(
@@ -210,6 +215,7 @@ def test_a_launch_runs_past_the_threshold_only_once_quiet_for_longer_than_it(dev
     timeline.apply(kernel_records(drain.drain(), t_ns=AGENT + 5 * S))
     assert not launch.running and launch.progress.ended == 512
     assert not timeline.running_past(launch, AGENT + 60 * S)
+    assert timeline.running() == [] and timeline.headline(AGENT + 60 * S) == "kernels: 42,240 ev"
     assert launch.records == 42_240 and timeline.events_read == 42_240 and timeline.events_lost == 0
 
 

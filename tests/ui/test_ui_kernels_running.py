@@ -83,6 +83,7 @@ async def test_a_waiting_block_is_marked_then_listed_with_its_warps_last_events_
         assert running.rows == ["block (3,0)  warps 4-7  `mma` (k_step 17)  3.05 s ago"]
         assert duration_cell(screen) == "running, quiet 3.05 s"
         assert " · 1 running, quiet for over 2.00 s" in title(screen)
+        assert "kernels: 41,952 ev, 1 launch quiet 3.05 s" in app.header.text()
         flame = screen.query_one(FlameView)
         assert flame.running == {(3, 4), (3, 5), (3, 6), (3, 7)}  # block (3,0) is the 4th block
         assert flame.jump_to_block(3)
@@ -101,6 +102,8 @@ async def test_a_waiting_block_is_marked_then_listed_with_its_warps_last_events_
         assert not launch.running and launch.records == 42_240
         assert running.summary == "" and "quiet" not in title(screen)
         assert flame.running == frozenset()
+        await settle(pilot, lambda: "kernels: 42,240 ev" in app.header.text(), "the header to catch up")
+        assert "launch quiet" not in app.header.text()
         assert duration_cell(screen) == "4.00 s"  # from its first event to its last
 
 
