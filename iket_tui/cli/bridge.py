@@ -48,6 +48,12 @@ class _Refused(Exception):
 
 def cmd_bridge(args: argparse.Namespace) -> int:
     """Carry the stream of the agent of ``args.pid`` over stdin and stdout until either side ends."""
+    if os.isatty(1):
+        say(
+            "bridge writes an agent's binary stream to standard output, which is a terminal here:"
+            " it is what `iket-tui attach HOST:PID` runs on HOST through ssh"
+        )
+        return EXIT_BAD_INPUT
     try:
         sock, start = _connect(args.pid, args.start_time, args.wait)
     except _Refused as exc:

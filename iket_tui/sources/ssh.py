@@ -159,7 +159,7 @@ class SshSource(SocketSource):
         frames_to: Callable[[bytes, list[m.Item]], None] | None = None,
     ) -> None:
         if target.pid is None:
-            raise SourceError(f"{target}: name a pid there (HOST:PID); `iket-tui ls {target.host}` lists them")
+            raise SourceError(f"{target}: name a pid there (HOST:PID; `iket-tui ls {target.host}` lists them)")
         super().__init__(
             Path(str(target)),
             record_to=record_to,
@@ -257,7 +257,7 @@ class SshSource(SocketSource):
     def _hang_up(self) -> Iterator[SourceBatch]:
         """The stream ended without a bye: the ssh connection lost (everything received is kept),
         or the agent gone as for a local one."""
-        code = self._ssh_exit(_EXIT_WAIT_S)
+        code = None if self._closed else self._ssh_exit(_EXIT_WAIT_S)
         if self._closed:
             return  # closed here meanwhile (Ctrl-C reaches ssh too): the stream ends as the caller asked
         if code is None or code == SSH_FAILED or code < 0:
@@ -286,10 +286,13 @@ class SshSource(SocketSource):
             return None
 
     def _stderr_text(self) -> str:
-        if self._ssh_stderr is None:
+        try:
+            if self._ssh_stderr is None:
+                return ""
+            self._ssh_stderr.seek(0)
+            return self._ssh_stderr.read(64 * 1024).decode(errors="replace")
+        except (OSError, ValueError):  # closed meanwhile by a close from another thread
             return ""
-        self._ssh_stderr.seek(0)
-        return self._ssh_stderr.read(64 * 1024).decode(errors="replace")
 
     def _reap(self) -> None:
         """Let the current ssh end on its own (its stdin closed, the bridge exits), or end it."""

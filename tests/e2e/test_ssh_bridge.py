@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -411,6 +412,27 @@ def test_an_agent_there_claiming_another_process_is_refused_over_there(sshd: Ssh
     cli.assert_one_line_error(
         result, f"box: the agent of pid {agent.pid} says it is pid {os.getpid()} started at ", "refusing it"
     )
+
+
+def test_the_bridge_refuses_a_terminal_for_its_binary_stream() -> None:
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run(
+            cli.iket_command("bridge", str(os.getpid())),
+            stdout=secondary,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+    finally:
+        os.close(secondary)
+        os.close(primary)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "iket-tui: bridge writes an agent's binary stream to standard output, which is a terminal here:"
+        " it is what `iket-tui attach HOST:PID` runs on HOST through ssh"
+    ]
 
 
 def test_a_hostname_with_a_colon_path_that_exists_stays_local(tmp_path: Path) -> None:
