@@ -157,3 +157,25 @@ def test_the_demo_recording_replayed_shows_the_waiting_block_then_its_release() 
         terminal.read_for(0.1)
     terminal.press(b"q")
     assert terminal.wait_exit() == 0
+
+
+H200_STUCK = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+
+
+def test_dump_of_an_h200_run_killed_while_a_block_waits_ends_with_its_stuck_state() -> None:
+    """Recordings of a real kernel on an H200 whose block (3,0) spins on a flag (the ring's
+    benchmarks/data): killed while it waits, and released."""
+    killed = run_iket("dump", str(H200_STUCK / "h200-stuck-killed.msgpack"), "--format", "jsonl")
+    assert killed.returncode == 0, killed.stderr
+    (unfinished,) = [obj for obj in map(json.loads, killed.stdout.splitlines()) if obj["type"] == "kernel_unfinished"]
+    assert (unfinished["kernel"], unfinished["blocks"], unfinished["unfinished_warps"]) == (
+        "waiting_steps_kernel",
+        64,
+        4,
+    )
+    assert unfinished["summary"] == (
+        "1 of 64 blocks not finished: block (3,0), warps 0-3 last at `wait` (k_step 17), 3.04 s ago"
+    )
+    released = run_iket("dump", str(H200_STUCK / "h200-stuck-released.msgpack"), "--format", "jsonl")
+    assert released.returncode == 0, released.stderr
+    assert '"kernel_unfinished"' not in released.stdout

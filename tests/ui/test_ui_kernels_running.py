@@ -5,6 +5,7 @@ clock alone, and the mark gone once the launch completes (or frozen where the st
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
@@ -156,3 +157,24 @@ def test_kernels_screen_with_a_quiet_launch(snap_compare: Callable[..., bool]) -
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=WIDE, run_before=quiet_for_a_while)
+
+
+@app_test
+async def test_a_replayed_h200_run_killed_while_a_block_waits_shows_the_block_as_last_known() -> None:
+    from iket_tui.sources.replay import RecordingSource
+
+    killed = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "h200-stuck-killed.msgpack"
+    app = IketApp(RecordingSource(killed, speed=0.0))
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_until(pilot, lambda: app.session.ended is not None, "the replay to end")
+        assert "1 launch quiet 3.04 s" in app.header.text()
+        await pilot.press("K")
+        await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), "the kernels screen")
+        screen = app.screen
+        assert isinstance(screen, KernelsScreen)
+        running = screen.query_one(RunningWarps)
+        await settle(pilot, lambda: bool(running.summary), "the unfinished warps")
+        assert running.summary == (
+            "1 of 64 blocks not finished: block (3,0), warps 0-3 last at `wait` (k_step 17), 3.04 s ago"
+        )
+        assert duration_cell(screen) == "running, quiet 3.04 s"
