@@ -2,7 +2,8 @@
 
 Every command, option and choice comes from the parser, so a script never lags behind it.
 What a value is completed with follows from its metavar: a ``TARGET`` with the pids of this
-user's live agents (the script asks ``iket-tui completion --list-targets`` each time), a
+user's live agents (the script asks ``iket-tui completion --list-targets`` each time), or for
+a word that starts with a letter the hosts of ``~/.ssh/config`` as ``HOST:`` (``--list-hosts``), a
 positional ``FILE`` with recordings (``*.msgpack``), an option's ``FILE`` or ``OUT`` with any
 file, a ``DIR`` with directories, choices with themselves, anything else (a number) with
 nothing. The words after ``run`` (or ``--``) are a program and its arguments; those after
@@ -15,9 +16,11 @@ import argparse
 import re
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 
 from iket_tui.cli.errors import UsageError
 from iket_tui.endpoints import list_endpoints, process_argv
+from iket_tui.sources.ssh import configured_hosts
 
 SHELLS = ("bash", "zsh", "fish")
 TARGET_COMMAND_WIDTH = 60
@@ -80,6 +83,10 @@ def cmd_completion(args: argparse.Namespace) -> int:
     if args.list_targets:
         for line in target_lines():
             print(line)
+        return 0
+    if args.list_hosts:
+        for host in configured_hosts(Path.home() / ".ssh" / "config"):
+            print(f"{host}:")
         return 0
     if args.shell is None:
         raise UsageError("completion needs a shell: iket-tui completion bash|zsh|fish")
@@ -197,6 +204,9 @@ _BASH_HEAD = """\
             if [[ $2 == */* ]]; then
                 compopt -o filenames 2>/dev/null
                 COMPREPLY=($(compgen -f -- "$2"))
+            elif [[ $2 == [A-Za-z]* ]]; then
+                compopt -o nospace 2>/dev/null
+                COMPREPLY=($(compgen -W "$("$3" completion --list-hosts 2>/dev/null)" -- "$2"))
             else
                 COMPREPLY=($(compgen -W "$("$3" completion --list-targets 2>/dev/null | cut -f1)" -- "$2"))
             fi ;;
@@ -329,6 +339,10 @@ _ZSH_HEAD = """\
 
 {f}_targets() {{
     local -a targets
+    if [[ $PREFIX == [A-Za-z]* ]]; then
+        compadd -S '' -- ${{(f)"$(${{{f}_prog:-{prog}}} completion --list-hosts 2>/dev/null)"}}
+        return
+    fi
     targets=(${{(f)"$(${{{f}_prog:-{prog}}} completion --list-targets 2>/dev/null)"}})
     targets=(${{targets//:/\\\\:}})
     targets=(${{targets/$'\\t'/:}})
@@ -504,9 +518,13 @@ function {f}_recordings --description 'recordings (*.msgpack), and directories t
     __fish_complete_path (commandline -ct) | string match -r -- '^.*(?:\\.msgpack|/)(?:\\t.*)?$'
 end
 
-function {f}_targets --description 'the live agents of this user'
+function {f}_targets --description 'the live agents of this user, or HOST: of ~/.ssh/config'
     set -l words (commandline -opc)
-    $words[1] completion --list-targets 2>/dev/null
+    if string match -qr -- '^[A-Za-z]' (commandline -ct)
+        $words[1] completion --list-hosts 2>/dev/null
+    else
+        $words[1] completion --list-targets 2>/dev/null
+    end
 end
 
 complete -c {prog} -f

@@ -437,8 +437,9 @@ instead, passes and kernels.""",
         "print the shell completion script for bash, zsh or fish",
         """\
 Print a script that completes iket-tui's commands and options in bash, zsh or fish, the pids
-of this user's live agents where a command takes a TARGET, and recordings (*.msgpack) where
-it takes a FILE. Load it in the shell's startup file, or save it where the shell looks.""",
+of this user's live agents where a command takes a TARGET (and for a word that starts with a
+letter, the hosts of ~/.ssh/config as HOST:), and recordings (*.msgpack) where it takes a FILE.
+Load it in the shell's startup file, or save it where the shell looks.""",
         "iket-tui completion bash > ~/.local/share/bash-completion/completions/iket-tui",
         "iket-tui completion zsh > ~/.zfunc/_iket-tui    # with fpath+=~/.zfunc before compinit",
         "iket-tui completion fish > ~/.config/fish/completions/iket-tui.fish",
@@ -448,6 +449,12 @@ it takes a FILE. Load it in the shell's startup file, or save it where the shell
         "--list-targets",
         action="store_true",
         help="print the live agents of this user, a pid and its command a line (what the scripts offer as TARGET)",
+    )
+    completion.add_argument(
+        "--list-hosts",
+        action="store_true",
+        help="print the hosts of ~/.ssh/config as HOST:, a line each (offered as TARGET for a word that starts"
+        " with a letter)",
     )
     completion.set_defaults(handler=cmd_completion)
     return parser

@@ -82,6 +82,26 @@ def remote_target(text: str) -> RemoteTarget | None:
     return RemoteTarget(host, int(pid) if pid else None)
 
 
+def configured_hosts(config: Path) -> list[str]:
+    """The hosts an ssh client configuration names (``Host`` lines, patterns left out), in order:
+    what completion offers as ``HOST:``. A file that cannot be read names none."""
+    try:
+        text = config.read_text(errors="replace")
+    except OSError:
+        return []
+    hosts: list[str] = []
+    for line in text.splitlines():
+        words = line.replace("=", " ", 1).split()
+        if len(words) < 2 or words[0].lower() != "host":
+            continue
+        for name in words[1:]:
+            if name.startswith("#"):
+                break
+            if not any(c in name for c in "*?!") and name not in hosts:
+                hosts.append(name)
+    return hosts
+
+
 def ssh_command(host: str, remote: list[str], *, batch: bool) -> list[str]:
     """The command that runs iket-tui with ``remote`` arguments on ``host``; ``batch`` where a
     password or host key prompt would hang (no terminal, or the UI already owns it)."""
