@@ -87,8 +87,8 @@ __device__ __forceinline__ void count_warp(bool first, unsigned long long addres
 // All 64 bits: ptxas then reads the timer with CS2R; a read of the low half alone became a
 // costlier S2UR (docs/ring.md). Volatile, so it is never merged, dropped or reordered against the
 // other events, but no compiler barrier: the kernel's own loads and stores stay free to be
-// scheduled across an event (a "memory" clobber here and on the store cost the H200 k-step GEMM
-// points: docs/ring.md).
+// scheduled across an event (with a "memory" clobber here and on the store, the H200 k-step GEMM
+// measured the same: benchmarks/gpu_ring_variants.py).
 __device__ __forceinline__ unsigned long long timer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
