@@ -13,11 +13,12 @@ warp is unknown and its records are lost rather than misattributed. No Python ru
 Counting, per generation and in total: ``chunks_written = chunks_read + chunks_lost`` in
 records, and ``events_written = events_read + events_lost`` after every pass. Record counts are
 up to date with the newest record of each segment; event counts with the newest warp begin or
-end read in each segment (each carries the segment's event count), which is how events of
-lapped records are counted.
+end read in each segment, or its counters once it is read up to them (each says the segment's
+event count), which is how events of lapped records are counted.
 
 Where the ring is not in this process's memory (a GPU's device memory), a
-:class:`RecordSource` brings it: the agent's copies it with a DMA engine.
+:class:`RecordSource` brings it: the agent's copies it with a DMA engine
+(:class:`~iket_tui.ring.device_copy.DeviceRing`).
 """
 
 from __future__ import annotations
@@ -260,7 +261,6 @@ class RingDrain:
         torn = ~member & (unknown | (ctrl.type == RECORD_BEGIN))
         source = np.full(k, -2, dtype=_I64)  # -2 unknown, -1 carried, else the block record's index
         source[group + 2] = group + 2
-        source[member & (source == -2)] = -2
         lead_source = np.where(self._warp["valid"][active] & ~lapped, -1, -2)
         for t in np.flatnonzero(unknown):  # rare: a record of no type there is
             prev = t - 1
@@ -275,7 +275,7 @@ class RingDrain:
         lead_known = lead_source != -2
         trail_known = source != -2
         # Identity tables: one row per source (carried per segment, or a begin group).
-        ident = self._identities(active, rf, records, ctrl, group)
+        ident = self._identities(active, rf, ctrl, group)
         # Events read and lost.
         lead_read = np.where(lead_known, lead_len, 0)
         trail_read = np.where(trail_known, trail_len, 0)
@@ -320,7 +320,7 @@ class RingDrain:
             events_end=events_end,
         )
 
-    def _identities(self, active: Array, rf: Array, records: Array, ctrl: _Own, group: Array) -> _Identities:
+    def _identities(self, active: Array, rf: Array, ctrl: _Own, group: Array) -> _Identities:
         carried = {name: self._warp[name][active] for name in _IDENTITY_FIELDS if name != "valid"}
         b, launch, k = group, group + 1, group + 2
         grouped = {
