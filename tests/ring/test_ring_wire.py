@@ -32,6 +32,7 @@ def test_a_drained_batch_decodes_the_same_on_the_other_side(ring_file: MappedRin
     client_tables = EventTables([module_from_message(module)])
     assert records.counters == batch.counters
     assert records.ring_id == ring_file.view.ring_id
+    assert records.device_now_ns == batch.device_now_ns is not None  # a ring file's writers' clock
     assert (decode(records.chunks, client_tables, records.layout) == batch.decode(tables)).all()
 
 
@@ -53,6 +54,9 @@ def test_damaged_messages_are_refused_in_one_line(ring_file: MappedRing) -> None
         records_from_message({**message, "layout": 7})
     with pytest.raises(RecordsError, match="without its counters"):
         records_from_message({**message, "counters": {}})
+    with pytest.raises(RecordsError, match="impossible device_now_ns -5"):
+        records_from_message({**message, "device_now_ns": -5})
+    assert records_from_message({**message, "device_now_ns": None}).device_now_ns is None  # an unknown device clock
     table = kernel_module(synthetic_table(), ring_id=None, layout=DEFAULT_LAYOUT, t_ns=0)
     with pytest.raises(EventTableError, match="bad event id 31"):
         module_from_message({**table, "events": [{"id": 31, "name": "x", "kind": "mark"}]})
