@@ -115,10 +115,6 @@ class WarpWriter:
         """The end of the innermost open range of this warp."""
         self.event(range_end_id(self.id_bits), t_ns=t_ns)
 
-    def flush(self, flags: int = 0, now: int | None = None) -> None:
-        """Nothing to do: every record is visible as soon as it is written. (The producer of
-        ring version 1 stored its staged chunk here; callers written for it still read right.)"""
-
     def close(self, t_ns: int | None = None, *, partial: bool = False) -> None:
         """The warp finishes: its end record (at ``t_ns``, default the time of its newest
         record), then the segment's counters for the next warp in the slot; ``partial`` says not
