@@ -138,6 +138,55 @@ def test_records_of_one_ring_per_device_stream_to_the_client_exactly_and_apart(t
         assert all(b.device_now_ns is not None for b in mine)
 
 
+def test_two_processes_each_tracing_their_own_ring_work_side_by_side(tmp_path: Path) -> None:
+    rings = [MappedRing.create(tmp_path / f"ring{n}", RingGeometry.for_sms(2, 32)) for n in (0, 1)]
+    gates = [tmp_path / f"gate{n}" for n in (0, 1)]
+    procs = [
+        spawn_target(
+            "traced.py",
+            env={
+                **TRACED,
+                "IKET_TEST_GATE": str(gate),
+                "IKET_TUI_RING_FILE": str(ring.path),
+                "IKET_TUI_DRAIN_HZ": "50",
+            },
+        )
+        for gate, ring in zip(gates, rings, strict=True)
+    ]
+    try:
+        clients = [WireClient(socket_of(proc)) for proc in procs]
+        for client in clients:
+            client.read_until(lambda msg: msg["type"] == m.KERNEL_TRACING)
+        producers = [
+            subprocess.Popen(
+                [*PRODUCER, str(ring.path), "--warps", str(warps), "--seed", str(n)], stdout=subprocess.PIPE
+            )
+            for n, (ring, warps) in enumerate(zip(rings, (50, 70), strict=True))
+        ]
+        written = [int(producer.communicate(timeout=120)[0]) for producer in producers]
+        for client, count in zip(clients, written, strict=True):
+            client.read_until(
+                lambda msg, count=count: (
+                    msg["type"] == m.KERNEL_RECORDS and records_from_message(msg).counters.events_read == count
+                )
+            )
+        for gate in gates:
+            gate.touch()
+        received = [_finish(proc, client)[0] for proc, client in zip(procs, clients, strict=True)]
+    finally:
+        for proc in procs:
+            proc.kill()
+        for ring in rings:
+            ring.close()
+
+    assert written == [50 * 200, 70 * 200]
+    for messages, ring, count in zip(received, rings, written, strict=True):
+        batches = [records_from_message(msg) for msg in of_type(messages, m.KERNEL_RECORDS)]
+        assert {b.ring_id for b in batches} == {ring.view.ring_id}  # each process drains its own ring only
+        last = batches[-1].counters
+        assert last.balanced and (last.events_written, last.events_read, last.events_lost) == (count, count, 0)
+
+
 def test_bad_tracing_settings_are_one_line_each_and_the_program_runs(tmp_path: Path) -> None:
     env = {
         "IKET_TUI_KERNELS": "1",
