@@ -406,8 +406,7 @@ class IketApp(App[int]):
             shown = "ended" if self.playback is not None else "disconnected"
         else:
             shown = connection.value
-        behind = passes_behind(self.pass_tree, self.view.now_ns) if self.pass_tree.several else []
-        message = self.source_error or (behind[0].text if behind else "") or (self.notes[-1] if self.notes else "")
+        message = self.source_error or self._behind_line() or (self.notes[-1] if self.notes else "")
         return HeaderState(
             target=target,
             connection=shown,
@@ -426,6 +425,17 @@ class IketApp(App[int]):
             silent_for=self._silent_for(now_s) if connection is Connection.SILENT else "",
             processes=self._processes_line(),
         )
+
+    def _behind_line(self) -> str:
+        """In a session of several processes, the pass one of them is furthest behind the others
+        in, compared with them, and how many more are behind; empty when none is."""
+        if not self.pass_tree.several:
+            return ""
+        behind = sorted(passes_behind(self.pass_tree, self.view.now_ns), key=lambda found: -found.spent_ns)
+        if not behind:
+            return ""
+        more = f"  ·  {len(behind) - 1} more behind" if len(behind) > 1 else ""
+        return behind[0].text + more
 
     def _processes_line(self) -> str:
         """How many processes a session of several watches, and how many are live, ended, failed."""
