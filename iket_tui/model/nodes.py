@@ -10,6 +10,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from iket_tui.model.counters import StreamCounters
+
 
 class Status(StrEnum):
     """What the monitor knows about a node. ``stuck`` is not a status: it depends on the
@@ -70,7 +72,8 @@ class ProcessNode:
         self.children: list[ProcessNode] = []
         self.compiles: list[CompileNode] = []  # this process's, in arrival order
         self.by_id: dict[int, CompileNode] = {}  # this process's compiles by the agent's id
-        self.counters: Any = None  # its StreamCounters, in a session of several processes
+        self.counters = StreamCounters()
+        """What its agent reported (in a session of one, the session's own counters)."""
         self.stream_end: str | None = None  # why its stream ended, once it has
         self.stream_failed = False  # its stream ended in an error
 

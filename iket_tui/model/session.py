@@ -287,8 +287,6 @@ class Session:
         tree = self.tree
         one = not tree.several
         process = tree.select_process(pid)
-        if process.counters is None:
-            process.counters = StreamCounters()
         if one and tree.several:  # a second process: the first one's counts become its own
             first = StreamCounters()
             for name in AGENT_COUNTS:
