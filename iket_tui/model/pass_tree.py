@@ -40,6 +40,10 @@ STUCK_FACTOR = 10.0
 """A running pass is stuck when it has run this many times its usual (median) duration..."""
 DEFAULT_STUCK_AFTER_NS = 30_000_000_000
 """...and in any case longer than this (the user's ``--stuck-after``)."""
+MAX_PROCESS_DEPTH = 32
+"""How many processes deep a process is looked for above another when it is put under its
+parent: real process trees are shallow, and no stream can make placing a process walk a chain
+of thousands."""
 
 
 class PassTree:
@@ -77,6 +81,8 @@ class PassTree:
         self.last_t_ns = 0  # the latest agent time the rare handlers saw; the session tracks the rest
         self._by_id: dict[int, CompileNode] = self.process.by_id  # the current process's compiles
         self._by_pid: dict[int, ProcessNode] = {}
+        self._root_claimed = False  # the root row has become a process of a ``process`` message
+        self._orphans: dict[int, list[ProcessNode]] = {}  # by ppid: processes whose parent is not here yet
         self._samples = self.typical.samples
         self._order = 0
         self.row_handlers: dict[str, Callable[[m.PassRow], None]] = {
@@ -109,11 +115,12 @@ class PassTree:
         seen takes the root row."""
         node = self._by_pid.get(pid)
         if node is None:
-            if self.process not in self._by_pid.values() and self.process.pid in (None, pid):
+            if not self._root_claimed and self.process.pid in (None, pid):
                 node = self.process  # the first process, even when its first messages were told before
             else:
                 node = ProcessNode()
                 self.processes.append(node)
+            self._root_claimed = True
             node.pid = pid
             self._by_pid[pid] = node
             self._place(node)
@@ -131,16 +138,33 @@ class PassTree:
         self.process_shape += 1
 
     def _place(self, node: ProcessNode) -> None:
-        parent = self._by_pid.get(node.ppid) if node.ppid is not None and node.ppid != node.pid else None
-        if parent is not None and parent is not node.parent and not _is_below(parent, node):
-            if node.parent is not None:
-                node.parent.children.remove(node)
-            node.parent = parent
-            parent.children.append(node)
-        for other in self.processes:  # its children that came first
-            if other.parent is None and other is not node and other.ppid == node.pid and not _is_below(node, other):
-                other.parent = node
-                node.children.append(other)
+        ppid = node.ppid
+        if ppid is not None and ppid != node.pid:
+            parent = self._by_pid.get(ppid)
+            if parent is None:
+                self._orphans.setdefault(ppid, []).append(node)
+            elif parent is not node.parent:
+                self._link(node, parent)
+        for child in self._orphans.pop(node.pid, []) if node.pid is not None else []:  # those that came first
+            if child.parent is None and child.ppid == node.pid:
+                self._link(child, node)
+
+    def _link(self, node: ProcessNode, parent: ProcessNode) -> None:
+        """Put ``node`` under ``parent``, unless that would make a loop or ``parent`` sits deeper
+        than :data:`MAX_PROCESS_DEPTH` (then it stays where it is)."""
+        up: ProcessNode | None = parent
+        for _ in range(MAX_PROCESS_DEPTH):
+            if up is None:
+                break
+            if up is node:
+                return
+            up = up.parent
+        else:
+            return
+        if node.parent is not None:
+            node.parent.children.remove(node)
+        node.parent = parent
+        parent.children.append(node)
 
     def process_status(self, process: ProcessNode) -> Status:
         """What became of a process, in a session of several: failed (its stream failed, or a
@@ -542,16 +566,6 @@ class PassTree:
         if comp is not None:
             comp.failure = msg
             comp.version += 1
-
-
-def _is_below(node: ProcessNode, above: ProcessNode) -> bool:
-    """Whether ``above`` is ``node`` or one of its ancestors (placing it would make a loop)."""
-    up: ProcessNode | None = node
-    while up is not None:
-        if up is above:
-            return True
-        up = up.parent
-    return False
 
 
 def _running_in(comp: CompileNode) -> list[PassNode]:

@@ -37,6 +37,7 @@ AGENT_COUNTS = (
     "reconnections",
 )
 """The counters each process's agent reports: kept per process, summed over the session."""
+_NONE_COUNTED = (0,) * len(AGENT_COUNTS)
 
 
 class Session:
@@ -58,6 +59,8 @@ class Session:
         self.ended: str | None = None
         self._last_t_ns = 0
         self._session_messages = 0  # handled messages that are not compile or pass events
+        self._counted: dict[ProcessNode, tuple[int, ...]] = {}  # several processes: what each added to the sums
+        self._touched: set[ProcessNode] = set()  # processes whose counts may have changed since the sums
         self._row_handlers = self.tree.row_handlers
         own: dict[str, Callable[[dict[str, Any]], None]] = {
             m.HELLO: self._hello,
@@ -145,6 +148,7 @@ class Session:
                 applied += 1
         counters.events += applied - (counters.heartbeats + self._session_messages - session)
         if self.tree.several:
+            self._touched.add(self.tree.current)
             self._sum_agent_counts()
         if msg is not skipped:
             try:
@@ -157,10 +161,17 @@ class Session:
         self.version += 1
 
     def _sum_agent_counts(self) -> None:
+        """Bring the session's sums up to date with the processes whose counts may have changed
+        (only the process messages were applied to changes its counts)."""
         total = self.counters
-        processes = self.tree.processes
-        for name in AGENT_COUNTS:
-            setattr(total, name, sum(getattr(process.counters, name) for process in processes))
+        for process in self._touched:
+            now = tuple(getattr(process.counters, name) for name in AGENT_COUNTS)
+            before = self._counted.get(process, _NONE_COUNTED)
+            if now != before:
+                for name, value, was in zip(AGENT_COUNTS, now, before, strict=True):
+                    setattr(total, name, getattr(total, name) + value - was)
+                self._counted[process] = now
+        self._touched.clear()
 
     def end_stream(self, reason: str) -> None:
         """The stream ended: whatever is still open will never be reported finished, so it is
@@ -286,12 +297,15 @@ class Session:
         """The process ``pid`` of a stream of several, from now on the one messages are applied to."""
         tree = self.tree
         one = not tree.several
+        self._touched.add(tree.current)
         process = tree.select_process(pid)
         if one and tree.several:  # a second process: the first one's counts become its own
             first = StreamCounters()
             for name in AGENT_COUNTS:
                 setattr(first, name, getattr(self.counters, name))
             tree.process.counters = first
+            self._counted[tree.process] = tuple(getattr(first, name) for name in AGENT_COUNTS)
+        self._touched.add(process)
         return process
 
     def _compile_failure(self, msg: dict[str, Any]) -> None:

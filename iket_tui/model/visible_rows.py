@@ -16,7 +16,7 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from iket_tui.model.nodes import FAILED, CodegenNode, CompileNode, ContextNode, Node, PassNode, ProcessNode
-from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.pass_tree import MAX_PROCESS_DEPTH, PassTree
 
 
 class Row(NamedTuple):
@@ -125,8 +125,11 @@ class VisibleRows:
         """Bring the rows up to date with the tree; True if they changed."""
         if self.tree.several and self.tree.process_shape != self._process_shape:
             self._process_shape = self.tree.process_shape
-            self._depths = _depths(self.tree)
-            self._stale.update(range(len(self._segments)))  # a process placed deeper moves its rows
+            depths = _depths(self.tree)
+            for process, depth in depths.items():  # a process placed deeper moves its compiles' rows
+                if self._depths.get(process, 0) != depth:
+                    self._stale.update(comp.position for comp in process.compiles)
+            self._depths = depths
             self._layout_stale = True
         compiles = self.tree.compiles
         segments = self._segments
@@ -177,21 +180,18 @@ class VisibleRows:
         if not (segments_changed or self._layout_stale):
             return False
         layout: list[ProcessNode | int] = []  # rebuilt whole: compiles that came go under their process
-
-        def add(process: ProcessNode) -> None:
+        by_rank = self.tree.by_rank
+        stack = [process for process in reversed(self.tree.processes) if process.parent is None]
+        while stack:
+            process = stack.pop()
             layout.append(process)
             if not self.is_expanded(process):
-                return
+                continue
             layout.extend(comp.position for comp in process.compiles)
             children = process.children
-            if self.tree.by_rank:
+            if by_rank:
                 children = sorted(children, key=lambda child: (child.rank is None, child.rank or 0))
-            for child in children:
-                add(child)
-
-        for process in self.tree.processes:
-            if process.parent is None:
-                add(process)
+            stack.extend(reversed(children))
         self._layout = layout
         self._layout_index = {entry: index for index, entry in enumerate(layout)}
         self._layout_stale = False
@@ -318,14 +318,15 @@ def processes_above(node: Node, tree: PassTree) -> list[ProcessNode]:
 
 
 def _depths(tree: PassTree) -> dict[ProcessNode, int]:
-    """How deep each process sits under the processes above it."""
+    """How deep each process sits under the processes above it, from the top down (each
+    process's depth is its parent's plus one)."""
     depths: dict[ProcessNode, int] = {}
-    for process in tree.processes:
-        depth, up = 0, process.parent
-        while up is not None:
-            depth += 1
-            up = up.parent
+    stack = [(process, 0) for process in tree.processes if process.parent is None]
+    while stack:
+        process, depth = stack.pop()
         depths[process] = depth
+        below = min(depth + 1, MAX_PROCESS_DEPTH)  # a chain deeper than that is drawn at that depth
+        stack.extend((child, below) for child in process.children)
     return depths
 
 

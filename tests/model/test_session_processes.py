@@ -9,6 +9,7 @@ from typing import Any
 from test_model_visible_rows import shown
 
 from iket_tui.model.nodes import DONE, FAILED, INCOMPLETE, RUNNING
+from iket_tui.model.pass_tree import MAX_PROCESS_DEPTH
 from iket_tui.model.session import Session
 from iket_tui.model.synthetic import Lowering, agent_hello
 from iket_tui.model.visible_rows import VisibleRows
@@ -146,3 +147,32 @@ def test_ranks_and_a_single_process_session_stays_as_it_was() -> None:
     rows = VisibleRows(tree)
     rows.refresh()
     assert shown(rows) == [f"pid {PARENT}", "  pid 301", "  pid 302"], "ranks in rank order under the launcher"
+
+
+def test_processes_naming_each_other_as_parents_make_no_loop() -> None:
+    session = Session()
+    session.apply(of(1001, hello(1001, 1002)))
+    session.apply(of(1002, hello(1002, 1001)))
+    first, second = session.tree.processes
+    assert first.parent is None or second.parent is None, "one of them stays at the top"
+    rows = VisibleRows(session.tree)
+    rows.refresh()
+    assert sorted(shown(rows)) == sorted(["pid 1001", "  pid 1002"]) or sorted(shown(rows)) == sorted(
+        ["pid 1002", "  pid 1001"]
+    )
+
+
+def test_a_chain_of_thousands_of_processes_is_drawn_at_most_so_deep() -> None:
+    """Each process the child of the one before, announced from the deepest up: the tree keeps
+    every one of them, in order, without the views walking the whole chain for each."""
+    count = 3000
+    session = Session()
+    session.apply(
+        [msg for pid in range(count, 0, -1) for msg in of(10_000 + pid, hello(10_000 + pid, 10_000 + pid - 1))]
+    )
+    rows = VisibleRows(session.tree)
+    rows.refresh()
+    assert len(rows) == count
+    levels = [row.level for index in range(len(rows)) if (row := rows.row(index)) is not None]
+    assert levels[:3] == [0, 1, 2] and max(levels) == MAX_PROCESS_DEPTH
+    assert [rows.row(index).node.pid for index in (0, count - 1)] == [10_001, 10_000 + count]  # type: ignore[union-attr]
