@@ -23,6 +23,9 @@ from iket_tui.protocol import messages as m
 
 BEHIND_TYPE = "pass_behind"
 """The type of the line ``dump`` writes for a pass one process was far behind the others in."""
+RUNS_KEPT = 32
+"""Runs of one pass name kept per process to compare with (the first ones): a dump of millions of
+passes keeps no more than this per name and process."""
 MIN_BEHIND_NS = 1_000_000_000
 """In a stream read once, a pass counts as behind only when it took at least this long (and
 :data:`~iket_tui.model.pass_tree.STUCK_FACTOR` times what the other processes took)."""
@@ -106,14 +109,15 @@ class BehindInStream:
     events follow) and tells, at its end, which process was far behind the others in a pass: one
     still in it when the stream ended, or one that took :data:`STUCK_FACTOR` times as long as the
     others, and :data:`MIN_BEHIND_NS` at least. Keeps per process only its open passes and the
-    longest run of each pass name."""
+    longest and the first :data:`RUNS_KEPT` runs of each pass name."""
 
     def __init__(self) -> None:
         self._process = 0  # the pid whose messages come now (0 before any ``process`` message)
         self._first: int | None = None
         self._ranks: dict[int, int | None] = {}
         self._open: dict[tuple[int, int, int], tuple[str, int]] = {}  # (pid, compile, seq) -> name, start
-        self._runs: dict[str, dict[int, list[int]]] = {}  # name -> pid -> durations
+        self._runs: dict[str, dict[int, list[int]]] = {}  # name -> pid -> its first durations
+        self._longest: dict[tuple[str, int], int] = {}  # (name, pid) -> its longest run
         self._compiling: set[int] = set()
         self.last_t_ns = 0
 
@@ -144,7 +148,13 @@ class BehindInStream:
                 return
             opened = self._open.pop((self._process, compile_id, seq), None)
             if kind == m.PASS_END and opened is not None and type(t) is int:
-                self._runs.setdefault(opened[0], {}).setdefault(self._process, []).append(t - opened[1])
+                name, spent = opened[0], t - opened[1]
+                runs = self._runs.setdefault(name, {}).setdefault(self._process, [])
+                if len(runs) < RUNS_KEPT:
+                    runs.append(spent)
+                key = (name, self._process)
+                if spent > self._longest.get(key, -1):
+                    self._longest[key] = spent
 
     def at_end(self) -> list[dict[str, Any]]:
         """One ``pass_behind`` map per pass a process was far behind the others in, with the
@@ -154,11 +164,10 @@ class BehindInStream:
             behind = self._behind(pid, name, self.last_t_ns - start, running=True)
             if behind is not None:
                 found.append(behind)
-        for name, by_process in self._runs.items():
-            for pid, runs in by_process.items():
-                behind = self._behind(pid, name, max(runs), running=False)
-                if behind is not None:
-                    found.append(behind)
+        for (name, pid), longest in self._longest.items():
+            behind = self._behind(pid, name, longest, running=False)
+            if behind is not None:
+                found.append(behind)
         return [
             {
                 "type": BEHIND_TYPE,
