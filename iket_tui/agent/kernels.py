@@ -217,10 +217,19 @@ class KernelTracer:
             for ring in self.rings
         ]
 
+    def _ring_id_of(self, target: RingTarget | None) -> int | None:
+        """The ring a module's launches write: the device ring it was compiled for or, for ring
+        files (no device writes them, so no module is compiled for one), the first file's,
+        where a program's kernels on its first device would write; ``None`` without a ring."""
+        if target is not None:
+            return target.ring_id
+        files = [ring for ring in self.rings if ring.target is None]
+        return files[0].view.ring_id if files else None
+
     def _on_module(self, events: ModuleEvents, target: RingTarget | None) -> None:
         msg = kernel_module(
             events,
-            ring_id=target.ring_id if target is not None else None,
+            ring_id=self._ring_id_of(target),
             layout=DEFAULT_LAYOUT,
             t_ns=time.monotonic_ns(),
             compile=compiling.current(),

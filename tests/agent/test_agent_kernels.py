@@ -126,6 +126,8 @@ def test_records_of_one_ring_per_device_stream_to_the_client_exactly_and_apart(t
             ring.close()
 
     assert "kernel tracing without a ring" not in stderr
+    # The module is compiled for no device, and names the first ring file as the ring it runs on.
+    assert [module["ring_id"] for module in of_type(received, m.KERNEL_MODULE)] == [rings[0].view.ring_id]
     batches = [records_from_message(msg) for msg in of_type(received, m.KERNEL_RECORDS)]
     assert {b.ring_id for b in batches} == {ring.view.ring_id for ring in rings}
     for ring, count in zip(rings, written, strict=True):

@@ -57,10 +57,9 @@ def test_a_client_sees_the_waiting_block_and_its_warps_last_events_then_the_laun
     try:
         client = WireClient(socket_of(proc))
         module = client.read_until(seen(lambda msg: msg["type"] == m.KERNEL_MODULE))
-        # Without a GPU the module is built for no ring (ring_id None); on a GPU its table names
-        # the ring its launches write, which the ring file stands in for here.
-        assert module["ring_id"] is None
-        session.apply([{**module, "ring_id": ring.view.ring_id}])
+        # Without a GPU the module is built for no ring, yet its table names the ring file its
+        # launches are written into, so the session pairs the records with it as sent.
+        assert module["ring_id"] == ring.view.ring_id
         producer = subprocess.Popen(
             [sys.executable, str(PRODUCER), str(ring.path), str(module["module"]), str(release)],
             stdout=subprocess.PIPE,
@@ -70,6 +69,7 @@ def test_a_client_sees_the_waiting_block_and_its_warps_last_events_then_the_laun
         assert producer.stdout.readline().split() == ["held", str(HELD_EVENTS)]
         client.read_until(seen(lambda msg: read(msg) == HELD_EVENTS))
         (launch,) = session.kernels.launches.values()
+        assert launch.kernel == "traced_gemm_kernel" and launch.module is not None  # paired with its table
         assert launch.running and launch.progress.unfinished == 4
         time.sleep(2.5)  # the block waits; nothing more is written
         now = time.monotonic_ns()  # the agent's clock: the same monotonic clock, on the same machine
