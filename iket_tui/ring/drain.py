@@ -165,7 +165,13 @@ class RingDrain:
         self._counters = RingCounters(generation=self._generation)
         self._generation_counters = RingCounters(generation=self._generation)
         self.caught_up = True
-        """Whether the last pass read every record it saw written (no segment stopped early)."""
+        """Whether every segment is read up to its counters (the ``next`` its last warp stored
+        when it ended): once no warp runs, nothing is left to read."""
+        cap = ring.geometry.records_per_segment
+        slots = np.arange(cap, dtype=_I64)
+        self._relative = ((slots[None, :] - slots[:, None]) & (cap - 1)).astype(np.uint32)
+        """Row ``o``: each slot's position relative to a read position at slot ``o``."""
+        self._buffers: _Scratch | None = None
 
     @property
     def counters(self) -> RingCounters:
@@ -201,34 +207,60 @@ class RingDrain:
         cap = self.ring.geometry.records_per_segment
         mask = cap - 1
         before = self.source.stamps()
-        newest1 = before.max(axis=1).astype(_I64)  # the newest record's stamp: its position + 1
         first = self._next
-        active = np.flatnonzero(newest1 > first)
+        # Each segment's stamp at its read position says whether it moved: the next record is
+        # there (moved), a later lap's is (lapped: only then is the newest stamp looked for), or
+        # an older one or none (idle, left out of the pass).
+        at = before[np.arange(len(first)), first & mask].astype(_I64)
+        ahead = (at - first - 1) & _MASK32
+        lapped = (ahead != 0) & (ahead < 1 << 31) & (at != 0)
+        active = np.flatnonzero((ahead == 0) | lapped)
         if not len(active):
             return _no_chunks(), _PassCounts.nothing(active)
+        every = len(active) == len(first)
         f = first[active]
-        rf = np.maximum(f, newest1[active] - cap)  # readable from: older positions were lapped
-        count = newest1[active] - rf
-        slots = np.arange(cap, dtype=np.uint32)
-        rel = (slots[None, :] - (rf & mask).astype(np.uint32)[:, None]) & np.uint32(mask)
-        expected = rel + (rf + 1).astype(np.uint32)[:, None]
-        rows = before if len(active) == len(before) else before[active]
-        ok = rows == expected
+        rf = f.copy()  # readable from: older positions were lapped
+        laps = np.flatnonzero(lapped[active])
+        if len(laps):
+            since = (before[active[laps]].astype(_I64) - (f[laps] + 1)[:, None]) & _MASK32
+            since[since >= 1 << 31] = 0
+            rf[laps] = f[laps] + 1 + since.max(axis=1) - cap
+        off = rf & mask
+        n = len(active)
+        scratch = self._scratch(n * cap)
+        expected = scratch.expected[: n * cap].reshape(n, cap)  # rf + 1 + the slot's relative position
+        np.take(self._relative, off, axis=0, out=expected, mode="clip")
+        np.add(expected, (rf + 1).astype(np.uint32)[:, None], out=expected)
+        ok = scratch.ok[: n * cap].reshape(n, cap)
+        check = scratch.check[: n * cap].reshape(n, cap)
+        np.equal(before if every else before[active], expected, out=ok)
         records = self.source.rows(active)
-        if not np.may_share_memory(records, rows):  # a copy of its own: check its stamps too
-            ok &= records[..., 3] == expected
-        ok &= self.source.stamps_after(active) == expected
-        inrange = rel < count.astype(np.uint32)[:, None]
-        stop = count.copy()  # per active segment, relative to rf
-        bad = np.flatnonzero((inrange & ~ok).any(axis=1))
-        if len(bad):
-            stop[bad] = np.where(inrange[bad] & ~ok[bad], rel[bad], cap).min(axis=1)
+        if not np.may_share_memory(records, before):  # a copy of its own: check its stamps too
+            np.logical_and(ok, np.equal(records[..., 3], expected, out=check), out=ok)
+        np.logical_and(ok, np.equal(self.source.stamps_after(active), expected, out=check), out=ok)
+        # Each segment's first record not taken, in position order: the rows rolled to start at
+        # the read position (bytes, a doubled row viewed at an offset), then one argmin.
+        doubled = scratch.doubled[: 2 * n * cap].reshape(n, 2 * cap)
+        doubled[:, :cap] = ok
+        doubled[:, cap:] = ok
+        rolled = np.lib.stride_tricks.sliding_window_view(doubled, cap, axis=1)[np.arange(n), off]
+        stop = rolled.argmin(axis=1).astype(_I64)
+        stop[rolled[np.arange(n), stop]] = cap
+        own = scratch.own[: n * cap]
         low = records.view(np.uint8).reshape(-1, 16)[:, 0]  # a word's low byte: 0 for own records
-        own_row, own_slot = np.divmod(np.flatnonzero(low == 0), cap)
-        ctrl = _Own.of(records, (own_row, own_slot), rel, stop)
+        np.equal(low, 0, out=own)
+        own_row, own_slot = np.divmod(np.flatnonzero(own), cap)
+        ctrl = _Own.of(records, (own_row, own_slot), (own_slot - off[own_row]) & mask, stop)
         stop = ctrl.whole_begins(stop)
         ctrl = ctrl.before(stop)
         return self._read(active, f, rf, stop, records, ctrl)
+
+    def _scratch(self, size: int) -> _Scratch:
+        """Buffers of a pass, kept between passes (fresh pages of that size cost more than the
+        work done in them)."""
+        if self._buffers is None or len(self._buffers.ok) < size:
+            self._buffers = _Scratch.of(size)
+        return self._buffers
 
     def _read(
         self, active: Array, f: Array, rf: Array, stop: Array, records: Array, ctrl: _Own
@@ -422,6 +454,7 @@ class RingDrain:
         the slot begins."""
         pairs = self.ring.counters.view("<u8").astype(_I64)  # each pair read whole, as a warp stores it
         done = np.flatnonzero((pairs & _MASK32) == (self._next & _MASK32))
+        self.caught_up = len(done) == len(pairs)
         total = pairs[done] >> 32
         gap = (total - self._events_end[done]) & _MASK32
         settle = gap < 1 << 31
@@ -494,9 +527,8 @@ class _Own:
     type: Array
 
     @classmethod
-    def of(cls, records: Array, own: tuple[Array, Array], rel: Array, stop: Array) -> _Own:
+    def of(cls, records: Array, own: tuple[Array, Array], relative: Array, stop: Array) -> _Own:
         row, slot = own
-        relative = rel[row, slot].astype(_I64)
         readable = relative < stop[row]
         row, slot, relative = row[readable], slot[readable], relative[readable]
         order = np.lexsort((relative, row))
@@ -555,6 +587,27 @@ class _Own:
 
 
 @dataclass(frozen=True)
+class _Scratch:
+    """A pass's per-record work arrays, one slot per record of the ring."""
+
+    expected: Array
+    ok: Array
+    check: Array
+    own: Array
+    doubled: Array
+
+    @classmethod
+    def of(cls, size: int) -> _Scratch:
+        return cls(
+            np.empty(size, dtype=np.uint32),
+            np.empty(size, dtype=bool),
+            np.empty(size, dtype=bool),
+            np.empty(size, dtype=bool),
+            np.empty(2 * size, dtype=bool),
+        )
+
+
+@dataclass(frozen=True)
 class _Identities:
     """Warp identities of a pass: carried per active segment from the last pass, or read from a
     begin group (found by its block record's index among the pass's own records)."""
@@ -562,6 +615,16 @@ class _Identities:
     carried: dict[str, Array]
     grouped: dict[str, Array]
     slot_of: Array
+
+    def header_words(self, source: Array, row: Array) -> Array:
+        """Words 3 to 7 of a drained chunk's header for the warp ``source`` names in segment
+        ``row`` (flags and event counts left 0): one gather from a table of every warp of the
+        pass, carried and grouped."""
+        table = np.concatenate([_header_words(self.carried), _header_words(self.grouped)])
+        picked = self.slot_of[np.maximum(source, 0)] + len(self.carried["module"]) if len(self.grouped["module"]) else 0
+        index = np.where(source >= 0, picked, row)
+        words: Array = table[index]
+        return words
 
     def field(self, name: str, source: Array, row: Array) -> Array:
         """``name`` of the warp ``source`` names (-1: the one carried in segment ``row``)."""
@@ -572,6 +635,17 @@ class _Identities:
         picked = grouped[self.slot_of[np.maximum(source, 0)]]
         out: Array = np.where(source >= 0, picked, carried)
         return out
+
+
+def _header_words(fields: dict[str, Array]) -> Array:
+    """Words 3 to 7 of a drained chunk's header, one row per warp of ``fields``."""
+    words = np.empty((len(fields["module"]), 5), dtype=np.uint32)
+    words[:, 0] = fields["module"] | fields["kernel"] << 16
+    words[:, 1] = fields["launch"]
+    words[:, 2] = fields["block_x"]
+    words[:, 3] = fields["block_y"] | fields["block_z"] << 16
+    words[:, 4] = fields["warp"] | fields["id_bits"] << 24
+    return words
 
 
 @dataclass(frozen=True)
@@ -703,7 +777,7 @@ def _pack(
     # Every chunk's columns, in segment then position order.
     row = np.r_[c_row, ctrl.row[empty_begin], ctrl.row[empty_end]]
     rel = np.r_[c_rel, ctrl.rel[empty_begin], ctrl.rel[empty_end]]
-    order = np.lexsort((rel, row))
+    order = np.argsort(row << 32 | rel, kind="stable")  # runs already in order: merged, not sorted
     row = row[order]
     slot = np.r_[c_slot, np.zeros(len(z_t), dtype=_I64)][order]
     n = np.r_[c_n, np.zeros(len(z_t), dtype=_I64)][order]
@@ -714,44 +788,40 @@ def _pack(
         end_flags & END_DIVERGED, FLAG_DIVERGED, 0
     )
     out = np.zeros(len(row), dtype=layout.drained_dtype)
-    for name in ("module", "kernel", "launch", "block_x", "block_y", "block_z", "warp", "id_bits"):
-        out[name] = ident.field(name, src, row)
+    body = out.view("<u4").reshape(len(out), layout.chunk_words)
+    body[:, 3:8] = ident.header_words(src, row)  # module and kernel, launch, block, warp and id bits
+    body[:, 3] |= flags.astype(np.uint32) << 24
+    body[:, 7] |= n.astype(np.uint32) * 0x10100  # n_events and n_payloads
     out["segment"] = active[row]
     out["t_base"] = np.r_[t_first, z_t][order]
-    out["n_events"] = n
-    out["n_payloads"] = n
-    out["flags"] = flags
-    # The events: each chunk's run of records copied whole (windows of DRAINED_EVENTS_PER_CHUNK
-    # consecutive records), then its words and payloads; places past a chunk's events are zeroed.
-    body = out.view("<u4").reshape(len(out), layout.chunk_words)
-    flat = records.reshape(-1, 4)
+    # The events: each chunk's run of records copied as pairs of 64-bit words (word and time,
+    # payload and stamp) in windows of DRAINED_EVENTS_PER_CHUNK consecutive records, then the
+    # low halves, its words and payloads; places past a chunk's events are zeroed.
+    pairs = records.reshape(-1, 4).view("<u8")  # (records, 2)
     start = row * cap + slot
+    if len(pairs) >= per:
+        windows = np.lib.stride_tricks.sliding_window_view(pairs, per, axis=0)  # (records - per + 1, 2, per)
+        picked = windows[np.minimum(start, len(windows) - 1)]
+    else:
+        picked = np.zeros((len(out), 2, per), dtype=np.uint64)
+    for c in np.flatnonzero(start + per > len(pairs)):  # at most the last chunks of the last segment
+        picked[c] = 0
+        picked[c, :, : n[c]] = pairs[start[c] : start[c] + n[c]].T
     partial = np.flatnonzero(n < per)
-    keep = np.arange(per)[None, :] < n[partial, None]
-    for column, at in ((0, HEADER_WORDS), (2, HEADER_WORDS + per)):
-        values = flat[:, column]
-        if len(values) >= per:
-            windows = np.lib.stride_tricks.sliding_window_view(values, per)  # (records - per + 1, per)
-            picked = windows[np.minimum(start, len(windows) - 1)]
-        else:
-            picked = np.zeros((len(out), per), dtype=np.uint32)
-        for c in np.flatnonzero(start + per > len(values)):  # at most the last chunks of the last segment
-            picked[c] = 0
-            picked[c, : n[c]] = values[start[c] : start[c] + n[c]]
-        picked[partial] *= keep
-        body[:, at : at + per] = picked
+    picked[partial] *= np.arange(per)[None, None, :] < n[partial, None, None]
+    np.copyto(body[:, HEADER_WORDS : HEADER_WORDS + per], picked[:, 0], casting="unsafe")
+    np.copyto(body[:, HEADER_WORDS + per : HEADER_WORDS + 2 * per], picked[:, 1], casting="unsafe")
     return out
 
 
 def _span(records: Array, row: Array, slot: Array, n: Array, id_bits: Array) -> tuple[Array, Array]:
     """The times of each chunk's first and last event."""
     cap = records.shape[1]
-    flat = records.reshape(-1, 4).view("V16").reshape(-1)  # whole records gather fastest as one item
-    first = flat[row * cap + slot].view("<u4").reshape(-1, 4).astype(_I64)
-    last = flat[row * cap + slot + np.maximum(n - 1, 0)].view("<u4").reshape(-1, 4).astype(_I64)
-    id_mask = (np.int64(1) << id_bits) - 1
-    t_first = first[:, 1] << 32 | (first[:, 0] & ~id_mask)
-    t_last = last[:, 1] << 32 | (last[:, 0] & ~id_mask)
+    times = records.reshape(-1, 4).view("<i8")[:, 0]  # word | hi << 32: the time, the id in its low bits
+    start = row * cap + slot
+    not_id = ~((np.int64(1) << id_bits) - 1)
+    t_first = times[start] & not_id
+    t_last = times[start + np.maximum(n - 1, 0)] & not_id
     return t_first, t_last
 
 
