@@ -277,3 +277,45 @@ def test_a_warp_whose_begin_was_lapped_is_lost_not_torn_and_the_next_warp_is_rea
     events = batch.decode(EventTables([synthetic_table()]))
     assert set(events["block_x"].tolist()) == {2}
     assert (counters.events_written, counters.events_read, counters.events_lost) == (15, 1, 14)
+
+
+def test_a_quiet_ring_is_copied_until_every_segment_is_read_up_to_its_counters_after_a_reset_too(
+    ring_file: MappedRing,
+) -> None:
+    view = ring_file.view
+
+    class Quiet(LiveRing):
+        """A source like a GPU ring's: ``refresh`` says whether any warp ran since the last
+        passes (here: ``moved``); every copy of the stamps is counted."""
+
+        moved = True
+        copies = 0
+
+        def refresh(self) -> bool:
+            return self.moved
+
+        def stamps(self) -> np.ndarray[Any, Any]:
+            self.copies += 1
+            return super().stamps()
+
+    source = Quiet(view)
+    drain = RingDrain(view, source=source)
+    _warp_with(view, 10).close()
+    stamps = view.records["stamp"][0]
+    late = int(stamps[7])
+    stamps[7] = 0  # position 7 is not visible yet when the warps have all ended
+    assert drain.drain().events == 4 and not drain.caught_up
+    source.moved = False  # no warp runs any more, yet the segment is short of its counters
+    stamps[7] = late
+    assert drain.drain().events == 6 and drain.caught_up and source.copies == 2
+    assert drain.drain().events == 0 and source.copies == 2  # read up to its counters: not copied
+
+    assert view.begin_generation() == 2
+    _warp_with(view, 3, segment=5).close()
+    source.moved = True
+    batch = drain.drain()
+    assert batch.generation_changed and batch.events == 3 and drain.caught_up
+    source.moved = False
+    assert drain.drain().events == 0 and source.copies == 3  # quiet again after the reset
+    counters = drain.counters
+    assert counters.balanced and (counters.events_written, counters.events_read, counters.events_lost) == (13, 13, 0)
