@@ -117,10 +117,10 @@ class PassTree:
         if node is None:
             if not self._root_claimed and self.process.pid in (None, pid):
                 node = self.process  # the first process, even when its first messages were told before
+                self._root_claimed = True
             else:
                 node = ProcessNode()
                 self.processes.append(node)
-            self._root_claimed = True
             node.pid = pid
             self._by_pid[pid] = node
             self._place(node)

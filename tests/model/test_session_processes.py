@@ -176,3 +176,14 @@ def test_a_chain_of_thousands_of_processes_is_drawn_at_most_so_deep() -> None:
     levels = [row.level for index in range(len(rows)) if (row := rows.row(index)) is not None]
     assert levels[:3] == [0, 1, 2] and max(levels) == MAX_PROCESS_DEPTH
     assert [rows.row(index).node.pid for index in (0, count - 1)] == [10_001, 10_000 + count]  # type: ignore[union-attr]
+
+
+def test_a_recording_whose_first_process_comes_before_any_process_message_keeps_it_once() -> None:
+    """As a recording of several processes starts: the first process's messages with no
+    ``process`` message before them, then the second's, then the first's again."""
+    session = Session()
+    session.apply([hello(WORKER_A, PARENT), *Lowering(1, "gemm", 1_000_000).messages()])
+    session.apply(of(WORKER_B, hello(WORKER_B, PARENT), *Lowering(1, "add", 1_000_000).messages()))
+    session.apply(of(WORKER_A, heartbeat(10, 0)))
+    assert [process.pid for process in session.tree.processes] == [WORKER_A, WORKER_B]
+    assert [len(process.compiles) for process in session.tree.processes] == [1, 1]
