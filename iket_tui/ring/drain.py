@@ -616,15 +616,18 @@ class _Identities:
     grouped: dict[str, Array]
     slot_of: Array
 
-    def header_words(self, source: Array, row: Array) -> Array:
-        """Words 3 to 7 of a drained chunk's header for the warp ``source`` names in segment
-        ``row`` (flags and event counts left 0): one gather from a table of every warp of the
-        pass, carried and grouped."""
-        table = np.concatenate([_header_words(self.carried), _header_words(self.grouped)])
-        picked = self.slot_of[np.maximum(source, 0)] + len(self.carried["module"]) if len(self.grouped["module"]) else 0
-        index = np.where(source >= 0, picked, row)
-        words: Array = table[index]
-        return words
+    def header_table(self) -> Array:
+        """Words 3 to 7 of a drained chunk's header (flags and event counts left 0) for every
+        warp of the pass: the carried ones (one per active segment), then the grouped ones."""
+        table: Array = np.concatenate([_header_words(self.carried), _header_words(self.grouped)])
+        return table
+
+    def header_index(self, source: Array, row: Array) -> Array:
+        """The row of :meth:`header_table` of the warp ``source`` names in segment ``row``."""
+        if not len(self.grouped["module"]):
+            return row
+        index: Array = np.where(source >= 0, self.slot_of[np.maximum(source, 0)] + len(self.carried["module"]), row)
+        return index
 
     def field(self, name: str, source: Array, row: Array) -> Array:
         """``name`` of the warp ``source`` names (-1: the one carried in segment ``row``)."""
@@ -724,76 +727,82 @@ def _pack(
     empty_end = ended[~prev_run_used]
     r_row, r_start, r_len, r_src = run_row[use], run_start[use], run_len[use], run_src[use]
     r_began, r_ended = run_began[use], run_ended[use]
-    # Cut at the segment's wrap, then every DRAINED_EVENTS_PER_CHUNK events.
+    # Pieces: each run cut where it wraps around its segment, and a piece of no events for each
+    # warp that began or ended with none beside it in this pass. They are sorted once, in
+    # segment then position order (a few per warp), so the chunks cut from them come out in
+    # order; a piece's first chunk takes its begin flag, its last its end flag.
     slot0 = (rf[r_row] + r_start) & (cap - 1)
     first_len = np.minimum(r_len, cap - slot0)
-    wraps = first_len < r_len
-    p_row = np.r_[r_row, r_row[wraps]]
-    p_rel = np.r_[r_start, r_start[wraps] + first_len[wraps]]
-    p_slot = np.r_[slot0, np.zeros(int(wraps.sum()), dtype=_I64)]
-    p_len = np.r_[first_len, r_len[wraps] - first_len[wraps]]
-    p_src = np.r_[r_src, r_src[wraps]]
-    p_began = np.r_[r_began, np.zeros(int(wraps.sum()), dtype=bool)]
-    p_ended = np.r_[r_ended & ~wraps, r_ended[wraps]]
+    wraps = np.flatnonzero(first_len < r_len)
+    no_events = np.zeros(len(empty_begin) + len(empty_end), dtype=_I64)
+    p_row = np.r_[r_row, r_row[wraps], ctrl.row[empty_begin], ctrl.row[empty_end]]
+    p_rel = np.r_[r_start, r_start[wraps] + first_len[wraps], ctrl.rel[empty_begin], ctrl.rel[empty_end]]
+    p_slot = np.r_[slot0, np.zeros(len(wraps), dtype=_I64), no_events]
+    p_len = np.r_[first_len, r_len[wraps] - first_len[wraps], no_events]
+    p_src = np.r_[r_src, r_src[wraps], empty_begin + 2, before_src[empty_end]]
+    ended_whole = r_ended.copy()
+    ended_whole[wraps] = False
+    p_first = np.r_[
+        np.where(r_began, FLAG_WARP_BEGIN, 0),
+        np.zeros(len(wraps), dtype=_I64),
+        np.full(len(empty_begin), FLAG_WARP_BEGIN, dtype=_I64),
+        np.zeros(len(empty_end), dtype=_I64),
+    ]
+    p_last = np.r_[
+        np.where(ended_whole, FLAG_WARP_END, 0),
+        np.where(r_ended[wraps], FLAG_WARP_END, 0),
+        np.zeros(len(empty_begin), dtype=_I64),
+        np.full(len(empty_end), FLAG_WARP_END, dtype=_I64),
+    ]
+    order = np.argsort(p_row << 32 | p_rel, kind="stable")
+    p_row, p_rel, p_slot, p_len, p_src = p_row[order], p_rel[order], p_slot[order], p_len[order], p_src[order]
+    p_first, p_last = p_first[order], p_last[order]
+    table = ident.header_table()
+    p_header = ident.header_index(p_src, p_row)
+    # Chunks: every DRAINED_EVENTS_PER_CHUNK events of a piece, one for a piece of none.
     per = DRAINED_EVENTS_PER_CHUNK
-    n_chunks = -(-p_len // per)
+    n_chunks = np.maximum(-(-p_len // per), 1)
+    first_chunk = np.cumsum(n_chunks) - n_chunks
+    last_chunk = first_chunk + n_chunks - 1
     piece = np.repeat(np.arange(len(p_len)), n_chunks)
-    index_in = np.arange(len(piece)) - np.repeat(np.cumsum(n_chunks) - n_chunks, n_chunks)
+    index_in = per * (np.arange(len(piece)) - first_chunk[piece])
     c_row = p_row[piece]
-    c_rel = p_rel[piece] + per * index_in
-    c_slot = p_slot[piece] + per * index_in
-    c_n = np.minimum(per, p_len[piece] - per * index_in)
-    c_src = p_src[piece]
+    c_rel = p_rel[piece] + index_in
+    c_slot = p_slot[piece] + index_in
+    c_n = np.full(len(piece), per, dtype=_I64)
+    c_n[last_chunk] = p_len - per * (n_chunks - 1)
+    c_header = p_header[piece]
     c_flags = np.full(len(piece), FLAG_PAYLOAD_EVERY_EVENT, dtype=_I64)
-    c_flags[(index_in == 0) & p_began[piece]] |= FLAG_WARP_BEGIN
-    last_chunk = index_in == n_chunks[piece] - 1
-    c_flags[last_chunk & p_ended[piece]] |= FLAG_WARP_END
-    id_bits = ident.field("id_bits", c_src, c_row)
+    c_flags[first_chunk] |= p_first
+    c_flags[last_chunk] |= p_last
+    id_bits = (table[c_header, 4] >> 24).astype(_I64)
     t_first, t_last = _span(records, c_row, c_slot, c_n, id_bits)
     wide = np.flatnonzero(t_last - t_first >= 1 << 32)
     if len(wide):  # events seconds apart (a warp that waited): rare, cut by hand
-        c_row, c_rel, c_slot, c_n, c_src, c_flags = _cut_wide(
-            wide, records, id_bits, c_row, c_rel, c_slot, c_n, c_src, c_flags
+        c_row, c_rel, c_slot, c_n, c_header, c_flags = _cut_wide(
+            wide, records, id_bits, c_row, c_rel, c_slot, c_n, c_header, c_flags
         )
-        id_bits = ident.field("id_bits", c_src, c_row)
+        id_bits = (table[c_header, 4] >> 24).astype(_I64)
         t_first, _ = _span(records, c_row, c_slot, c_n, id_bits)
-    # The end flags of the end record right after each ended run's last event (partial warp,
-    # diverged lanes).
-    key = ctrl.row * (1 << 32) + ctrl.rel
-    ended_runs = np.flatnonzero((c_flags & FLAG_WARP_END) != 0)
-    c_end = np.zeros(len(c_row), dtype=_I64)
-    if len(ended_runs):
-        at = np.searchsorted(key, c_row[ended_runs] * (1 << 32) + c_rel[ended_runs] + c_n[ended_runs])
-        c_end[ended_runs] = (ctrl.word[at] >> 12) & 0xF
-    # Chunks of warps that began or ended with no event beside them.
-    z_t = np.r_[
-        ctrl.hi[empty_begin] << 32 | ctrl.payload[empty_begin], ctrl.hi[empty_end] << 32 | ctrl.payload[empty_end]
-    ]
-    z_flags = np.r_[
-        np.full(len(empty_begin), FLAG_PAYLOAD_EVERY_EVENT | FLAG_WARP_BEGIN, dtype=_I64),
-        np.full(len(empty_end), FLAG_PAYLOAD_EVERY_EVENT | FLAG_WARP_END, dtype=_I64),
-    ]
-    z_end = np.r_[np.zeros(len(empty_begin), dtype=_I64), (ctrl.word[empty_end] >> 12) & 0xF]
-    # Every chunk's columns, in segment then position order.
-    row = np.r_[c_row, ctrl.row[empty_begin], ctrl.row[empty_end]]
-    rel = np.r_[c_rel, ctrl.rel[empty_begin], ctrl.rel[empty_end]]
-    order = np.argsort(row << 32 | rel, kind="stable")  # runs already in order: merged, not sorted
-    row = row[order]
-    slot = np.r_[c_slot, np.zeros(len(z_t), dtype=_I64)][order]
-    n = np.r_[c_n, np.zeros(len(z_t), dtype=_I64)][order]
-    src = np.r_[c_src, empty_begin + 2, before_src[empty_end]][order]
-    end_flags = np.r_[c_end, z_end][order]
-    flags = np.r_[c_flags, z_flags][order]
-    flags |= np.where(end_flags & END_PARTIAL, FLAG_PARTIAL_WARP, 0) | np.where(
+    # A chunk of no events: its t_base is when its warp began or ended, from that record; an
+    # ended warp's last chunk takes the end record's flags (partial warp, diverged lanes).
+    key = ctrl.row << 32 | ctrl.rel
+    empty = np.flatnonzero(c_n == 0)
+    own = np.searchsorted(key, c_row[empty] << 32 | c_rel[empty])
+    t_first[empty] = ctrl.hi[own] << 32 | ctrl.payload[own]
+    ended = np.flatnonzero(c_flags & FLAG_WARP_END)
+    end_flags = (ctrl.word[np.searchsorted(key, c_row[ended] << 32 | (c_rel[ended] + c_n[ended]))] >> 12) & 0xF
+    c_flags[ended] |= np.where(end_flags & END_PARTIAL, FLAG_PARTIAL_WARP, 0) | np.where(
         end_flags & END_DIVERGED, FLAG_DIVERGED, 0
     )
+    row, slot, n = c_row, c_slot, c_n
     out = np.zeros(len(row), dtype=layout.drained_dtype)
     body = out.view("<u4").reshape(len(out), layout.chunk_words)
-    body[:, 3:8] = ident.header_words(src, row)  # module and kernel, launch, block, warp and id bits
-    body[:, 3] |= flags.astype(np.uint32) << 24
+    body[:, 3:8] = table[c_header]  # module and kernel, launch, block, warp and id bits
+    body[:, 3] |= c_flags.astype(np.uint32) << 24
     body[:, 7] |= n.astype(np.uint32) * 0x10100  # n_events and n_payloads
     out["segment"] = active[row]
-    out["t_base"] = np.r_[t_first, z_t][order]
+    out["t_base"] = t_first
     # The events: each chunk's words, then its payloads, gathered as windows of
     # DRAINED_EVENTS_PER_CHUNK consecutive records; places past a chunk's events are zeroed.
     # (Gathering both as 64-bit pairs or whole 416-byte windows, then splitting them, measured
