@@ -9,9 +9,11 @@ ships, then each step the drain must make over every record is timed alone, in t
 - **stamps, one pass**: ``np.equal`` of every stamp (a 4-byte word every 16 bytes) against the
   expected stamps, into a kept buffer; the drain makes two (the stamps of the copy and those
   read after it);
-- **expected stamps**: built per pass from each segment's read position, by a gather from a
-  table of relative positions (shipped) or as the pass before did, full-size arrays of relative
-  positions and their sum;
+- **expected stamps**: built per pass from each segment's read position: broadcast from the
+  read positions into a kept buffer, three operations (shipped); by a gather from a table of
+  every slot's position relative to every read position (faster, but the table is
+  ``records_per_segment ** 2`` words, 1 GB for a ring of 16,384 records per segment); or as the
+  pass before did, full-size arrays of relative positions and their sum;
 - **newest stamp per segment**: ``max`` over every row (the pass before did it every pass; the
   drain now looks at each segment's read position and does it only after a lap);
 - **stop per segment**: one ``argmin`` over the check's rows rolled to the read position;
@@ -105,6 +107,11 @@ def measure(sms: int = 132, passes: int = 7) -> dict[str, float]:
         np.take(relative, off, axis=0, out=expected, mode="clip")
         np.add(expected, (read_from + 1).astype(np.uint32)[:, None], out=expected)
 
+    def expected_broadcast() -> None:
+        np.subtract(slots.astype(np.uint32)[None, :], off.astype(np.uint32)[:, None], out=expected)
+        np.bitwise_and(expected, np.uint32(cap - 1), out=expected)
+        np.add(expected, (read_from + 1).astype(np.uint32)[:, None], out=expected)
+
     def expected_arrays() -> None:
         rel = (slots.astype(np.uint32)[None, :] - off.astype(np.uint32)[:, None]) & np.uint32(cap - 1)
         np.add(rel, (read_from + 1).astype(np.uint32)[:, None])
@@ -152,6 +159,7 @@ def measure(sms: int = 132, passes: int = 7) -> dict[str, float]:
         "copy (memcpy)": lambda: np.copyto(copy, flat),
         "stamps, one pass (np.equal, out=)": lambda: np.equal(stamps, expected, out=ok),
         "stamps after, one pass": lambda: np.equal(after, expected, out=ok),
+        "expected stamps, broadcast (shipped)": expected_broadcast,
         "expected stamps, from a table": expected_table,
         "expected stamps, full arrays (before)": expected_arrays,
         "newest stamp per segment (max)": lambda: stamps.max(axis=1),

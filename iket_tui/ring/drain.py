@@ -167,11 +167,9 @@ class RingDrain:
         self.caught_up = True
         """Whether every segment is read up to its counters (the ``next`` its last warp stored
         when it ended): once no warp runs, nothing is left to read."""
-        cap = ring.geometry.records_per_segment
-        slots = np.arange(cap, dtype=_I64)
-        self._relative = ((slots[None, :] - slots[:, None]) & (cap - 1)).astype(np.uint32)
-        """Row ``o``: each slot's position relative to a read position at slot ``o``."""
+        self._slots = np.arange(ring.geometry.records_per_segment, dtype=np.uint32)
         self._buffers: _Scratch | None = None
+        """Work arrays of the passes while the ring is busy; let go when a pass finds nothing."""
 
     @property
     def counters(self) -> RingCounters:
@@ -190,6 +188,7 @@ class RingDrain:
         if changed:
             self._begin_generation(generation)
         if not changed_records and not changed and self.caught_up:
+            self._buffers = None
             return DrainBatch(empty, self._counters, DEFAULT_LAYOUT, ring.ring_id, device_now_ns=now)
         chunks, counts = self._pass()
         if ring.generation != generation:  # reset under our feet: nothing of this pass counts
@@ -216,6 +215,7 @@ class RingDrain:
         lapped = (ahead != 0) & (ahead < 1 << 31) & (at != 0)
         active = np.flatnonzero((ahead == 0) | lapped)
         if not len(active):
+            self._buffers = None
             return _no_chunks(), _PassCounts.nothing(active)
         every = len(active) == len(first)
         f = first[active]
@@ -229,7 +229,8 @@ class RingDrain:
         n = len(active)
         scratch = self._scratch(n * cap)
         expected = scratch.expected[: n * cap].reshape(n, cap)  # rf + 1 + the slot's relative position
-        np.take(self._relative, off, axis=0, out=expected, mode="clip")
+        np.subtract(self._slots[None, :], off.astype(np.uint32)[:, None], out=expected)
+        np.bitwise_and(expected, np.uint32(mask), out=expected)
         np.add(expected, (rf + 1).astype(np.uint32)[:, None], out=expected)
         ok = scratch.ok[: n * cap].reshape(n, cap)
         check = scratch.check[: n * cap].reshape(n, cap)
@@ -256,8 +257,8 @@ class RingDrain:
         return self._read(active, f, rf, stop, records, ctrl)
 
     def _scratch(self, size: int) -> _Scratch:
-        """Buffers of a pass, kept between passes (fresh pages of that size cost more than the
-        work done in them)."""
+        """Buffers of a pass, kept between the passes of a busy ring (fresh pages of that size
+        cost more than the work done in them)."""
         if self._buffers is None or len(self._buffers.ok) < size:
             self._buffers = _Scratch.of(size)
         return self._buffers
