@@ -18,7 +18,8 @@ ships, then each step the drain must make over every record is timed alone, in t
   drain now looks at each segment's read position and does it only after a lap);
 - **stop per segment**: one ``argmin`` over the check's rows rolled to the read position;
 - **own records**: the words' low bytes against 0 (a warp's begin, launch, block and end
-  records);
+  records); also with the stamp check, both over the whole ring one after the other (shipped),
+  or 64 segments at a time, so that the second reads what the first brought into the cache;
 - **events into chunks**: every run's words and payloads into 256-byte chunks of 26 events:
   windows of 26 records gathered per chunk, per 32-bit column from the records (shipped), as
   pairs of 64-bit words, or as whole 416-byte items, each then split (the gather alone of
@@ -116,6 +117,19 @@ def measure(sms: int = 132, passes: int = 7) -> dict[str, float]:
         rel = (slots.astype(np.uint32)[None, :] - off.astype(np.uint32)[:, None]) & np.uint32(cap - 1)
         np.add(rel, (read_from + 1).astype(np.uint32)[:, None])
 
+    own = np.empty((segments, cap), dtype=bool)
+    low = ring.records.view(np.uint8).reshape(segments, cap, 16)[..., 0]
+
+    def mirror_apart() -> None:
+        np.equal(stamps, expected, out=ok)
+        np.equal(low, 0, out=own)
+
+    def mirror_blocked(rows: int = 64) -> None:
+        for first in range(0, segments, rows):
+            block = slice(first, first + rows)
+            np.equal(stamps[block], expected[block], out=ok[block])
+            np.equal(low[block], 0, out=own[block])
+
     def stop() -> None:
         doubled[:, :cap] = ok
         doubled[:, cap:] = ok
@@ -165,6 +179,8 @@ def measure(sms: int = 132, passes: int = 7) -> dict[str, float]:
         "newest stamp per segment (max)": lambda: stamps.max(axis=1),
         "stop per segment (rolled argmin)": stop,
         "own records (low byte == 0)": lambda: np.equal(ring.records.view(np.uint8).reshape(-1, 16)[:, 0], 0),
+        "stamps and own records, one after the other (shipped)": mirror_apart,
+        "stamps and own records, 64 segments at a time": mirror_blocked,
         "events into chunks, per column (shipped)": per_column,
         "events into chunks, 64-bit pairs": as_pairs,
         "  its gather alone": lambda: as_pairs(split=False),
