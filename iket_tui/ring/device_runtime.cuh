@@ -7,7 +7,7 @@
 // docs/ring.md describes the bytes it writes and the order it writes them in.
 //
 // An event runs on the kernel's own critical path, so it is as short as it can be: a timer read
-// and one 16-byte store into the warp's segment of a ring in device memory, at a position held in
+// and one 16-byte store into the warp's segment of a ring in device memory, at an offset held in
 // a register. No staging, no branch, no fence: each record carries its own sequence stamp, and
 // the host (which copies the ring with a DMA engine) takes a record only when its stamp is the
 // one expected at that position. Because every event reaches device memory at once, a warp that
@@ -48,6 +48,7 @@ constexpr unsigned long long kWarpsEnded = IKET_TUI_RING_ADDRESS + IKET_TUI_WARP
 constexpr unsigned kSegments = IKET_TUI_SEGMENTS;
 constexpr unsigned kCapMask = IKET_TUI_RECORDS_PER_SEGMENT - 1u;
 constexpr unsigned long long kSegmentBytes = 16ull * IKET_TUI_RECORDS_PER_SEGMENT;
+constexpr unsigned kOffsetMask = (unsigned)(kSegmentBytes - 1ull);
 constexpr unsigned kWarpSlots = IKET_TUI_WARP_SLOTS;
 constexpr unsigned kModule = IKET_TUI_MODULE;
 constexpr unsigned kIdBits = IKET_TUI_ID_BITS;
@@ -153,9 +154,16 @@ __device__ __forceinline__ void count_warp(bool first, unsigned long long addres
 
 // The log of one warp: where its segment's records lie, its position in them, and what the
 // segment's counters become when it ends. Every lane holds the same values.
+//
+// An event finds its slot from `off`, the next slot's byte offset in the segment, added to the
+// slab and then moved on by 16 and wrapped with a mask: not from `pos` (`slab + 16 * (pos & mask)`,
+// as the warp's own records do). The position stays for the stamp. One register more, but on
+// the H200 k-step GEMM the offset measured 1.098 against 1.127 for the position (the same ring,
+// in one run: benchmarks/gpu_ring_variants.py, `off32`; docs/ring.md says what else was tried).
 struct Warp {
   unsigned long long slab;  // the segment's first record
   unsigned pos;             // the next record's position in the segment
+  unsigned off;             // the byte offset of the next record's slot in the segment: 16 * (pos & mask)
   unsigned events_base;     // the segment's events before this warp, minus the warp's first event position
 
   __device__ __forceinline__ explicit Warp(unsigned kernel) {
@@ -173,6 +181,7 @@ struct Warp {
     store_record(slot(pos + 1u), kLaunch | (kModule << 16), (unsigned)grid, blockIdx.x, pos + 2u);
     store_record(slot(pos + 2u), kBlock | (sm << 16), blockIdx.y | (blockIdx.z << 16), events, pos + 3u);
     pos += 3u;
+    off = 16u * (pos & kCapMask);
     events_base = events - pos;
     const unsigned mask = __activemask();
     count_warp(lane == (unsigned)(__ffs(mask) - 1), kWarpsStarted);
@@ -201,7 +210,8 @@ struct Warp {
   __device__ __forceinline__ void event(unsigned payload) {
     constexpr unsigned id = ID == kTokenlessEndId ? kEndId : ID;
     const unsigned long long now = timer();
-    store_record(slot(pos), ((unsigned)now & ~kIdMask) | id, (unsigned)(now >> 32), PAYLOAD ? payload : 0u, pos + 1u);
+    store_record(slab + off, ((unsigned)now & ~kIdMask) | id, (unsigned)(now >> 32), PAYLOAD ? payload : 0u, pos + 1u);
+    off = (off + 16u) & kOffsetMask;
     pos += 1u;
   }
 };

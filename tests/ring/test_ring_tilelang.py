@@ -136,15 +136,20 @@ def test_the_gpu_checks_gemms_compile_with_the_runtime(variant: str) -> None:
 def test_the_runtime_variants_the_h200_measures_still_apply_and_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     variants = importlib.import_module("benchmarks.gpu_ring_variants")
-    for name, edits, _ in variants.VARIANTS:
+    jobs = []
+    for name, edits, _, chunks in variants.VARIANTS:
         cuda_runtime = variants.edited(edits)
         assert (cuda_runtime == runtime_cuh()) == (not edits), name
         runtime = DeviceRuntime(
-            RingTarget(0x7F0000000000, RingGeometry.for_sms(132, 32), ring_id=77), cuda_runtime=cuda_runtime
+            RingTarget(0x7F0000000000, RingGeometry.for_sms(132, chunks), ring_id=77), cuda_runtime=cuda_runtime
         )
-        kernel = gpu.compile_kernel(runtime, gpu.gemm_kernel("ksteps"))
-        source = str(kernel.get_kernel_source())
-        assert MARKER in source and cuda_runtime in source, name
+        iket.reset()
+        jobs.append((name, runtime, gpu.gemm_kernel("ksteps")))
+    kernels = variants.compile_all(jobs)  # on threads, each with its own runtime, as on the H200
+    assert list(kernels) == [name for name, *_ in variants.VARIANTS]
+    for name, runtime, _ in jobs:
+        source = str(kernels[name].get_kernel_source())
+        assert MARKER in source and runtime.cuda_runtime in source, name
 
 
 def test_the_gpu_checks_known_count_and_long_running_kernels_compile_with_the_runtime() -> None:
