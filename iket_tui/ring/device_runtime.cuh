@@ -62,6 +62,7 @@ constexpr unsigned kEnd = IKET_TUI_RECORD_END << 8;
 constexpr unsigned kEndPartial = IKET_TUI_END_PARTIAL;
 constexpr unsigned kEndDiverged = IKET_TUI_END_DIVERGED;
 static_assert((kCapMask & (kCapMask + 1u)) == 0u, "records per segment must be a power of two");
+static_assert(kSegmentBytes <= (1ull << 32), "an event's byte offset in its segment is 32 bits");
 
 #if defined(IKET_TUI_HOST_SIMULATION)
 __device__ __forceinline__ unsigned long long timer() { return iket_tui_sim::now; }
