@@ -5,11 +5,18 @@ Fed the kernel messages of a stream (``kernel_tracing``, ``kernel_module``, ``ke
 docs/ring.md) by the session, on the app thread. Each ``kernel_records`` is checked and decoded
 once, here; records of a module whose event table has not arrived are held undecoded until it
 does. Modules are known by (ring, module id): two rings may both have a module 1.
+
+A stream of several processes has one timeline per process that sent kernel messages (their
+rings and modules are numbered by each process alone, so two processes may share both ids);
+:class:`ProcessKernels` shows them as one: launches of every process newest first, each named
+by its process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import itertools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +24,7 @@ import numpy as np
 
 from iket_tui.durations import duration
 from iket_tui.model.launches import Launch, LaunchKey
+from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.running_kernels import DEFAULT_STUCK_AFTER_NS, DeviceClock, Unfinished, unfinished
 from iket_tui.protocol import messages as m
 from iket_tui.ring.counters import RingCounters
@@ -51,7 +59,20 @@ class KernelTimeline:
     ``version`` changes whenever anything here changed; each launch has its own version too.
     """
 
-    def __init__(self, max_events: int = DEFAULT_MAX_EVENTS, *, stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS) -> None:
+    def __init__(
+        self,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        *,
+        stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS,
+        process: ProcessNode | None = None,
+        orders: Iterator[int] | None = None,
+    ) -> None:
+        """``process``: the process whose kernel messages these are, named on its launches.
+        ``orders`` numbers the launches as they first appear; the timelines of one session share
+        it, so that their launches sort together by arrival."""
+        self.process = process
+        self.launch_orders = orders if orders is not None else itertools.count()
+        """Numbers each launch as it first appears (shared by a session's timelines)."""
         self.tracing: KernelTracing | None = None
         self.modules: dict[ModuleKey, ModuleEvents] = {}
         """Every event table received, by (ring, module)."""
@@ -172,7 +193,9 @@ class KernelTimeline:
                     table.kernels[kernel] if table is not None and kernel < len(table.kernels) else f"kernel {kernel}"
                 )
                 compile_id = self.module_compile.get((ring, module))
-                found = Launch(key, name, table, order=len(self.launches), compile=compile_id)
+                found = Launch(
+                    key, name, table, order=next(self.launch_orders), compile=compile_id, process=self.process
+                )
                 self.launches[key] = found
             found.add(events[order[bounds[index] : bounds[index + 1]]])
             if found.running:
@@ -299,3 +322,141 @@ class KernelTimeline:
         if quiet:
             text += f" · {quiet} running, quiet for over {duration(self.stuck_after_ns)}"
         return text + ("  follow" if following else "")
+
+
+def process_label(process: ProcessNode | None) -> str:
+    """A process as the kernel views name it: ``pid 123 (rank 3)``, the rank when it is known."""
+    if process is None:
+        return ""
+    rank = f" (rank {process.rank})" if process.rank is not None else ""
+    return f"{process.name}{rank}"
+
+
+class ProcessKernels:
+    """The kernel timelines of a session's processes, one per process that sent kernel messages,
+    seen as one by the kernels screen. With one process it says exactly what its timeline says;
+    with several, each launch, summary and ring is named by its process."""
+
+    def __init__(self, first: KernelTimeline) -> None:
+        """``first``: the timeline of the session's first process (or of a recording's sample)."""
+        self.first = first
+        self.timelines: dict[ProcessNode | None, KernelTimeline] = {first.process: first}
+        """Each process's timeline, in the order they first sent kernel messages (the first process first)."""
+
+    def of(self, process: ProcessNode) -> KernelTimeline:
+        """The timeline of ``process``, made on its first kernel message with the first one's settings."""
+        found = self.timelines.get(process)
+        if found is None:
+            first = self.first
+            found = KernelTimeline(
+                first.max_events, stuck_after_ns=first.stuck_after_ns, process=process, orders=first.launch_orders
+            )
+            self.timelines[process] = found
+        return found
+
+    @property
+    def several(self) -> bool:
+        """Whether more than one process traces kernels or ran traced launches."""
+        return sum(1 for timeline in self.timelines.values() if timeline.tracing or timeline.launches) > 1
+
+    def _shown(self) -> list[KernelTimeline]:
+        """The timelines with something to show, the first one always."""
+        return [t for t in self.timelines.values() if t is self.first or t.tracing is not None or t.launches]
+
+    @property
+    def version(self) -> int:
+        """Changes whenever any timeline changed (each one's version only grows)."""
+        return sum(timeline.version for timeline in self.timelines.values()) + len(self.timelines)
+
+    @property
+    def has_ring(self) -> bool:
+        return any(timeline.has_ring for timeline in self.timelines.values())
+
+    def timeline_of(self, launch: Launch) -> KernelTimeline:
+        return self.timelines.get(launch.process, self.first)
+
+    def newest_first(self) -> list[Launch]:
+        """Every process's launches, the newest first."""
+        if len(self.timelines) == 1:
+            return self.first.newest_first()
+        launches = [launch for timeline in self.timelines.values() for launch in timeline.launches.values()]
+        return sorted(launches, key=lambda launch: launch.order, reverse=True)
+
+    def who(self, launch: Launch) -> str:
+        """The process a launch ran in, where several trace kernels; else empty."""
+        return process_label(launch.process) if self.several else ""
+
+    def running_past(self, launch: Launch, agent_now_ns: int) -> bool:
+        return self.timeline_of(launch).running_past(launch, agent_now_ns)
+
+    def quiet_ns(self, launch: Launch, agent_now_ns: int) -> int:
+        return self.timeline_of(launch).quiet_ns(launch, agent_now_ns)
+
+    def unfinished(self, launch: Launch, agent_now_ns: int, *, limit: int = 200) -> Unfinished:
+        """As :meth:`KernelTimeline.unfinished`, its summary naming the process where several trace kernels."""
+        found = self.timeline_of(launch).unfinished(launch, agent_now_ns, limit=limit)
+        who = self.who(launch)
+        return dataclasses.replace(found, who=who) if who else found
+
+    def quiet(self, agent_now_ns: int) -> list[Launch]:
+        """Every process's launches running past the threshold, oldest first."""
+        quiet = [launch for timeline in self.timelines.values() for launch in timeline.quiet(agent_now_ns)]
+        return sorted(quiet, key=lambda launch: launch.order)
+
+    def latest_batch_t_ns(self) -> int:
+        """The agent time of the newest records of any ring."""
+        return max(
+            (clock.batch_t_ns for timeline in self.timelines.values() for clock in timeline.clocks.values()),
+            default=0,
+        )
+
+    def title(self, *, following: bool, quiet: int = 0) -> str:
+        """The kernels screen's title line; with several processes tracing kernels, which ones
+        do, each with its ring, and the launches, events and losses of each."""
+        if not self.several:
+            shown = [t for t in self.timelines.values() if t.tracing is not None or t.launches]
+            return (shown[0] if shown else self.first).title(following=following, quiet=quiet)
+        timelines = [t for t in self._shown() if t.tracing is not None or t.launches]
+        parts = []
+        for timeline in timelines:
+            tracing = timeline.tracing
+            if tracing is None:
+                ring = "recorded launches"
+            elif tracing.device:
+                ring = f"ring on {tracing.device}"
+            else:
+                ring = f"no ring ({tracing.reason or 'no device'})"
+            lost = timeline.events_lost + timeline.events_missed
+            parts.append(
+                f"{process_label(timeline.process)} {ring}: {len(timeline.launches)} launches,"
+                f" {timeline.events_read:,} events read, {lost:,} lost"
+            )
+        text = f"kernels of {len(timelines)} processes · " + " · ".join(parts)
+        waiting = sum(t.waiting_events for t in timelines)
+        if waiting:
+            text += f" · {waiting:,} events waiting for their module's event table"
+        evicted = sum(t.evicted_launches for t in timelines)
+        if evicted:
+            text += f" · {evicted} older launches summarised (events kept at most {self.first.max_events:,} a process)"
+        if quiet:
+            text += f" · {quiet} running, quiet for over {duration(self.first.stuck_after_ns)}"
+        return text + ("  follow" if following else "")
+
+    def headline(self, agent_now_ns: int | None = None) -> str:
+        """The header's phrase: the first process's, or with several tracing, the sums over them."""
+        if not self.several:
+            return self.first.headline(agent_now_ns)
+        timelines = [t for t in self.timelines.values() if t.tracing is not None or t.launches]
+        read = sum(t.events_read for t in timelines)
+        lost = sum(t.events_lost + t.events_missed for t in timelines)
+        torn = sum(t.torn for t in timelines)
+        text = f"kernels of {len(timelines)} processes: {read:,} ev"
+        if lost or torn:
+            text += f", {lost:,} lost"
+        if torn:
+            text += f" ({torn:,} torn)"
+        quiet = self.quiet(agent_now_ns) if agent_now_ns is not None else []
+        if quiet:
+            longest = max(self.quiet_ns(launch, agent_now_ns or 0) for launch in quiet)
+            text += f", {len(quiet)} launch{'es' if len(quiet) > 1 else ''} quiet {duration(longest)}"
+        return text

@@ -1,7 +1,7 @@
 """One kernel launch and what each of its warps did: its decoded events, and ranges paired into
 spans, vectorised with numpy (no Python runs per event).
 
-A launch is told apart by (ring, module, kernel index, launch number): the launch number is
+A launch is told apart within its process by (ring, module, kernel index, launch number): the launch number is
 the low 32 bits of the GPU's ``%gridid``, written into every chunk. Ranges pair per warp,
 stack-wise, as IKET defines them: an end closes the innermost open range of its warp. A range
 whose end never came (the warp never reached it, or the records were lost) and an end without a
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.running_kernels import WarpProgress
 from iket_tui.ring.events import ModuleEvents
 from iket_tui.ring.layout import EVENT_DTYPE, EVENT_WARP_ROW, KIND_END, KIND_MARK, KIND_MASK, KIND_START, KIND_UNKNOWN
@@ -85,6 +86,8 @@ class Launch:
     module: ModuleEvents | None
     order: int
     compile: int | None = None
+    process: ProcessNode | None = None
+    """The process that ran it, in a session that names its processes (None for a recording's sample)."""
     parts: list[np.ndarray[Any, np.dtype[np.void]]] = field(default_factory=list)
     records: int = 0
     first_ns: int = 0

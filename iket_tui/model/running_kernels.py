@@ -273,14 +273,18 @@ class Unfinished:
     blocks: int
     """Blocks with a warp that has not ended."""
     warps: int
+    who: str = ""
+    """The process the launch ran in (``pid 123 (rank 3)``), in a session of several; else empty."""
 
     def summary(self, total_blocks: int, *, shown: int = 2) -> str:
         """``1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), 12.4 s ago``:
-        the ``shown`` longest quiet groups, then how many more; empty when every warp ended."""
+        the ``shown`` longest quiet groups, then how many more; empty when every warp ended. In a
+        session of several processes it begins with the process: ``pid 123 (rank 3): 1 of 64 ...``."""
         if not self.groups:
             return ""
         head = f"{self.blocks} of {total_blocks}" if total_blocks >= self.blocks else f"{self.blocks}"
-        text = f"{head} block{'s' if total_blocks != 1 else ''} not finished: "
+        text = f"{self.who}: " if self.who else ""
+        text += f"{head} block{'s' if total_blocks != 1 else ''} not finished: "
         text += "; ".join(group.describe() for group in self.groups[:shown])
         more = self.group_count - min(shown, len(self.groups))
         return text + (f"; {more} more group{'s' if more != 1 else ''} of warps" if more > 0 else "")

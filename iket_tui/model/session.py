@@ -2,8 +2,9 @@
 it is about.
 
 Compile and pass messages go to the :class:`~iket_tui.model.pass_tree.PassTree`, kernel
-messages to the :class:`~iket_tui.model.kernels.KernelTimeline`, and the session's own traffic
-(hello, heartbeats, drops, checkpoints, bye) to the process row and the stream's counters.
+messages to the :class:`~iket_tui.model.kernels.KernelTimeline` of the process that sent them,
+and the session's own traffic (hello, heartbeats, drops, checkpoints, bye) to the process row
+and the stream's counters.
 A stream that merges several processes' streams says whose messages follow with a ``process``
 message: each process then has its row, its compiles and its own counters of what its agent
 reported, and the session's counters are their sums. Applied on the app thread only, in
@@ -21,7 +22,7 @@ from typing import Any
 
 from iket_tui.model.counters import StreamCounters
 from iket_tui.model.fields import MALFORMED, MALFORMED_ERRORS, Malformed, int_field, opt_str_field
-from iket_tui.model.kernels import KernelMessageError, KernelTimeline
+from iket_tui.model.kernels import KernelMessageError, KernelTimeline, ProcessKernels
 from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.pass_tree import DEFAULT_STUCK_AFTER_NS, STUCK_FACTOR, PassTree
 from iket_tui.protocol import messages as m
@@ -52,7 +53,11 @@ class Session:
         """``by_rank``: the processes are ranks of a distributed launch, named and ordered by rank."""
         self.tree = PassTree(stuck_after_ns=stuck_after_ns, stuck_factor=stuck_factor)
         self.tree.by_rank = by_rank
-        self.kernels = KernelTimeline()
+        self.kernels = KernelTimeline(process=self.tree.process)
+        """The first process's kernel timeline: the session's, where it watches one process."""
+        self.kernel_processes = ProcessKernels(self.kernels)
+        """Every process's kernel timeline: a stream of several processes routes each one's
+        kernel messages to its own (their rings and modules are numbered per process)."""
         self.counters = StreamCounters()
         self.tree.process.counters = self.counters  # one process: its counts are the session's
         self.version = 0
@@ -316,9 +321,10 @@ class Session:
         self._session_messages += 1
 
     def _kernel(self, msg: dict[str, Any]) -> None:
-        """Kernel tracing traffic: to the kernel timeline, not counted as pass events."""
+        """Kernel tracing traffic: to the kernel timeline of the process that sent it, not
+        counted as pass events."""
         try:
-            self.kernels.apply(msg)
+            self.kernel_processes.of(self.tree.current).apply(msg)
         except KernelMessageError:
             raise MALFORMED from None
         self._session_messages += 1

@@ -1,0 +1,104 @@
+"""Kernels of several processes in one session: each process's kernel messages go to its own
+timeline, so two processes whose rings and modules share ids keep their launches apart, each
+launch names its process, and counts and stuck launches are told per process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iket_tui.demo.waiting_launch import waiting_stream
+from iket_tui.model.session import Session
+
+S = 1_000_000_000
+DEVICE_T = 1_795_976_916_032_000_000
+RING = 11  # both processes' rings have this id, and both traced modules are module 1
+HELD, ALL = 41_952, 42_240
+
+
+def two_processes() -> list[dict[str, Any]]:
+    """A stream of pids 101 (rank 0) and 102 (rank 1), interleaved as a merged source tells
+    them: each traces a launch 6 of module 1 on a ring 11; 101's completes, 102's block (3,0)
+    still waits at the end."""
+    done = waiting_stream(agent_t_ns=5 * S, device_t_ns=DEVICE_T, hold_ns=S, ring_id=RING)
+    held = waiting_stream(agent_t_ns=5 * S, device_t_ns=DEVICE_T + S, hold_ns=600 * S, ring_id=RING)
+
+    def process(pid: int) -> dict[str, Any]:
+        return {"type": "process", "pid": pid}
+
+    def hello(pid: int, rank: int) -> dict[str, Any]:
+        return {"type": "hello", "role": "agent", "pid": pid, "argv": ["python", "train.py"], "rank": rank, "t_ns": S}
+
+    def tracing(t: int) -> dict[str, Any]:
+        return {"type": "kernel_tracing", "enabled": True, "device": "NVIDIA H200", "reason": None, "t_ns": t}
+
+    return [
+        process(101),
+        hello(101, 0),
+        tracing(4 * S),
+        process(102),
+        hello(102, 1),
+        tracing(4 * S),
+        process(101),
+        done.table,
+        done.held,
+        process(102),
+        held.table,
+        held.held,
+        process(101),
+        done.released,
+        {"type": "heartbeat", "t_ns": 9 * S, "produced": 4, "dropped": 0, "open_passes": 0},
+    ]
+
+
+def test_launches_with_the_same_ring_module_and_launch_ids_stay_apart_per_process() -> None:
+    session = Session()
+    session.apply(two_processes())
+    assert session.counters.malformed == 0
+    kernels = session.kernel_processes
+    launches = kernels.newest_first()
+    assert [(launch.process.pid if launch.process else None, launch.key) for launch in launches] == [
+        (102, (RING, 1, 0, 6)),
+        (101, (RING, 1, 0, 6)),
+    ]
+    by_pid = {launch.process.pid: launch for launch in launches if launch.process is not None}
+    assert by_pid[101].records == ALL and not by_pid[101].running and by_pid[101].progress.ended == 512
+    assert by_pid[102].records == HELD and by_pid[102].running and by_pid[102].progress.unfinished == 4
+    counts = {t.process.pid: (t.events_read, t.events_lost) for t in kernels.timelines.values() if t.process}
+    assert counts == {101: (ALL, 0), 102: (HELD, 0)}
+    assert kernels.several and kernels.who(by_pid[102]) == "pid 102 (rank 1)"
+    assert session.kernels is kernels.timelines[session.process]  # the first process's, as with one
+
+
+def test_the_stuck_launch_is_named_with_its_process_and_the_title_counts_per_process() -> None:
+    session = Session()
+    session.kernels.stuck_after_ns = 2 * S
+    session.apply(two_processes())
+    kernels = session.kernel_processes
+    now = 20 * S
+    (quiet,) = kernels.quiet(now)
+    assert quiet.process is not None and quiet.process.pid == 102
+    assert (
+        kernels.unfinished(quiet, now)
+        .summary(quiet.blocks())
+        .startswith("pid 102 (rank 1): 1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), ")
+    )
+    assert kernels.title(following=True, quiet=1) == (
+        "kernels of 2 processes"
+        f" · pid 101 (rank 0) ring on NVIDIA H200: 1 launches, {ALL:,} events read, 0 lost"
+        f" · pid 102 (rank 1) ring on NVIDIA H200: 1 launches, {HELD:,} events read, 0 lost"
+        " · 1 running, quiet for over 2.00 s  follow"
+    )
+    assert kernels.headline(now).startswith(f"kernels of 2 processes: {ALL + HELD:,} ev, 1 launch quiet ")
+
+
+def test_one_process_reads_as_before() -> None:
+    done = waiting_stream(agent_t_ns=5 * S, device_t_ns=DEVICE_T, hold_ns=S, ring_id=RING)
+    hello = {"type": "hello", "role": "agent", "pid": 101, "argv": ["python"], "t_ns": S}
+    tracing = {"type": "kernel_tracing", "enabled": True, "device": "NVIDIA H200", "t_ns": 4 * S}
+    session = Session()
+    session.apply([hello, tracing, done.table, done.held])
+    kernels = session.kernel_processes
+    assert not kernels.several and list(kernels.timelines.values()) == [session.kernels]
+    (launch,) = kernels.newest_first()
+    assert kernels.who(launch) == "" and kernels.title(following=False) == session.kernels.title(following=False)
+    assert kernels.unfinished(launch, 20 * S).summary(launch.blocks()).startswith("1 of 64 blocks not finished")
