@@ -151,6 +151,17 @@ class Trace:
     def instants(self, track: Track) -> list[tuple[str | None, int]]:
         return [(name, ts) for ts, kind, name, _ in track.events if kind == TYPE_INSTANT]
 
+    def processes(self) -> list[Track]:
+        """The process tracks, in the order written."""
+        return [track for track in self.tracks.values() if track.process_name is not None]
+
+    def process_of(self, track: Track) -> Track | None:
+        """The process track a track is under (itself for a process track), None outside any."""
+        at: Track | None = track
+        while at is not None and at.process_name is None:
+            at = self.tracks[at.parent] if at.parent is not None else None
+        return at
+
 
 def decode(data: bytes) -> Trace:
     tracks: dict[int, Track] = {}
@@ -193,4 +204,6 @@ def decode(data: bytes) -> Trace:
         tracks[uuid].events.append((ts, kind, name, category))
     for track in tracks.values():
         assert track.parent is None or track.parent in tracks
+    pids = [track.pid for track in tracks.values() if track.pid is not None]
+    assert len(pids) == len(set(pids)), "two process tracks name the same pid"
     return Trace(tracks)

@@ -3,10 +3,17 @@ thread per compile holding its passes and codegen steps as nested complete event
 process per kernel launch with a thread per (block, warp) holding its ranges as complete
 events and its marks as instant events.
 
+A recording of several processes has a trace process per watched process instead, numbered
+from 1 in the order they appeared, named by pid, rank and command line and sorted by rank:
+its compiles' threads are under it, and its launches' (block, warp) threads too, each named
+with its launch.
+
 :class:`ChromeStream` writes the trace while the recording is read: a compile's events are
 written when it ends (its end closes its children) and then forgotten, so memory stays bounded
 by the compiles open at once; what is still open when the recording ends is written last, as
-incomplete, and the kernel launches after it, one launch at a time.
+incomplete, and the kernel launches after it, one launch at a time. The processes' names come
+with the launches, once every process is known (a recording turns out to hold several only
+when a second one appears: the first process's name written before is then renamed).
 
 Kernel events are stamped by the GPU's ``%globaltimer`` and compiles by the host's monotonic
 clock; nothing in a recording ties the two together, so each side is placed relative to its
@@ -23,9 +30,19 @@ from typing import Any, Final
 import numpy as np
 
 from iket_tui import __version__
-from iket_tui.export.common import STREAM_END, ExportError, compile_finish, micros
+from iket_tui.export.common import (
+    STREAM_END,
+    ExportError,
+    compile_finish,
+    launch_process,
+    launches_of,
+    micros,
+    process_sort,
+    process_title,
+    sort_index,
+)
 from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
-from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode
+from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode, ProcessNode
 from iket_tui.model.session import Session
 from iket_tui.ring.layout import PAYLOAD_FLOAT32, PAYLOAD_INT32, PAYLOAD_NAMES, PAYLOAD_UINT32
 
@@ -48,20 +65,25 @@ def chrome_trace(session: Session, *, name: str = "") -> dict[str, Any]:
     """The Chrome trace of a whole session, as one document: the same events
     :class:`ChromeStream` writes, compiles in the order they began."""
     tree = session.tree
-    launches = _launches(session)
+    launches = launches_of(session)
     if not tree.compiles and not launches:
         raise ExportError(NOTHING)
     events: list[dict[str, Any]] = []
     compile_origin = min((comp.begin_ns for comp in tree.compiles), default=0)
-    if tree.compiles:
+    if tree.compiles and not tree.several:
         events += _compiles_process()
     quoted: dict[str | None, str] = {}
+    numbers = _numbers(tree.processes)
     for comp in tree.compiles:
-        events += _compile_events(comp, compile_origin, session.last_t_ns, quoted)
+        pid = _pid(numbers, comp.process)
+        events += _compile_events(comp, pid, compile_origin, session.last_t_ns, quoted)
     kernel_origin = min((launch.first_ns for launch in launches), default=0)
-    for index, launch in enumerate(launches):
-        events += _launch_events(launch, COMPILES_PID + 1 + index, launch.first_ns - kernel_origin)
-    other = _other_data(session, launches, compile_origin, kernel_origin, name)
+    placed = _placed(session, launches, numbers)
+    if tree.several:
+        events += _processes(session, launches)
+    for launch, (pid, base) in zip(launches, placed, strict=True):
+        events += _launch_events(launch, pid, launch.first_ns - kernel_origin, base)
+    other = _other_data(session, launches, placed, compile_origin, kernel_origin, name)
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
 
 
@@ -81,6 +103,7 @@ class ChromeStream:
         self._open: dict[CompileNode, None] = {}  # compiles not yet written, oldest first
         self._origin: int | None = None
         self._quoted: dict[str | None, str] = {}
+        self._numbers: dict[ProcessNode, int] = {}
 
     def feed(self, messages: Iterable[Any]) -> None:
         """Apply a chunk of the recording's messages and write every compile that ended in it."""
@@ -104,27 +127,34 @@ class ChromeStream:
         session.end_stream(STREAM_END)
         for comp in list(self._open):
             self._flush(comp)
-        launches = _launches(session)
+        launches = launches_of(session)
         if not self._started and not launches:
             raise ExportError(NOTHING)
         kernel_origin = min((launch.first_ns for launch in launches), default=0)
-        for index, launch in enumerate(launches):
-            events = _launch_events(launch, COMPILES_PID + 1 + index, launch.first_ns - kernel_origin)
-            self._emit(events)
+        placed = _placed(session, launches, _numbers(session.tree.processes))
+        if session.tree.several:
+            self._emit(_processes(session, launches))
+        for launch, (pid, base) in zip(launches, placed, strict=True):
+            self._emit(_launch_events(launch, pid, launch.first_ns - kernel_origin, base))
         origin = self._origin if self._origin is not None else 0
-        other = _other_data(session, launches, origin, kernel_origin, self._name)
+        other = _other_data(session, launches, placed, origin, kernel_origin, self._name)
         self._write(b'],"displayTimeUnit":"ns","otherData":' + _ENCODE(other).encode() + b"}")
         return self.events
 
     def _flush(self, comp: CompileNode) -> None:
         """Write a compile's events, then let go of its passes and steps."""
         del self._open[comp]
+        tree = self.session.tree
         if self._origin is None:
-            self._origin = min(other.begin_ns for other in self.session.tree.compiles)
-            self._emit(_compiles_process())
-        text = _compile_text(comp, self._origin, self.session.last_t_ns, self._quoted)
+            self._origin = min(other.begin_ns for other in tree.compiles)
+            if not tree.several:
+                self._emit(_compiles_process())
+        if len(self._numbers) != len(tree.processes):
+            self._numbers = _numbers(tree.processes)
+        pid = _pid(self._numbers, comp.process)
+        text = _compile_text(comp, pid, self._origin, self.session.last_t_ns, self._quoted)
         self.events += 1 + sum(len(ctx.passes) for ctx in comp.context_order) + len(comp.codegen_steps)
-        self._write(b"," + text.encode())
+        self._text(text)
         for ctx in comp.context_order:
             for node in ctx.passes.values():
                 node.parent = None  # with the context's own links, the cycles a pass is in
@@ -141,7 +171,10 @@ class ChromeStream:
         if not events:
             return
         self.events += sum(1 for event in events if event["ph"] != "M")
-        text = _ENCODE(events)[1:-1]
+        self._text(_ENCODE(events)[1:-1])
+
+    def _text(self, text: str) -> None:
+        """Write events given as JSON text joined by commas (the trace's head before the first)."""
         if self._started:
             self._write(b"," + text.encode())
         else:
@@ -149,32 +182,85 @@ class ChromeStream:
             self._write(b'{"traceEvents":[' + text.encode())
 
 
-def _launches(session: Session) -> list[Launch]:
-    return sorted(session.kernels.launches.values(), key=lambda launch: launch.order)
+def _numbers(processes: list[ProcessNode]) -> dict[ProcessNode, int]:
+    """Each process's trace pid: its place among the processes that appeared, from 1."""
+    return {process: number for number, process in enumerate(processes, start=1)}
+
+
+def _pid(numbers: dict[ProcessNode, int], process: ProcessNode | None) -> int:
+    return numbers.get(process, COMPILES_PID) if process is not None else COMPILES_PID
+
+
+Placed = tuple[int, int | None]
+"""Where a launch's threads go: the trace pid, and the tid its (block, warp) threads count
+from in a process of several (None: the launch is a trace process of its own)."""
+
+
+def _placed(session: Session, launches: list[Launch], numbers: dict[ProcessNode, int]) -> list[Placed]:
+    """Each launch's place: a trace process of its own after the compiles' in a recording of one
+    process; in one of several, its process's pid and threads numbered after every compile's
+    and every earlier launch's."""
+    if not session.tree.several:
+        return [(COMPILES_PID + 1 + index, None) for index in range(len(launches))]
+    placed: list[Placed] = []
+    base = len(session.tree.compiles)
+    for launch in launches:
+        placed.append((_pid(numbers, launch_process(session, launch)), base))
+        spans = launch.spans()
+        base += len(spans.blocks) * spans.max_warps
+    return placed
+
+
+def _processes(session: Session, launches: list[Launch]) -> list[dict[str, Any]]:
+    """The names and order of the processes of a recording of several that have a compile or a
+    launch to show."""
+    shown = {comp.process for comp in session.tree.compiles}
+    shown.update(launch_process(session, launch) for launch in launches)
+    events: list[dict[str, Any]] = []
+    for number, process in process_sort(session.tree.processes):
+        if process in shown:
+            events.append(_meta("process_name", number, None, name=process_title(process)))
+            events.append(_meta("process_sort_index", number, None, sort_index=sort_index(process, number)))
+    return events
 
 
 def _other_data(
-    session: Session, launches: list[Launch], compile_origin: int, kernel_origin: int, name: str
+    session: Session,
+    launches: list[Launch],
+    placed: list[Placed],
+    compile_origin: int,
+    kernel_origin: int,
+    name: str,
 ) -> dict[str, Any]:
+    several = session.tree.several
+    described: list[dict[str, Any]] = []
+    for launch, (pid, base) in zip(launches, placed, strict=True):
+        about: dict[str, Any] = {
+            "pid": pid,
+            "kernel": launch.kernel,
+            "launch": launch.key[3],
+            "compile": launch.compile,
+            "grid": list(launch.grid()),
+            "events": launch.records,
+            "first_ns": launch.first_ns,
+            "last_ns": launch.last_ns,
+        }
+        if several:
+            about["process"] = launch_process(session, launch).pid
+            about["first_tid"] = (base or 0) + 1
+        described.append(about)
     other: dict[str, Any] = {
         "exporter": f"iket-tui {__version__}",
         "clocks": CLOCKS_NOTE,
         "compile_origin_ns": compile_origin,
         "kernel_origin_ns": kernel_origin,
-        "launches": [
-            {
-                "pid": COMPILES_PID + 1 + index,
-                "kernel": launch.kernel,
-                "launch": launch.key[3],
-                "compile": launch.compile,
-                "grid": list(launch.grid()),
-                "events": launch.records,
-                "first_ns": launch.first_ns,
-                "last_ns": launch.last_ns,
-            }
-            for index, launch in enumerate(launches)
-        ],
+        "launches": described,
     }
+    if several:
+        other["processes"] = [
+            {"pid": number, "process": process.pid, "rank": process.rank, "command": process.command}
+            for number, process in enumerate(session.tree.processes, start=1)
+        ]
     if name:
         other["recording"] = name
     if session.process.command:
@@ -218,19 +304,20 @@ def _compiles_process() -> list[dict[str, Any]]:
     ]
 
 
-def _compile_events(comp: CompileNode, origin: int, last: int, quoted: dict[str | None, str]) -> list[dict[str, Any]]:
+def _compile_events(
+    comp: CompileNode, pid: int, origin: int, last: int, quoted: dict[str | None, str]
+) -> list[dict[str, Any]]:
     """A compile's thread as event objects (see :func:`_compile_text`)."""
-    events: list[dict[str, Any]] = json.loads("[" + _compile_text(comp, origin, last, quoted) + "]")
+    events: list[dict[str, Any]] = json.loads("[" + _compile_text(comp, pid, origin, last, quoted) + "]")
     return events
 
 
-def _compile_text(comp: CompileNode, origin: int, last: int, quoted: dict[str | None, str]) -> str:
-    """A compile's thread, as the JSON text of its events joined by commas: its name, the
-    compile as a complete event, then its passes (each before its children) and its codegen
-    steps. Written as text rather than encoded from objects: a pass is most of a trace, and
-    this is most of the cost of writing one. ``quoted`` keeps pass names and phases as JSON
-    strings from one compile to the next."""
-    pid = COMPILES_PID
+def _compile_text(comp: CompileNode, pid: int, origin: int, last: int, quoted: dict[str | None, str]) -> str:
+    """A compile's thread in trace process ``pid``, as the JSON text of its events joined by
+    commas: its name, the compile as a complete event, then its passes (each before its
+    children) and its codegen steps. Written as text rather than encoded from objects: a pass
+    is most of a trace, and this is most of the cost of writing one. ``quoted`` keeps pass
+    names and phases as JSON strings from one compile to the next."""
     tid = comp.position + 1
     finish = compile_finish(comp, last)
     head = [
@@ -308,15 +395,23 @@ def _step_args(step: CodegenNode) -> dict[str, Any]:
     return args
 
 
-def _launch_events(launch: Launch, pid: int, offset_ns: int) -> list[dict[str, Any]]:
+def _launch_events(launch: Launch, pid: int, offset_ns: int, base: int | None = None) -> list[dict[str, Any]]:
     """A launch's process: a thread per (block, warp), a complete event per range (an unbalanced
-    one drawn to the launch's last or from its first event, and flagged), an instant per mark."""
+    one drawn to the launch's last or from its first event, and flagged), an instant per mark.
+    With ``base``, the launch's threads go in the process ``pid`` of its watched process,
+    numbered from ``base + 1`` and named with the launch."""
     spans = launch.spans()
     grid = "x".join(str(size) for size in launch.grid())
-    events = [
-        _meta("process_name", pid, None, name=f"{launch.kernel} launch {launch.key[3]} ({grid})"),
-        _meta("process_sort_index", pid, None, sort_index=pid),
-    ]
+    title = f"{launch.kernel} launch {launch.key[3]} ({grid})"
+    if base is None:
+        events = [
+            _meta("process_name", pid, None, name=title),
+            _meta("process_sort_index", pid, None, sort_index=pid),
+        ]
+        first, prefix = 1, ""
+    else:
+        events = []
+        first, prefix = base + 1, f"{title} "
     names = _event_names(launch)
     max_warps = spans.max_warps
     ranges, marks = spans.spans, spans.marks
@@ -326,8 +421,8 @@ def _launch_events(launch: Launch, pid: int, offset_ns: int) -> list[dict[str, A
     for lane in np.unique(np.concatenate([range_lanes, mark_lanes])).tolist():
         block, warp = divmod(lane, max_warps)
         x, y, z = blocks[block]
-        events.append(_meta("thread_name", pid, lane + 1, name=f"block ({x},{y},{z}) warp {warp}"))
-        events.append(_meta("thread_sort_index", pid, lane + 1, sort_index=lane + 1))
+        events.append(_meta("thread_name", pid, lane + first, name=f"{prefix}block ({x},{y},{z}) warp {warp}"))
+        events.append(_meta("thread_sort_index", pid, lane + first, sort_index=lane + first))
 
     flags = ranges["flags"]
     begin = np.where(flags & SPAN_NO_START, 0, ranges["start_ns"].astype(np.int64))
@@ -355,7 +450,16 @@ def _launch_events(launch: Launch, pid: int, offset_ns: int) -> list[dict[str, A
             if flag & SPAN_NO_END:
                 args["unbalanced"] = NO_END
         events.append(
-            {"ph": "X", "name": name, "cat": "range", "pid": pid, "tid": lane + 1, "ts": ts, "dur": dur, "args": args}
+            {
+                "ph": "X",
+                "name": name,
+                "cat": "range",
+                "pid": pid,
+                "tid": lane + first,
+                "ts": ts,
+                "dur": dur,
+                "args": args,
+            }
         )
 
     for lane, ts, event, sm, payload in zip(
@@ -376,7 +480,7 @@ def _launch_events(launch: Launch, pid: int, offset_ns: int) -> list[dict[str, A
                 "name": names(event),
                 "cat": "mark",
                 "pid": pid,
-                "tid": lane + 1,
+                "tid": lane + first,
                 "ts": ts,
                 "args": args,
             }

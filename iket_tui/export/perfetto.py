@@ -9,6 +9,10 @@ a track per block under it and a track per warp under that, holding the warp's r
 slices and its marks as instants (``TYPE_INSTANT``). Ranges are those the model pairs
 (:meth:`~iket_tui.model.launches.Launch.spans`), drawn as the Chrome export draws them.
 
+A recording of several processes has a process track for each process with a compile or a
+launch (its ``ProcessDescriptor`` names its pid, command line and a name with its rank),
+ordered by rank, each holding its own compiles' tracks and its own launches' tracks.
+
 Times are nanoseconds. Compiles keep the host's monotonic clock exactly as recorded; kernel
 launches are timed by the GPU clock, which nothing ties to the host's, so each launch is
 placed at its offset from the first launch counted from the first compile (as the Chrome
@@ -23,9 +27,16 @@ from typing import Final
 import numpy as np
 
 from iket_tui.export.chrome import NOTHING, ORPHAN_END_NAME
-from iket_tui.export.common import ExportError, compile_finish
+from iket_tui.export.common import (
+    ExportError,
+    compile_finish,
+    launch_process,
+    launches_of,
+    process_sort,
+    process_title,
+)
 from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
-from iket_tui.model.nodes import CompileNode, PassNode
+from iket_tui.model.nodes import CompileNode, PassNode, ProcessNode
 from iket_tui.model.session import Session
 
 # Field numbers and types as Perfetto's own protos declare them, checked against google/perfetto
@@ -191,42 +202,68 @@ def perfetto_trace(session: Session, write: Callable[[bytes], object], *, name: 
     instants written. A session with no compile and no kernel launch is refused
     (:class:`ExportError`) with nothing written."""
     tree = session.tree
-    launches = sorted(session.kernels.launches.values(), key=lambda launch: launch.order)
+    launches = launches_of(session)
     if not tree.compiles and not launches:
         raise ExportError(NOTHING)
     out = _Writer(write)
     out.packet(_SEQUENCE + _int(PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED))
+    origin = min((comp.begin_ns for comp in tree.compiles), default=0)
+    kernel_origin = min((launch.first_ns for launch in launches), default=0)
+    last = session.last_t_ns
+    if tree.several:
+        _processes(out, session, launches, origin - kernel_origin)
+        out.flush()
+        return out.events
     process = tree.process
     if tree.compiles or process.pid is not None:
-        _process(out, session, name)
-    origin = min((comp.begin_ns for comp in tree.compiles), default=0)
+        _process(out, process, PROCESS_UUID, process.command or name or "process", with_pid=True)
     for comp in tree.compiles:
-        _compile(out, comp, session.last_t_ns)
-    kernel_origin = min((launch.first_ns for launch in launches), default=0)
+        _compile(out, comp, last, PROCESS_UUID)
     for launch in launches:
         _launch(out, launch, origin + launch.first_ns - kernel_origin)
     out.flush()
     return out.events
 
 
-def _process(out: _Writer, session: Session, name: str) -> None:
-    """The track of the watched process, which its compiles' tracks go under."""
-    process = session.tree.process
+def _processes(out: _Writer, session: Session, launches: list[Launch], kernel_offset: int) -> None:
+    """The processes of a recording of several, ordered by rank: each one's track, then its
+    compiles' and its launches' tracks under it. A pid given by two processes (a stream that
+    lied) is named in the first one's descriptor only."""
+    own: dict[ProcessNode, list[Launch]] = {}
+    for launch in launches:
+        own.setdefault(launch_process(session, launch), []).append(launch)
+    pids: set[int] = set()
+    last = session.last_t_ns
+    for _, process in process_sort(session.tree.processes):
+        its = own.get(process, [])
+        if not process.compiles and not its:
+            continue
+        track = out.uuid()
+        _process(out, process, track, process_title(process), with_pid=process.pid not in pids)
+        if process.pid is not None:
+            pids.add(process.pid)
+        for comp in process.compiles:
+            _compile(out, comp, last, track)
+        for launch in its:
+            _launch(out, launch, kernel_offset + launch.first_ns, track)
+
+
+def _process(out: _Writer, process: ProcessNode, track: int, title: str, *, with_pid: bool) -> None:
+    """The track of a watched process, which its compiles' tracks go under."""
     descriptor = b""
-    if process.pid is not None:
+    if process.pid is not None and with_pid:
         descriptor += _int(PROCESS_PID, process.pid)
     descriptor += b"".join(_text(PROCESS_CMDLINE, arg) for arg in process.argv)
-    title = process.command or name or "process"
     descriptor += _text(PROCESS_PROCESS_NAME, title)
-    out.track(PROCESS_UUID, title, process=descriptor)
+    out.track(track, title, process=descriptor)
 
 
-def _compile(out: _Writer, comp: CompileNode, last: int) -> None:
-    """A compile's track: the compile as a slice holding its passes; its codegen steps on a
-    track of their own under it."""
+def _compile(out: _Writer, comp: CompileNode, last: int, parent: int) -> None:
+    """A compile's track under its process's: the compile as a slice holding its passes; its
+    codegen steps on a track of their own under it."""
     finish = compile_finish(comp, last)
     track = out.uuid()
-    out.track(track, f"compile {comp.id}: {comp.title}", PROCESS_UUID)
+    out.track(track, f"compile {comp.id}: {comp.title}", parent)
     slices: list[tuple[int, int, str]] = [(comp.begin_ns, finish, comp.title)]
     for ctx in comp.context_order:
         slices += ((node.start_ns, _pass_end(node, finish), node.name) for node in _preorder(ctx.roots))
@@ -289,12 +326,13 @@ def nested(slices: Iterable[tuple[int, int, str]], instants: Iterable[tuple[int,
         yield (t, TYPE_INSTANT, name)
 
 
-def _launch(out: _Writer, launch: Launch, offset_ns: int) -> None:
-    """A launch's track, a track per block under it and a track per warp under that one."""
+def _launch(out: _Writer, launch: Launch, offset_ns: int, parent: int | None = None) -> None:
+    """A launch's track (under its process's in a recording of several), a track per block under
+    it and a track per warp under that one."""
     spans = launch.spans()
     grid = "x".join(str(size) for size in launch.grid())
     track = out.uuid()
-    out.track(track, f"{launch.kernel} launch {launch.key[3]} ({grid})")
+    out.track(track, f"{launch.kernel} launch {launch.key[3]} ({grid})", parent)
     max_warps = spans.max_warps
     ranges, marks = spans.spans, spans.marks
     range_lanes = ranges["block"].astype(np.int64) * max_warps + ranges["warp"]

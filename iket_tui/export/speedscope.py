@@ -1,6 +1,9 @@
 """A recording's compile timings as a speedscope file (its ``evented`` profile type): one
-profile for the watched process, each compile a top frame holding its passes (nested as they
-ran) and its codegen steps (the device build that runs nvcc, then the host build)."""
+profile per watched process, each compile a top frame holding its passes (nested as they
+ran) and its codegen steps (the device build that runs nvcc, then the host build). A recording
+of several processes has a profile for each process with a compile, named by its pid, rank and
+command line and ordered by rank; all of them count from the recording's first compile, so
+that a time means the same moment in each."""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from iket_tui import __version__
-from iket_tui.export.common import ExportError, compile_finish
-from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode
+from iket_tui.export.common import ExportError, compile_finish, process_sort, process_title
+from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode, ProcessNode
 from iket_tui.model.session import Session
 
 SPEEDSCOPE_SCHEMA: Final = "https://www.speedscope.app/file-format-schema.json"
@@ -19,41 +22,54 @@ Item = CompileNode | PassNode | CodegenNode
 
 
 def speedscope(session: Session, *, name: str = "") -> dict[str, Any]:
-    """A speedscope file: one evented profile of the process, in nanoseconds from its first
-    compile's begin; a frame per compile (by its kernel), pass name and codegen step, opened
-    and closed at their begin and end."""
+    """A speedscope file: an evented profile per process, in nanoseconds from the recording's
+    first compile's begin; a frame per compile (by its kernel), pass name and codegen step,
+    opened and closed at their begin and end."""
     tree = session.tree
     if not tree.compiles:
         raise ExportError("nothing to export: the recording holds no compile (speedscope shows pass timings)")
-    last = session.last_t_ns
     frames: dict[str, int] = {}
-    compiles = sorted(tree.compiles, key=lambda comp: (comp.begin_ns, comp.order))
-    origin = compiles[0].begin_ns
-    end = max(compile_finish(comp, last) for comp in compiles)
-    events = []
-    for kind, at, item in _balanced(compiles, origin, end, last):
-        frame = frames.setdefault(_frame_name(item), len(frames))
-        events.append({"type": kind, "at": at - origin, "frame": frame})
-    process = session.process
-    title = f"pid {process.pid}: {process.command}" if process.pid is not None else "compiles"
-    profile = {
-        "type": "evented",
-        "name": f"{title} ({len(compiles)} compiles)",
-        "unit": "nanoseconds",
-        "startValue": 0,
-        "endValue": end - origin,
-        "events": events,
-    }
+    origin = min(comp.begin_ns for comp in tree.compiles)
+    if tree.several:
+        profiles = [
+            _profile(process.compiles, process_title(process), session.last_t_ns, origin, frames)
+            for _, process in process_sort(tree.processes)
+            if process.compiles
+        ]
+    else:
+        process: ProcessNode = session.process
+        title = f"pid {process.pid}: {process.command}" if process.pid is not None else "compiles"
+        profiles = [_profile(tree.compiles, title, session.last_t_ns, origin, frames)]
     document: dict[str, Any] = {
         "$schema": SPEEDSCOPE_SCHEMA,
         "shared": {"frames": [{"name": frame} for frame in frames]},
-        "profiles": [profile],
+        "profiles": profiles,
         "activeProfileIndex": 0,
         "exporter": f"iket-tui@{__version__}",
     }
     if name:
         document["name"] = name
     return document
+
+
+def _profile(compiles: list[CompileNode], title: str, last: int, origin: int, frames: dict[str, int]) -> dict[str, Any]:
+    """The evented profile of ``compiles`` (one process's), from its first compile's begin to its
+    last one's end, counted from ``origin``; ``frames`` gains the frames it names."""
+    ordered = sorted(compiles, key=lambda comp: (comp.begin_ns, comp.order))
+    begin = ordered[0].begin_ns
+    end = max(compile_finish(comp, last) for comp in ordered)
+    events = []
+    for kind, at, item in _balanced(ordered, begin, end, last):
+        frame = frames.setdefault(_frame_name(item), len(frames))
+        events.append({"type": kind, "at": at - origin, "frame": frame})
+    return {
+        "type": "evented",
+        "name": f"{title} ({len(ordered)} compiles)",
+        "unit": "nanoseconds",
+        "startValue": begin - origin,
+        "endValue": end - origin,
+        "events": events,
+    }
 
 
 def _frame_name(item: Item) -> str:
