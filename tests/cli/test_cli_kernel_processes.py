@@ -1,0 +1,44 @@
+"""``dump`` of a recording of several processes tracing kernels: the launch one of them left
+unfinished is named with its pid and rank, and its summary begins with them, though the other
+process's ring and module have the same ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_helpers import run_iket
+from kernel_processes import S, two_processes
+
+from iket_tui.protocol import messages as m
+from iket_tui.protocol.codec import encode_message
+from iket_tui.protocol.recording import MAGIC
+
+SUMMARY = "pid 102 (rank 1): 1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), "
+
+
+def write_two_processes(path: Path) -> Path:
+    """The two processes' stream as a recording of them (cut off, as when both were killed)."""
+    header = m.recording(created_unix=0.0, software_version="test", source="pids 101, 102")
+    path.write_bytes(MAGIC + b"".join(encode_message(msg) for msg in (header, *two_processes())))
+    return path
+
+
+def test_dump_names_the_process_of_the_launch_left_unfinished(tmp_path: Path) -> None:
+    recording = write_two_processes(tmp_path / "two.msgpack")
+    lines = run_iket("dump", str(recording), "--format", "jsonl")
+    assert lines.returncode == 0, lines.stderr
+    (unfinished,) = [obj for obj in map(json.loads, lines.stdout.splitlines()) if obj["type"] == "kernel_unfinished"]
+    assert (unfinished["pid"], unfinished["rank"], unfinished["ring_id"], unfinished["launch"]) == (102, 1, 11, 6)
+    assert (unfinished["unfinished_blocks"], unfinished["unfinished_warps"]) == (1, 4)
+    assert unfinished["summary"].startswith(SUMMARY)
+    assert unfinished["t_ns"] == 9 * S
+
+    text = run_iket("dump", str(recording))
+    last = text.stdout.splitlines()[-1]
+    assert (
+        last.split("kernel_unfinished")[1]
+        .strip()
+        .startswith("pid=102 rank=1 kernel=traced_gemm_kernel ring_id=11 module=1 launch=6 blocks=64")
+    )
+    assert f'summary="{SUMMARY}' in last
