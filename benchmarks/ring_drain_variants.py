@@ -21,9 +21,9 @@ ships, then each step the drain must make over every record is timed alone, in t
   records); also with the stamp check, both over the whole ring one after the other (shipped),
   or 64 segments at a time, so that the second reads what the first brought into the cache;
 - **events into chunks**: every run's words and payloads into 256-byte chunks of 26 events:
-  windows of 26 records gathered per chunk, per 32-bit column from the records (shipped), as
-  pairs of 64-bit words, or as whole 416-byte items, each then split (the gather alone of
-  these two is timed too);
+  windows of 26 records gathered per chunk, both 32-bit columns (word and payload) in one
+  gather (shipped), one column at a time, as pairs of 64-bit words, or as whole 416-byte items,
+  each then split (the gather alone of these two is timed too);
 - **drain as shipped**: :class:`RingDrain` over the same ring refilled before each pass (the
   ``drain`` figure of ``benchmarks/ring_drain.py``);
 - **fresh chunks**: allocating the chunks a pass hands on and touching every page (a pass's
@@ -147,6 +147,11 @@ def measure(sms: int = 132, passes: int = 7) -> dict[str, float]:
             windows = np.lib.stride_tricks.sliding_window_view(flat[:, column], PER)
             body[:, at : at + PER] = windows[np.minimum(start, len(windows) - 1)]
 
+    def both_columns() -> None:
+        windows = np.lib.stride_tricks.sliding_window_view(flat[:, ::2], PER, axis=0)  # (records, 2, PER)
+        picked = windows[np.minimum(start, len(windows) - 1)]
+        body[:, HEADER_WORDS : HEADER_WORDS + 2 * PER].reshape(chunks, 2, PER)[...] = picked
+
     pairs = flat.view("<u8")
 
     def as_pairs(split: bool = True) -> None:
@@ -181,7 +186,8 @@ def measure(sms: int = 132, passes: int = 7) -> dict[str, float]:
         "own records (low byte == 0)": lambda: np.equal(ring.records.view(np.uint8).reshape(-1, 16)[:, 0], 0),
         "stamps and own records, one after the other (shipped)": mirror_apart,
         "stamps and own records, 64 segments at a time": mirror_blocked,
-        "events into chunks, per column (shipped)": per_column,
+        "events into chunks, both columns at once (shipped)": both_columns,
+        "events into chunks, per column": per_column,
         "events into chunks, 64-bit pairs": as_pairs,
         "  its gather alone": lambda: as_pairs(split=False),
         "events into chunks, 416-byte items": as_items,
@@ -197,7 +203,7 @@ FLOOR_STEPS = (
     "stamps, one pass (np.equal, out=)",
     "stamps after, one pass",
     "own records (low byte == 0)",
-    "events into chunks, per column (shipped)",
+    "events into chunks, both columns at once (shipped)",
     "fresh chunks, every page touched",
 )
 """The steps every numpy pass over a busy ring makes, whatever else it does."""

@@ -812,26 +812,24 @@ def _pack(
     body[:, 7] |= n.astype(np.uint32) * 0x10100  # n_events and n_payloads
     out["segment"] = active[row]
     out["t_base"] = t_first
-    # The events: each chunk's words, then its payloads, gathered as windows of
-    # DRAINED_EVENTS_PER_CHUNK consecutive records; places past a chunk's events are zeroed.
-    # (Gathering both as 64-bit pairs or whole 416-byte windows, then splitting them, measured
-    # slower: benchmarks/ring_drain_variants.py.)
-    flat = records.reshape(-1, 4)
+    # The events: each chunk's words and payloads (columns 0 and 2 of its records) gathered in
+    # one go, as windows of DRAINED_EVENTS_PER_CHUNK consecutive records, into its 26 event words
+    # and the 26 payload words after them; places past a chunk's events are zeroed. (Gathering
+    # the columns one by one, as 64-bit pairs or as whole 416-byte windows measured slower:
+    # benchmarks/ring_drain_variants.py.)
+    columns = records.reshape(-1, 4)[:, ::2]  # (records, 2): word and payload
     start = row * cap + slot
+    if len(columns) >= per:
+        windows = np.lib.stride_tricks.sliding_window_view(columns, per, axis=0)  # (records - per + 1, 2, per)
+        picked = windows[np.minimum(start, len(windows) - 1)]
+    else:
+        picked = np.zeros((len(out), 2, per), dtype=np.uint32)
+    for c in np.flatnonzero(start + per > len(columns)):  # at most the last chunks of the last segment
+        picked[c] = 0
+        picked[c, :, : n[c]] = columns[start[c] : start[c] + n[c]].T
     partial = np.flatnonzero(n < per)
-    keep = np.arange(per)[None, :] < n[partial, None]
-    for column, at in ((0, HEADER_WORDS), (2, HEADER_WORDS + per)):
-        values = flat[:, column]
-        if len(values) >= per:
-            windows = np.lib.stride_tricks.sliding_window_view(values, per)  # (records - per + 1, per)
-            picked = windows[np.minimum(start, len(windows) - 1)]
-        else:
-            picked = np.zeros((len(out), per), dtype=np.uint32)
-        for c in np.flatnonzero(start + per > len(values)):  # at most the last chunks of the last segment
-            picked[c] = 0
-            picked[c, : n[c]] = values[start[c] : start[c] + n[c]]
-        picked[partial] *= keep
-        body[:, at : at + per] = picked
+    picked[partial] *= np.arange(per)[None, None, :] < n[partial, None, None]
+    body[:, HEADER_WORDS : HEADER_WORDS + 2 * per].reshape(len(out), 2, per)[...] = picked
     return out
 
 
