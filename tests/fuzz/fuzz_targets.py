@@ -10,6 +10,8 @@ size), and a peak resident set that grows by at most :data:`MEMORY_FLOOR` plus
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import resource
 import tempfile
@@ -21,7 +23,7 @@ from typing import Any
 
 from perfetto_reader import decode
 
-from iket_tui.export import FORMATS, ExportError, export, perfetto_trace, recording_session
+from iket_tui.export import FORMATS, ChromeStream, ExportError, export, perfetto_trace, recording_session
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import ProtocolError
@@ -270,32 +272,89 @@ def dump(data: bytes) -> None:
 
 
 def exports(data: bytes) -> None:
-    """Every export: a document JSON can write (no NaN), a Perfetto trace that reads back against
-    Perfetto's protos with every track's slices balanced, nested and in time order and as many
-    slices and instants as the exporter counted, or a one-line :class:`ExportError`."""
+    """Every export, of the recording and of its messages told as a stream of several processes
+    (:func:`_several`): a document JSON can write (no NaN), a Chrome trace written while read
+    that JSON reads with as many timed events as it counted, a Perfetto trace that reads back
+    against Perfetto's protos with every track's slices balanced, nested and in time order and
+    as many slices and instants as the exporter counted, or a one-line :class:`ExportError`. Of
+    several processes, every compile is in the Chrome trace under a named process and in the
+    Perfetto trace under a process track."""
     with within_bounds(len(data)):
         read = _read(data)
         if read is None:
             return
         messages, _ = read
-        model = recording_session(messages)
-        for fmt in FORMATS:
-            try:
-                document = export(model, fmt, name="fuzz")
-            except ExportError as exc:
-                _one_line(exc)
-                continue
-            json.dumps(document, allow_nan=False)
-        out = bytearray()
+        _exports(messages)
+        _exports(_several(messages, data))
+
+
+def _several(messages: list[Any], data: bytes) -> list[Any]:
+    """The messages as the stream of several processes that ``attach PID PID`` records: runs of 1
+    to 13 messages, each behind a ``process`` message naming one of three pids, drawn from the
+    input's bytes; some of those lie (a pid as text, a process whose stream ended whose messages
+    go on), and the last names a process with no message after it."""
+    digest = hashlib.sha256(data).digest()
+    out: list[Any] = []
+    at = 0
+    for index in itertools.count():
+        if at >= len(messages):
+            break
+        byte = digest[index % len(digest)] ^ (index // len(digest))
+        pid = 5001 + byte % 3
+        if byte % 8 == 0:
+            out.append({"type": m.PROCESS, "pid": str(pid), "start_time": 1})
+        elif byte % 8 == 1:
+            out.append(m.process(pid=pid, start_time=1, state=m.PROCESS_ENDED, reason="gone"))
+        else:
+            out.append(m.process(pid=pid, start_time=1))
+        size = 1 + byte % 13
+        out += messages[at : at + size]
+        at += size
+    out.append(m.process(pid=5004, start_time=1))
+    return out
+
+
+def _exports(messages: list[Any]) -> None:
+    model = recording_session(messages)
+    several = model.tree.several
+    for fmt in FORMATS:
         try:
-            counted = perfetto_trace(model, out.extend, name="fuzz")
+            document = export(model, fmt, name="fuzz")
         except ExportError as exc:
             _one_line(exc)
-            assert not out, "a refused export wrote something"
-            return
-        trace = decode(bytes(out))
-        written = sum(len(trace.slices(track)) + len(trace.instants(track)) for track in trace.tracks.values())
-        assert written == counted, f"the exporter counted {counted} slices and instants, the trace holds {written}"
+            continue
+        json.dumps(document, allow_nan=False)
+        if fmt == "chrome" and several:
+            events = document["traceEvents"]
+            named = {event["pid"] for event in events if event["ph"] == "M" and event["name"] == "process_name"}
+            assert {event["pid"] for event in events} <= named, "an event outside every named process"
+            compiles = sum(1 for event in events if event.get("cat") == "compile")
+            assert compiles == len(model.tree.compiles), f"{len(model.tree.compiles)} compiles, {compiles} written"
+    written_text: list[bytes] = []
+    stream = ChromeStream(written_text.append, name="fuzz")
+    try:
+        for start in range(0, len(messages), 64):
+            stream.feed(messages[start : start + 64])
+        count = stream.finish()
+    except ExportError as exc:
+        _one_line(exc)
+        assert not written_text, "a refused export wrote something"
+    else:
+        streamed = json.loads(b"".join(written_text))["traceEvents"]
+        assert count == sum(1 for event in streamed if event["ph"] != "M")
+    out = bytearray()
+    try:
+        counted = perfetto_trace(model, out.extend, name="fuzz")
+    except ExportError as exc:
+        _one_line(exc)
+        assert not out, "a refused export wrote something"
+        return
+    trace = decode(bytes(out))
+    written = sum(len(trace.slices(track)) + len(trace.instants(track)) for track in trace.tracks.values())
+    assert written == counted, f"the exporter counted {counted} slices and instants, the trace holds {written}"
+    if several:
+        tracks = [track for track in trace.tracks.values() if track.name.startswith("compile ")]
+        assert all(trace.process_of(track) is not None for track in tracks), "a compile outside every process"
 
 
 TARGETS: dict[str, Target] = {
