@@ -324,6 +324,13 @@ class KernelTimeline:
         return text + ("  follow" if following else "")
 
 
+def _ring_words(tracing: KernelTracing | None) -> str:
+    """Where a process's ring is, in the title's words."""
+    if tracing is None:
+        return "recorded launches"
+    return f"ring on {tracing.device}" if tracing.device else f"no ring ({tracing.reason or 'no device'})"
+
+
 def process_label(process: ProcessNode | None) -> str:
     """A process as the kernel views name it: ``pid 123 (rank 3)``, the rank when it is known."""
     if process is None:
@@ -417,21 +424,18 @@ class ProcessKernels:
             shown = [t for t in self.timelines.values() if t.tracing is not None or t.launches]
             return (shown[0] if shown else self.first).title(following=following, quiet=quiet)
         timelines = [t for t in self._shown() if t.tracing is not None or t.launches]
+        rings = [_ring_words(timeline.tracing) for timeline in timelines]
+        shared = len(set(rings)) == 1
         parts = []
-        for timeline in timelines:
-            tracing = timeline.tracing
-            if tracing is None:
-                ring = "recorded launches"
-            elif tracing.device:
-                ring = f"ring on {tracing.device}"
-            else:
-                ring = f"no ring ({tracing.reason or 'no device'})"
+        for timeline, ring in zip(timelines, rings, strict=True):
+            count = len(timeline.launches)
+            part = f"{process_label(timeline.process)}{'' if shared else ' ' + ring}: "
+            part += f"{count} launch{'' if count == 1 else 'es'}, {timeline.events_read:,} events"
             lost = timeline.events_lost + timeline.events_missed
-            parts.append(
-                f"{process_label(timeline.process)} {ring}: {len(timeline.launches)} launches,"
-                f" {timeline.events_read:,} events read, {lost:,} lost"
-            )
-        text = f"kernels of {len(timelines)} processes · " + " · ".join(parts)
+            parts.append(part + (f", {lost:,} lost" if lost else ""))
+        head = f"kernels of {len(timelines)} processes" + (f", each with its {rings[0]}" if shared else "")
+        lost = sum(t.events_lost + t.events_missed for t in timelines)
+        text = " · ".join([head, *parts, f"{lost:,} lost"])
         waiting = sum(t.waiting_events for t in timelines)
         if waiting:
             text += f" · {waiting:,} events waiting for their module's event table"

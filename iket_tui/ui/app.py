@@ -421,7 +421,7 @@ class IketApp(App[int]):
             message=message,
             message_is_error=self.source_error is not None,
             recording=self.recording_stopped or "",
-            kernels=session.kernels.headline(self.now_ns()),
+            kernels=session.kernel_processes.headline(self.now_ns()),
             silent_for=self._silent_for(now_s) if connection is Connection.SILENT else "",
             processes=self._processes_line(),
         )

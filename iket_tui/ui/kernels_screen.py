@@ -5,7 +5,11 @@ told by :class:`~iket_tui.ui.messages.ModelChanged`, redrawing at most 10 times 
 A launch with warps that have not ended is marked running; once it has had no event for longer
 than the threshold (``--kernel-stuck-after``), it is marked quiet, and for the selected one the
 warps that have not ended are listed with their last events above the flame view. A clock tick
-(a ``ModelChanged`` with no new records) repaints only those marks and times."""
+(a ``ModelChanged`` with no new records) repaints only those marks and times.
+
+Watching several processes that trace kernels, each launch row names its process (``pid 123
+(rank 3)``), the title says which processes trace kernels, on which ring, with the launches and
+losses of each, and the summary of a launch's unfinished warps begins with its process."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from iket_tui.durations import duration as format_ns
-from iket_tui.model.kernels import KernelTimeline
+from iket_tui.model.kernels import KernelTimeline, ProcessKernels
 from iket_tui.model.launches import Launch, event_stats
 from iket_tui.model.session import Session
 from iket_tui.ui.flame_view import FlameView, TimeRuler
@@ -75,8 +79,8 @@ class KernelsScreen(Screen[None]):
         super().__init__()
         self.session = session
         self.now_ns = now_ns if now_ns is not None else (lambda: session.last_t_ns)
-        self.kernels = session.kernels
-        """The kernels on screen: the session's, or the sample's."""
+        self.kernels = session.kernel_processes
+        """The kernels on screen: the session's processes', or the sample's."""
         self.sample = sample
         """Kernels of a recording (and its file name) to show instead while the target traces
         no kernels on a GPU (the demo's)."""
@@ -85,10 +89,11 @@ class KernelsScreen(Screen[None]):
         self._asking = "goto"
         self.follow = True
         self.selected: Launch | None = None
+        self._several = False  # whether the launches' table has its process column
         self._version = -1
         self._rows: list[Launch] = []
-        self._stable: dict[tuple[int, int, int, int], int] = {}  # launch versions at the last look
-        self._marked: set[tuple[int, int, int, int]] = set()  # launches whose duration cell says running
+        self._stable: dict[str, int] = {}  # launch versions at the last look, by row key
+        self._marked: set[str] = set()  # row keys of the launches whose duration cell says running
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -108,14 +113,22 @@ class KernelsScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#launches", DataTable)
-        for label in ("kernel", "grid", "start", "duration", "records", "unbalanced", "compile"):
-            table.add_column(label, key=label)
+        self._columns_for(several=False)
         self.query_one("#stats", DataTable).add_columns(
             "event", "kind", "count", "unbalanced", "mean", "p50", "p99", "max", "payload min", "payload max"
         )
         self.sync()
         self.query_one(FlameView).focus()
+
+    def _columns_for(self, *, several: bool) -> None:
+        """The launches' columns: with several processes tracing kernels, the process first."""
+        table = self.query_one("#launches", DataTable)
+        self._several = several
+        table.clear(columns=True)
+        if several:
+            table.add_column("process", key="process")
+        for label in ("kernel", "grid", "start", "duration", "records", "unbalanced", "compile"):
+            table.add_column(label, key=label)
 
     # Following the model
 
@@ -146,15 +159,19 @@ class KernelsScreen(Screen[None]):
         if self.selected is not None:
             self.selected.spans()  # drawn now anyway
         stable = self._stable
-        self._stable = {launch.key: launch.version for launch in launches}
+        self._stable = {_row_key(launch): launch.version for launch in launches}
+        several = kernels.several
+        if several != self._several:
+            self._columns_for(several=several)
         table.clear()
         self._marked = set()
         for launch in launches:
-            if stable.get(launch.key) == launch.version:
+            if stable.get(_row_key(launch)) == launch.version:
                 launch.spans()  # no records came since the last look: pair it once (cached after)
             unbalanced = launch.unbalanced_if_known()
             grid = "x".join(str(n) for n in launch.grid())
             table.add_row(
+                *((kernels.who(launch),) if several else ()),
                 launch.kernel,
                 grid,
                 f"+{format_ns(launch.first_ns - first_ns)}",
@@ -162,7 +179,7 @@ class KernelsScreen(Screen[None]):
                 f"{launch.records:,}" + (" (summarised)" if launch.evicted else ""),
                 "" if unbalanced is None else f"{unbalanced:,}",
                 self._compile_label(launch),
-                key=str(launch.key),
+                key=_row_key(launch),
             )
         self._rows = launches
         title.update(self._title(now))
@@ -178,7 +195,7 @@ class KernelsScreen(Screen[None]):
     def _agent_now(self) -> int:
         """The agent's time now: the app's clock for the session; for a sample, the time of its last records."""
         if self.showing_sample:
-            return max((clock.batch_t_ns for clock in self.kernels.clocks.values()), default=0)
+            return self.kernels.latest_batch_t_ns()
         return self.now_ns()
 
     def _duration_cell(self, launch: Launch, now: int) -> str | Text:
@@ -186,7 +203,7 @@ class KernelsScreen(Screen[None]):
         been quiet once that is past the threshold."""
         if not launch.running:
             return format_ns(launch.duration_ns)
-        self._marked.add(launch.key)
+        self._marked.add(_row_key(launch))
         kernels = self.kernels
         if kernels.running_past(launch, now):
             quiet = format_ns(kernels.quiet_ns(launch, now))
@@ -202,8 +219,9 @@ class KernelsScreen(Screen[None]):
         """Repaint what the clock changes: the running launches' marks and the unfinished warps' times."""
         table = self.query_one("#launches", DataTable)
         for launch in self._rows:
-            if launch.key in self._marked:
-                table.update_cell(str(launch.key), "duration", self._duration_cell(launch, now), update_width=True)
+            key = _row_key(launch)
+            if key in self._marked:
+                table.update_cell(key, "duration", self._duration_cell(launch, now), update_width=True)
         self._show_unfinished(now)
 
     def _show_unfinished(self, now: int) -> None:
@@ -247,11 +265,11 @@ class KernelsScreen(Screen[None]):
 
     def _choose_source(self) -> None:
         """The live target's kernels, or the sample's while the target has no ring and no launch."""
-        live = self.session.kernels
+        live = self.session.kernel_processes
         want_sample = self.sample is not None and not live.has_ring
         if want_sample == self.showing_sample:
             return
-        self.kernels = self.sample[0] if want_sample and self.sample is not None else live
+        self.kernels = ProcessKernels(self.sample[0]) if want_sample and self.sample is not None else live
         self.showing_sample = want_sample
         self._version = -1
 
@@ -339,3 +357,9 @@ class KernelsScreen(Screen[None]):
         if not flame.jump_to_block(block):
             self.notify(f"no block {event.value!r} in this launch", severity="warning")
         flame.focus()
+
+
+def _row_key(launch: Launch) -> str:
+    """The launch's row in the table: its process and its key, told apart across processes."""
+    process = launch.process
+    return f"{process.pid if process is not None else ''}:{launch.key}"

@@ -43,10 +43,9 @@ def test_the_stuck_launch_is_named_with_its_process_and_the_title_counts_per_pro
         .startswith("pid 102 (rank 1): 1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), ")
     )
     assert kernels.title(following=True, quiet=1) == (
-        "kernels of 2 processes"
-        f" · pid 101 (rank 0) ring on NVIDIA H200: 1 launches, {ALL:,} events read, 0 lost"
-        f" · pid 102 (rank 1) ring on NVIDIA H200: 1 launches, {HELD:,} events read, 0 lost"
-        " · 1 running, quiet for over 2.00 s  follow"
+        "kernels of 2 processes, each with its ring on NVIDIA H200"
+        f" · pid 101 (rank 0): 1 launch, {ALL:,} events · pid 102 (rank 1): 1 launch, {HELD:,} events"
+        " · 0 lost · 1 running, quiet for over 2.00 s  follow"
     )
     assert kernels.headline(now).startswith(f"kernels of 2 processes: {ALL + HELD:,} ev, 1 launch quiet ")
 
