@@ -6,6 +6,7 @@ drained from a ring of its own, written by the CPU producer."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,13 +127,16 @@ def interleaved(watched: Sequence[Watched], run: int = 5) -> list[tuple[Watched,
     return [(one, chunk) for _, _, one, chunk in runs]
 
 
+def _hello(one: Watched) -> m.Message:
+    return one.messages[0]
+
+
 def write(path: Path, runs: Sequence[tuple[Watched, list[m.Message]]]) -> None:
     """A recording of ``runs`` through the merged stream's writer, as ``attach`` makes it."""
     writer = RecordingWriter(path, source="pids 5001, 5002, 5003")
     shared = SharedRecording(writer)
     for one, chunk in runs:
-        hello = one.messages[0]
-        shared.frames_of(lambda hello=hello: hello)(encode_batch(chunk), chunk)  # type: ignore[misc]
+        shared.frames_of(functools.partial(_hello, one))(encode_batch(chunk), chunk)
     writer.close("end")
 
 
