@@ -13,12 +13,13 @@ RING = 11  # both processes' rings have this id, and both traced modules are mod
 HELD, ALL = 41_952, 42_240
 
 
-def two_processes() -> list[dict[str, Any]]:
+def two_processes(*, both_wait: bool = False) -> list[dict[str, Any]]:
     """A stream of pids 101 (rank 0) and 102 (rank 1), interleaved as a merged source tells
     them: each traces a launch 6 of module 1 on a ring 11; 101's completes, 102's block (3,0)
-    still waits at the end."""
-    done = waiting_stream(agent_t_ns=5 * S, device_t_ns=DEVICE_T, hold_ns=S, ring_id=RING)
+    still waits at the end. ``both_wait``: 101's launch is the same as 102's, its records
+    alike, and waits too."""
     held = waiting_stream(agent_t_ns=5 * S, device_t_ns=DEVICE_T + S, hold_ns=600 * S, ring_id=RING)
+    done = held if both_wait else waiting_stream(agent_t_ns=5 * S, device_t_ns=DEVICE_T, hold_ns=S, ring_id=RING)
 
     def process(pid: int) -> dict[str, Any]:
         return {"type": "process", "pid": pid}
@@ -42,7 +43,6 @@ def two_processes() -> list[dict[str, Any]]:
         process(102),
         held.table,
         held.held,
-        process(101),
-        done.released,
+        *([] if both_wait else [process(101), done.released]),
         {"type": "heartbeat", "t_ns": 9 * S, "produced": 4, "dropped": 0, "open_passes": 0},
     ]

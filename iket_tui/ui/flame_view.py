@@ -165,7 +165,9 @@ class FlameView(ScrollView, can_focus=True):
 
     def show_launch(self, launch: Launch | None) -> None:
         """Show ``launch`` (fitted) or, for the launch already shown, catch up with new records."""
-        same = launch is not None and self.launch is not None and launch.key == self.launch.key
+        shown = self.launch
+        # Launches of two processes may share a key: the same one is the same key in the same process.
+        same = launch is not None and shown is not None and (launch.key, launch.process) == (shown.key, shown.process)
         if same and launch is not None and launch.version == self._version:
             return
         self.launch = launch

@@ -18,6 +18,7 @@ from iket_tui.protocol.codec import encode_message
 from iket_tui.protocol.recording import MAGIC
 from iket_tui.sources.base import SourceState
 from iket_tui.ui.app import IketApp
+from iket_tui.ui.flame_view import FlameView
 from iket_tui.ui.kernels_screen import KernelsScreen
 from iket_tui.ui.running_warps import RunningWarps
 
@@ -25,8 +26,9 @@ WIDE = (160, 48)
 SUMMARY = "pid 102 (rank 1): 1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), "
 
 
-def two_process_app(clock: FrozenClock) -> IketApp:
-    source = FakeSource([batch(two_processes(), state=SourceState.LIVE)], stay_open=True, description="pids 101, 102")
+def two_process_app(clock: FrozenClock, *, both_wait: bool = False) -> IketApp:
+    messages = two_processes(both_wait=both_wait)
+    source = FakeSource([batch(messages, state=SourceState.LIVE)], stay_open=True, description="pids 101, 102")
     return IketApp(source, clock=clock, tick_s=0.05)
 
 
@@ -72,6 +74,24 @@ async def test_each_launch_row_names_its_process_and_the_stuck_one_is_named_with
         await wait_until(pilot, lambda: bool(running.summary), "the unfinished warps")
         assert running.summary.startswith(SUMMARY)
         assert f"kernels of 2 processes: {ALL + HELD:,} ev, 1 launch quiet " in app.header.text()
+
+
+@app_test
+async def test_the_flame_view_follows_the_row_chosen_among_launches_alike_of_two_processes() -> None:
+    app = two_process_app(FrozenClock(), both_wait=True)
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        screen = await open_kernels(pilot, app)
+        flame = screen.query_one(FlameView)
+        shown = flame.launch
+        assert shown is not None and shown.process is not None and shown.process.pid == 102
+        screen.query_one("#launches", DataTable).focus()
+        await pilot.press("down")  # pid 101's launch: the same ids, records and version
+        await pilot.pause()
+        chosen = screen.selected
+        assert chosen is not None and chosen.process is not None and chosen.process.pid == 101
+        assert (chosen.key, chosen.version) == (shown.key, shown.version)
+        assert flame.launch is chosen
 
 
 @app_test
