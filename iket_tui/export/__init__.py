@@ -2,7 +2,9 @@
 of every kernel launch and compile, written while the recording is read
 (:mod:`~iket_tui.export.chrome`), and a speedscope profile of the process, its compiles
 holding their passes and codegen steps (:mod:`~iket_tui.export.speedscope`), and Perfetto's
-native protobuf trace of both (:mod:`~iket_tui.export.perfetto`)."""
+native protobuf trace of both (:mod:`~iket_tui.export.perfetto`). A recording of several
+processes keeps them apart in each: a trace process, a profile and a process track per
+process, holding its own compiles and launches."""
 
 from __future__ import annotations
 
