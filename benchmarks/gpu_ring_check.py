@@ -554,6 +554,22 @@ def check_waiting_block(ring: GpuRing, hold_s: float) -> list[Row]:
     ]
 
 
+def _agent_env(out: str) -> dict[str, str]:
+    """The environment for ``iket-tui run`` where the package is not installed (the device
+    machine runs it from ``PYTHONPATH``): a ``sitecustomize.py`` holding the line of the
+    installed ``.pth`` file, first on the path, starts the agent in the program. Where the
+    package is installed the line runs twice, which imports the agent once."""
+    site = os.path.join(out, "agent-site")
+    os.makedirs(site, exist_ok=True)
+    pth = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "iket_tui", "agent", "iket_tui_agent.pth"
+    )
+    with open(pth) as source, open(os.path.join(site, "sitecustomize.py"), "w") as target:
+        target.write(source.readline())
+    path = os.environ.get("PYTHONPATH")
+    return dict(os.environ, PYTHONPATH=site + (os.pathsep + path if path else ""))
+
+
 def check_stuck_under_agent(out: str, kill: bool, hold_s: float = 8.0) -> list[Row]:
     """``iket-tui run --kernels --record`` around a program whose block waits: the recording
     holds the waiting warps' events while they wait; then either the program releases it (every
@@ -577,7 +593,7 @@ def check_stuck_under_agent(out: str, kill: bool, hold_s: float = 8.0) -> list[R
         launched,
     ]
     command = [sys.executable, "-m", "iket_tui", "run", "--kernels", "--no-ui", "--record", record, "--", *program]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_agent_env(out))
     t0 = time.monotonic()
     while not os.path.exists(launched):
         if proc.poll() is not None or time.monotonic() - t0 > 240:
