@@ -3,9 +3,12 @@ source tells it: for the model, dump and kernels screen tests of kernels told ap
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from iket_tui.demo.waiting_launch import waiting_stream
+from iket_tui.demo.waiting_launch import TRACED_TABLE, waiting_stream
+from iket_tui.ring.events import ModuleEvents
+from iket_tui.ring.wire import kernel_module, records_from_message
 
 S = 1_000_000_000
 DEVICE_T = 1_795_976_916_032_000_000
@@ -45,4 +48,27 @@ def two_processes(*, both_wait: bool = False) -> list[dict[str, Any]]:
         held.held,
         *([] if both_wait else [process(101), done.released]),
         {"type": "heartbeat", "t_ns": 9 * S, "produced": 4, "dropped": 0, "open_passes": 0},
+    ]
+
+
+def two_tables() -> list[dict[str, Any]]:
+    """Pids 101 and 102 each tell their module 1's event table before either's records: 101's
+    is traced_gemm's, 102's names its kernel and its ``mma`` range otherwise."""
+    stream = waiting_stream(agent_t_ns=5 * S, device_t_ns=DEVICE_T, hold_ns=600 * S, ring_id=RING)
+    layout = records_from_message(stream.held).layout
+    other = ModuleEvents(
+        TRACED_TABLE.module,
+        TRACED_TABLE.id_bits,
+        ("other_gemm_kernel",),
+        tuple(dataclasses.replace(info, name="wgmma") if info.name == "mma" else info for info in TRACED_TABLE.events),
+    )
+    return [
+        {"type": "process", "pid": 101},
+        stream.table,
+        {"type": "process", "pid": 102},
+        kernel_module(other, ring_id=RING, layout=layout, t_ns=5 * S),
+        {"type": "process", "pid": 101},
+        stream.held,
+        {"type": "process", "pid": 102},
+        stream.held,
     ]

@@ -91,10 +91,15 @@ def summarised(msg: m.Message) -> m.Message:
 
 class KernelEvents:
     """Expands ``kernel_records`` into one ``kernel_event`` map per event, with the names of the
-    ``kernel_module`` tables seen so far."""
+    ``kernel_module`` tables seen so far (in a stream of several processes, those of the process
+    the last ``process`` message named)."""
 
     def __init__(self) -> None:
         self.tables = EventTables()
+        """The event tables of the process whose messages are being read."""
+        self._of_process: dict[
+            int, EventTables
+        ] = {}  # a stream of several: each process's own (module ids are per process)
         self.damaged = 0
         """``kernel_records`` skipped because their fields are impossible (see :func:`records_from_message`)."""
         self.bad_tables = 0
@@ -104,6 +109,13 @@ class KernelEvents:
         """The events of ``msg`` if it is a ``kernel_records``; learns tables from ``kernel_module``.
         A damaged one of either is counted and gives no events."""
         kind = msg.get("type")
+        if kind == m.PROCESS:
+            pid = msg.get("pid")
+            if type(pid) is int:
+                if not self._of_process:
+                    self._of_process[pid] = self.tables  # the first process: the tables read so far
+                self.tables = self._of_process.setdefault(pid, EventTables())
+            return []
         if kind == m.KERNEL_MODULE:
             try:
                 self.tables.add(module_from_message(msg))

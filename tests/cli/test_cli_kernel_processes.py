@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from cli_helpers import run_iket
-from kernel_processes import S, two_processes
+from kernel_processes import S, two_processes, two_tables
 
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import encode_message
@@ -17,10 +18,11 @@ from iket_tui.protocol.recording import MAGIC
 SUMMARY = "pid 102 (rank 1): 1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), "
 
 
-def write_two_processes(path: Path) -> Path:
+def write_two_processes(path: Path, messages: list[dict[str, Any]] | None = None) -> Path:
     """The two processes' stream as a recording of them (cut off, as when both were killed)."""
     header = m.recording(created_unix=0.0, software_version="test", source="pids 101, 102")
-    path.write_bytes(MAGIC + b"".join(encode_message(msg) for msg in (header, *two_processes())))
+    stream = two_processes() if messages is None else messages
+    path.write_bytes(MAGIC + b"".join(encode_message(msg) for msg in (header, *stream)))
     return path
 
 
@@ -42,3 +44,20 @@ def test_dump_names_the_process_of_the_launch_left_unfinished(tmp_path: Path) ->
         .startswith("pid=102 rank=1 kernel=traced_gemm_kernel ring_id=11 module=1 launch=6 blocks=64")
     )
     assert f'summary="{SUMMARY}' in last
+
+
+def test_dump_records_names_each_processs_events_from_its_own_table(tmp_path: Path) -> None:
+    recording = write_two_processes(tmp_path / "tables.msgpack", two_tables())
+    lines = run_iket("dump", str(recording), "--records", "--format", "jsonl")
+    assert lines.returncode == 0, lines.stderr
+    named: dict[int, set[tuple[str, str]]] = {}
+    pid = 0
+    for obj in map(json.loads, lines.stdout.splitlines()):
+        if obj["type"] == "process":
+            pid = obj["pid"]
+        elif obj["type"] == "kernel_event" and obj["kind"] == "start":
+            named.setdefault(pid, set()).add((obj["kernel"], obj["name"]))
+    assert named == {
+        101: {("traced_gemm_kernel", name) for name in ("tile", "load", "mma")},
+        102: {("other_gemm_kernel", name) for name in ("tile", "load", "wgmma")},
+    }

@@ -4,7 +4,7 @@ launch names its process, and counts and stuck launches are told per process."""
 
 from __future__ import annotations
 
-from kernel_processes import ALL, DEVICE_T, HELD, RING, S, two_processes
+from kernel_processes import ALL, DEVICE_T, HELD, RING, S, two_processes, two_tables
 
 from iket_tui.demo.waiting_launch import waiting_stream
 from iket_tui.model.session import Session
@@ -61,3 +61,17 @@ def test_one_process_reads_as_before() -> None:
     (launch,) = kernels.newest_first()
     assert kernels.who(launch) == "" and kernels.title(following=False) == session.kernels.title(following=False)
     assert kernels.unfinished(launch, 20 * S).summary(launch.blocks()).startswith("1 of 64 blocks not finished")
+
+
+def test_each_process_pairs_its_records_with_its_own_event_table() -> None:
+    session = Session()
+    session.apply(two_tables())
+    named = {
+        launch.process.pid: (launch.kernel, launch.module.kernels if launch.module else ())
+        for launch in session.kernel_processes.newest_first()
+        if launch.process is not None
+    }
+    assert named == {
+        101: ("traced_gemm_kernel", ("traced_gemm_kernel",)),
+        102: ("other_gemm_kernel", ("other_gemm_kernel",)),
+    }
