@@ -7,6 +7,7 @@ from typing import Any
 
 from iket_tui.model import timing
 from iket_tui.model.behind import node_behind
+from iket_tui.model.kernels import KernelTimeline
 from iket_tui.model.nodes import (
     FAILED,
     INCOMPLETE,
@@ -186,7 +187,7 @@ def _process(session: Session, process: ProcessNode) -> Details:
         ("malformed messages", units.count(counters.malformed)),
         ("observer errors", units.count(counters.observer_errors)),
     ]
-    details.fields += _kernel_fields(session)
+    details.fields += _kernel_fields(session.kernels)
     if process.exit_reason:
         details.fields.append(("exited", process.exit_reason))
     if session.ended:
@@ -214,6 +215,9 @@ def _one_of_several(session: Session, process: ProcessNode) -> Details:
         ("backlog lost", units.count(counters.backlog_lost)),
         ("observer errors", units.count(counters.observer_errors)),
     ]
+    timeline = session.kernel_processes.timelines.get(process)
+    if timeline is not None:
+        details.fields += _kernel_fields(timeline)
     if process.exit_reason:
         details.fields.append(("exited", process.exit_reason))
     if process.stream_end:
@@ -221,9 +225,8 @@ def _one_of_several(session: Session, process: ProcessNode) -> Details:
     return details
 
 
-def _kernel_fields(session: Session) -> list[tuple[str, str]]:
-    """Kernel tracing, when the target does it: the ring, the traced modules, what was lost."""
-    kernels = session.kernels
+def _kernel_fields(kernels: KernelTimeline) -> list[tuple[str, str]]:
+    """Kernel tracing, when the process does it: the ring, the traced modules, what was lost."""
     tracing = kernels.tracing
     if tracing is None:
         return []

@@ -1,6 +1,7 @@
 """The kernels screen over several processes whose rings and modules share ids: a row per
 launch naming its process, a title saying which processes trace kernels and what each read,
-and the stuck launch's summary beginning with its pid and rank; the same from a recording."""
+the stuck launch's summary beginning with its pid and rank, and each process's detail pane
+with its own ring; the same from a recording."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from textual.widgets import DataTable
 from ui_driving import app_test, wait_for_batches, wait_until
 from ui_fakes import FakeSource, FrozenClock, batch
 
+from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import encode_message
 from iket_tui.protocol.recording import MAGIC
 from iket_tui.sources.base import SourceState
 from iket_tui.ui.app import IketApp
+from iket_tui.ui.details import describe
 from iket_tui.ui.flame_view import FlameView
 from iket_tui.ui.kernels_screen import KernelsScreen
 from iket_tui.ui.running_warps import RunningWarps
@@ -125,3 +128,12 @@ def test_kernels_screen_of_two_processes(snap_compare: Callable[..., bool]) -> N
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=WIDE, run_before=quiet_for_a_while)
+
+
+def test_the_detail_pane_of_each_process_says_what_its_own_ring_read() -> None:
+    session = Session()
+    session.apply(two_processes())
+    first, second = session.tree.processes
+    assert dict(describe(session, first, 0).fields)["kernel events read"] == f"{ALL:,}"
+    assert dict(describe(session, second, 0).fields)["kernel events read"] == f"{HELD:,}"
+    assert dict(describe(session, second, 0).fields)["kernel ring"] == "on NVIDIA H200"
