@@ -67,10 +67,14 @@ class KernelTimeline:
         process: ProcessNode | None = None,
         orders: Iterator[int] | None = None,
     ) -> None:
-        """``process``: the process whose kernel messages these are, named on its launches.
-        ``orders`` numbers the launches as they first appear; the timelines of one session share
-        it, so that their launches sort together by arrival."""
+        """``max_events``: events kept at most, over every timeline of the pool (a session's
+        are one pool, see :meth:`ProcessKernels.of`). ``process``: the process whose kernel
+        messages these are, named on its launches. ``orders`` numbers the launches as they
+        first appear; the timelines of one session share it, so that their launches sort
+        together by arrival."""
         self.process = process
+        self.pool: list[KernelTimeline] = [self]
+        """The timelines whose events count against one bound (a session's, one per process)."""
         self.launch_orders = orders if orders is not None else itertools.count()
         """Numbers each launch as it first appears (shared by a session's timelines)."""
         self.tracing: KernelTracing | None = None
@@ -206,16 +210,22 @@ class KernelTimeline:
         self._bound()
 
     def _bound(self) -> None:
-        """Let the oldest launches go (never the newest) until the events kept fit the bound."""
-        if self.retained <= self.max_events:
+        """Let the oldest launches go (never the newest) until the events kept fit the bound,
+        over every timeline of the pool: the bound is the session's, however many processes."""
+        pool = self.pool
+        kept = sum(timeline.retained for timeline in pool)
+        if kept <= self.max_events:
             return
-        for launch in sorted(self.launches.values(), key=lambda launch: launch.order)[:-1]:
-            if self.retained <= self.max_events:
+        owned = [(launch, timeline) for timeline in pool for launch in timeline.launches.values()]
+        for launch, timeline in sorted(owned, key=lambda pair: pair[0].order)[:-1]:
+            if kept <= self.max_events:
                 break
             if not launch.evicted:
-                self.retained -= launch.records
-                self.evicted_events += launch.records
-                self.evicted_launches += 1
+                kept -= launch.records
+                timeline.retained -= launch.records
+                timeline.evicted_events += launch.records
+                timeline.evicted_launches += 1
+                timeline.version += 1
                 launch.evict()
 
     # Derived state
@@ -358,6 +368,8 @@ class ProcessKernels:
             found = KernelTimeline(
                 first.max_events, stuck_after_ns=first.stuck_after_ns, process=process, orders=first.launch_orders
             )
+            found.pool = first.pool
+            first.pool.append(found)
             self.timelines[process] = found
         return found
 
@@ -441,7 +453,7 @@ class ProcessKernels:
             text += f" · {waiting:,} events waiting for their module's event table"
         evicted = sum(t.evicted_launches for t in timelines)
         if evicted:
-            text += f" · {evicted} older launches summarised (events kept at most {self.first.max_events:,} a process)"
+            text += f" · {evicted} older launches summarised (events kept at most {self.first.max_events:,})"
         if quiet:
             text += f" · {quiet} running, quiet for over {duration(self.first.stuck_after_ns)}"
         return text + ("  follow" if following else "")

@@ -75,3 +75,17 @@ def test_each_process_pairs_its_records_with_its_own_event_table() -> None:
         101: ("traced_gemm_kernel", ("traced_gemm_kernel",)),
         102: ("other_gemm_kernel", ("other_gemm_kernel",)),
     }
+
+
+def test_the_events_kept_are_bounded_over_every_process_the_oldest_launch_summarised() -> None:
+    session = Session()
+    session.kernels.max_events = 50_000  # fewer than both processes' launches hold
+    session.apply(two_processes())
+    kernels = session.kernel_processes
+    older, newer = (kernels.timelines[process] for process in session.tree.processes)
+    assert sum(t.retained for t in (older, newer)) <= 50_000
+    (summarised,) = older.launches.values()
+    assert summarised.evicted and summarised.records == ALL and not summarised.running
+    # let go once the other process's records came; its last 288 came after, counted in its records
+    assert (older.evicted_launches, older.evicted_events, newer.evicted_launches) == (1, HELD, 0)
+    assert " · 1 older launches summarised (events kept at most 50,000)" in kernels.title(following=False)
