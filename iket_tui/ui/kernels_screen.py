@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from iket_tui.durations import duration as format_ns
-from iket_tui.model.kernels import KernelTimeline, ProcessKernels
+from iket_tui.model.kernels import KernelTimeline, ProcessKernels, process_label
 from iket_tui.model.launches import Launch, event_stats
 from iket_tui.model.session import Session
 from iket_tui.ui.flame_view import FlameView, TimeRuler
@@ -171,7 +171,7 @@ class KernelsScreen(Screen[None]):
             unbalanced = launch.unbalanced_if_known()
             grid = "x".join(str(n) for n in launch.grid())
             table.add_row(
-                *((kernels.who(launch),) if several else ()),
+                *((process_label(launch.process),) if several else ()),
                 launch.kernel,
                 grid,
                 f"+{format_ns(launch.first_ns - first_ns)}",
