@@ -324,7 +324,9 @@ class KernelTimeline:
             return "kernels: this target does not trace kernels (iket-tui run --kernels)"
         ring = f"ring on {tracing.device}" if tracing.device else f"no ring ({tracing.reason or 'no device'})"
         lost = self.events_lost + self.events_missed
-        text = f"kernels: {ring} · {len(self.launches)} launches · {self.events_read:,} events read, {lost:,} lost"
+        count = len(self.launches)
+        launches = f"{count} launch{'' if count == 1 else 'es'}"
+        text = f"kernels: {ring} · {launches} · {self.events_read:,} events read, {lost:,} lost"
         if self.waiting_events:
             text += f" · {self.waiting_events:,} events waiting for their module's event table"
         if self.evicted_launches:

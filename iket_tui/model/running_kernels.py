@@ -7,8 +7,8 @@ with numpy (no Python per event): it holds one row per warp that has not ended, 
 bounded by the warps running, not by the events. A warp has begun once any row of it arrived;
 it has ended with the row that carries ``EVENT_WARP_END``. A row flagged ``EVENT_WARP_BEGIN``
 with event id 0 (the ring's row for a warp that began and has written nothing yet) begins a
-warp without an event: "not ended, no event yet". The rows of a warp are taken to arrive in
-order: one arriving after its warp ended begins it again.
+warp without an event: "not ended, no event yet". A warp (block and warp of one launch)
+begins and ends once.
 
 :func:`unfinished` turns those rows into what a user reads: per block, the warps with the same
 last event grouped into ranges (``warps 4-7``), the longest quiet first, each with how long ago
@@ -282,9 +282,10 @@ class Unfinished:
         session of several processes it begins with the process: ``pid 123 (rank 3): 1 of 64 ...``."""
         if not self.groups:
             return ""
-        head = f"{self.blocks} of {total_blocks}" if total_blocks >= self.blocks else f"{self.blocks}"
+        of_total = total_blocks >= self.blocks
+        head = f"{self.blocks} of {total_blocks}" if of_total else f"{self.blocks}"
         text = f"{self.who}: " if self.who else ""
-        text += f"{head} block{'s' if total_blocks != 1 else ''} not finished: "
+        text += f"{head} block{'s' if (total_blocks if of_total else self.blocks) != 1 else ''} not finished: "
         text += "; ".join(group.describe() for group in self.groups[:shown])
         more = self.group_count - min(shown, len(self.groups))
         return text + (f"; {more} more group{'s' if more != 1 else ''} of warps" if more > 0 else "")
