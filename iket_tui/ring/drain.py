@@ -19,6 +19,11 @@ event count), which is how events of lapped records are counted.
 Where the ring is not in this process's memory (a GPU's device memory), a
 :class:`RecordSource` brings it: the agent's copies it with a DMA engine
 (:class:`~iket_tui.ring.device_copy.DeviceRing`).
+
+A pass's per-record work (the stamps checked, each segment's stop and the warps' own records
+found, the events written into chunks) runs in a native pass where one can be built
+(:mod:`~iket_tui.ring.native_drain`); the numpy code here is its reference and its fallback,
+and everything else is shared, so both hand on the same chunks and counts.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from iket_tui.ring import native_drain
 from iket_tui.ring.buffer import RingView
 from iket_tui.ring.counters import DrainBatch, RingCounters
 from iket_tui.ring.layout import (
@@ -51,6 +57,7 @@ from iket_tui.ring.layout import (
     RECORD_LAUNCH,
     WARP_SLOTS,
 )
+from iket_tui.ring.native_drain import NativePass
 
 __all__ = [
     "DEFAULT_PERIOD_S",
@@ -149,7 +156,12 @@ class RingDrain:
     """
 
     def __init__(
-        self, ring: RingView, *, period_s: float = DEFAULT_PERIOD_S, source: RecordSource | None = None
+        self,
+        ring: RingView,
+        *,
+        period_s: float = DEFAULT_PERIOD_S,
+        source: RecordSource | None = None,
+        native: bool = True,
     ) -> None:
         if period_s <= 0:
             raise ValueError("the drain period must be positive")
@@ -172,6 +184,11 @@ class RingDrain:
         self._slots = np.arange(ring.geometry.records_per_segment, dtype=np.uint32)
         self._buffers: _Scratch | None = None
         """Work arrays of the passes while the ring is busy; let go when a pass finds nothing."""
+        self._own: Array | None = None
+        self._native_wanted = native
+        self._native: NativePass | None = None
+        self.engine = "numpy (the native pass is loaded at the first pass)" if native else "numpy"
+        """Which drain passes run: the native pass, or numpy and why."""
 
     @property
     def counters(self) -> RingCounters:
@@ -179,6 +196,9 @@ class RingDrain:
 
     def drain(self) -> DrainBatch:
         """Read every record written since the last pass."""
+        if self._native_wanted:  # the first pass loads (and, once per process, builds) the native pass
+            self._native_wanted = False
+            self._native, self.engine = native_drain.load()
         ring = self.ring
         empty = np.zeros(0, dtype=DEFAULT_LAYOUT.drained_dtype)
         changed_records = self.source.refresh()
@@ -229,6 +249,8 @@ class RingDrain:
             rf[laps] = f[laps] + 1 + since.max(axis=1) - cap
         off = rf & mask
         n = len(active)
+        if self._native is not None:
+            return self._native_pass(active, before, f, rf, off)
         scratch = self._scratch(n * cap)
         expected = scratch.expected[: n * cap].reshape(n, cap)  # rf + 1 + the slot's relative position
         np.subtract(self._slots[None, :], off.astype(np.uint32)[:, None], out=expected)
@@ -263,6 +285,36 @@ class RingDrain:
         stop = ctrl.whole_begins(stop)
         ctrl = ctrl.before(stop)
         return self._read(active, f, rf, stop, records, ctrl)
+
+    def _native_pass(self, active: Array, before: Array, f: Array, rf: Array, off: Array) -> tuple[Array, _PassCounts]:
+        """The per-record part of :meth:`_pass` in one native pass over each segment's readable
+        records (stamps checked, stop and own records found); the rest is shared."""
+        native = self._native
+        assert native is not None
+        cap = self.ring.geometry.records_per_segment
+        mask = cap - 1
+        n = len(active)
+        records = np.ascontiguousarray(self.source.rows(active))
+        after = self.source.stamps_after(active)
+        own = self._own_scratch(n * cap // 8)
+        stop, k = native.scan(before, active, records, after, off, rf, own)
+        if k < 0:  # more own records than expected: scanned again with room for every record
+            own = self._own_scratch(n * cap)
+            stop, k = native.scan(before, active, records, after, off, rf, own)
+        row, rel = np.divmod(own[:k], cap)
+        picked = records[row, (off[row] + rel) & mask].astype(_I64)
+        word = picked[:, 0]
+        ctrl = _Own(row, rel, word, picked[:, 1], picked[:, 2], (word >> 8) & 0xF)
+        stop = ctrl.whole_begins(stop)
+        ctrl = ctrl.before(stop)
+        return self._read(active, f, rf, stop, records, ctrl)
+
+    def _own_scratch(self, size: int) -> Array:
+        """Room for the own records a native pass notes, kept between passes like :meth:`_scratch`."""
+        size = max(size, 1024)
+        if self._own is None or len(self._own) < size:
+            self._own = np.empty(size, dtype=_I64)
+        return self._own
 
     def _scratch(self, size: int) -> _Scratch:
         """Buffers of a pass, kept between the passes of a busy ring (fresh pages of that size
@@ -334,6 +386,7 @@ class RingDrain:
             active, ctrl, lead_read, trail_read, anchor, value & _MASK32, row_first, row_end
         )
         chunks = _pack(
+            self._native,
             active,
             rf,
             records,
@@ -681,6 +734,7 @@ def _no_chunks() -> Array:
 
 
 def _pack(
+    native: NativePass | None,
     active: Array,
     rf: Array,
     records: Array,
@@ -699,7 +753,8 @@ def _pack(
     :data:`DRAINED_EVENTS_PER_CHUNK` (and where it wraps around its segment, and where its events
     would lie 2**32 ns or more from the chunk's first), the first flagged when the warp began in
     this pass, the last when it ended; a warp that began or ended with no event beside it gets a
-    chunk of its own with no events, its ``t_base`` the time it began or ended."""
+    chunk of its own with no events, its ``t_base`` the time it began or ended. With the
+    ``native`` pass, the chunks are written from the pieces they are cut from in one go."""
     layout = DEFAULT_LAYOUT
     cap = records.shape[1]
     k = len(ctrl.row)
@@ -768,6 +823,12 @@ def _pack(
     p_first, p_last = p_first[order], p_last[order]
     table = ident.header_table()
     p_header = ident.header_index(p_src, p_row)
+    if native is not None:
+        written = _native_chunks(
+            native, active, records, ctrl, table, p_row, p_rel, p_slot, p_len, p_header, p_first, p_last
+        )
+        if written is not None:
+            return written
     # Chunks: every DRAINED_EVENTS_PER_CHUNK events of a piece, one for a piece of none.
     per = DRAINED_EVENTS_PER_CHUNK
     n_chunks = np.maximum(-(-p_len // per), 1)
@@ -831,6 +892,44 @@ def _pack(
     picked[partial] *= np.arange(per)[None, None, :] < n[partial, None, None]
     body[:, HEADER_WORDS : HEADER_WORDS + 2 * per].reshape(len(out), 2, per)[...] = picked
     return out
+
+
+def _native_chunks(
+    native: NativePass,
+    active: Array,
+    records: Array,
+    ctrl: _Own,
+    table: Array,
+    p_row: Array,
+    p_rel: Array,
+    p_slot: Array,
+    p_len: Array,
+    p_header: Array,
+    p_first: Array,
+    p_last: Array,
+) -> Array | None:
+    """The chunks :func:`_pack` cuts from its pieces, written by the native pass; ``None``
+    where a chunk's events lie 2**32 ns or more apart (numpy then cuts them, as always).
+
+    What each chunk takes from its warp's own records is found per piece: a piece of no events
+    has the time of the record it stands for (its warp's begin or end), an ended warp's last
+    piece the end record's flags (the chunk cut last from it carries them)."""
+    key = ctrl.row << 32 | ctrl.rel
+    empty_t = np.zeros(len(p_len), dtype=_I64)
+    empty = np.flatnonzero(p_len == 0)
+    own = np.searchsorted(key, p_row[empty] << 32 | p_rel[empty])
+    empty_t[empty] = ctrl.hi[own] << 32 | ctrl.payload[own]
+    last = p_last.copy()
+    ended = np.flatnonzero(p_last & FLAG_WARP_END)
+    end_flags = (ctrl.word[np.searchsorted(key, p_row[ended] << 32 | (p_rel[ended] + p_len[ended]))] >> 12) & 0xF
+    last[ended] |= np.where(end_flags & END_PARTIAL, FLAG_PARTIAL_WARP, 0) | np.where(
+        end_flags & END_DIVERGED, FLAG_DIVERGED, 0
+    )
+    n_chunks = int(np.maximum(-(-p_len // DRAINED_EVENTS_PER_CHUNK), 1).sum())
+    out = np.empty(n_chunks, dtype=DEFAULT_LAYOUT.drained_dtype)
+    body = out.view("<u4").reshape(n_chunks, DEFAULT_LAYOUT.chunk_words)
+    fits = native.chunks(records, p_row, p_slot, p_len, p_header, p_first, last, empty_t, active, table, body)
+    return out if fits else None
 
 
 def _span(records: Array, row: Array, slot: Array, n: Array, id_bits: Array) -> tuple[Array, Array]:

@@ -24,3 +24,19 @@ def ring_file(tmp_path: Path) -> Iterator[MappedRing]:
 @pytest.fixture
 def tables() -> EventTables:
     return EventTables([synthetic_table()])
+
+
+@pytest.fixture(params=["native", "numpy"])
+def drain_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with every RingDrain it builds on the native drain pass, then on numpy."""
+    from iket_tui.ring import native_drain
+    from iket_tui.ring.drain import RingDrain
+
+    native = request.param == "native"
+    if native:
+        built, why = native_drain.load(announce=False)
+        if built is None:
+            pytest.skip(f"no native drain pass here: {why}")
+    defaults = dict(RingDrain.__init__.__kwdefaults__ or {})
+    monkeypatch.setattr(RingDrain.__init__, "__kwdefaults__", {**defaults, "native": native})
+    return str(request.param)

@@ -27,7 +27,10 @@ from iket_tui.ring.layout import (
     RingGeometry,
 )
 
-pytestmark = pytest.mark.skipif(sim.compiler() is None, reason="needs a C++ compiler")
+pytestmark = [
+    pytest.mark.skipif(sim.compiler() is None, reason="needs a C++ compiler"),
+    pytest.mark.usefixtures("drain_engine"),
+]
 
 ADDRESS = 0x3F0000000000
 TABLE = ModuleEvents(

@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import numpy as np
+import pytest
 
 from iket_tui.ring.buffer import MappedRing, RingView
 from iket_tui.ring.counters import DrainBatch
@@ -33,6 +34,8 @@ from iket_tui.ring.layout import (
     KIND_UNKNOWN,
     RingGeometry,
 )
+
+pytestmark = pytest.mark.usefixtures("drain_engine")
 
 PRODUCER_ARGS = ("--warps", "80", "--events", "300", "--seed", "9", "--module", "1")
 

@@ -15,6 +15,8 @@ from iket_tui.ring.events import EventTableError
 from iket_tui.ring.layout import DEFAULT_LAYOUT
 from iket_tui.ring.wire import RecordsError, kernel_module, kernel_records, module_from_message, records_from_message
 
+pytestmark = pytest.mark.usefixtures("drain_engine")
+
 
 def _through_frames(message: dict[str, object]) -> dict[str, object]:
     frames = FrameDecoder()
