@@ -1,7 +1,7 @@
 """Refresh the SVG screenshots in ``screenshots/``: the live tree, a failure, a stuck pass, the
 kernels screen (flame view, grouped by SM) over the recording of a real H200 run, the kernels
-screen while a block of a launch waits, a codegen failure, the IR diff of a pass and the stacks
-of a stuck compile.
+screen while a block of a launch waits, a codegen failure, the IR diff of a pass, the stacks
+of a stuck compile, and four ranks under their launcher with one stuck behind the others.
 
 Each drives the real app with ``run_test`` over a realistic stream (passes as TileLang
 lowers them for sm_90a) on a frozen clock, so the pictures are the same on every run.
@@ -35,9 +35,8 @@ SIZE = (160, 48)
 class OneBatch:
     """A live source that delivers one batch and then stays connected until closed."""
 
-    description = "pid 4242"
-
-    def __init__(self, messages: list[Message]) -> None:
+    def __init__(self, messages: list[Message], description: str = "pid 4242") -> None:
+        self.description = description
         self._messages = tuple(messages)
         self._closed = threading.Event()
 
@@ -151,6 +150,7 @@ def snapshot_test_shots() -> list[Awaitable[Path]]:
     sys.path.insert(0, str(ROOT / "tests" / "ui"))
     from test_ui_failure_snapshots import failed_codegen_step, nvcc_rejected_stream, selecting
     from test_ui_ir_snapshots import IRApp, lowered_answer
+    from test_ui_processes_snapshots import four_ranks
     from test_ui_stacks_snapshots import STACKS, StacksApp
 
     from iket_tui.ui.ir_screen import IRScreen
@@ -159,11 +159,25 @@ def snapshot_test_shots() -> list[Awaitable[Path]]:
     async def select_failed_codegen(pilot: Pilot[int], app: IketApp) -> None:
         await selecting(app, failed_codegen_step)(pilot)
 
+    async def collapse_the_finished_ranks(pilot: Pilot[int], app: IketApp) -> None:
+        await pilot.press("home", "down", "enter", "down", "enter", "down", "down", "enter")
+
     return [
         shoot(
             "failure-codegen",
             IketApp(OneBatch(nvcc_rejected_stream()), clock=lambda: 1000.0, follow=False),
             select_failed_codegen,
+        ),
+        shoot(
+            "ranks",
+            IketApp(
+                OneBatch(four_ranks(), "pid 4000: torchrun --nproc-per-node 4 train.py"),
+                clock=lambda: 1000.0,
+                stuck_after_s=1.0,
+                follow=False,
+                by_rank=True,
+            ),
+            collapse_the_finished_ranks,
         ),
         shoot_screen(
             "ir-diff",
