@@ -292,7 +292,6 @@ class RingDrain:
         native = self._native
         assert native is not None
         cap = self.ring.geometry.records_per_segment
-        mask = cap - 1
         n = len(active)
         records = np.ascontiguousarray(self.source.rows(active))
         after = self.source.stamps_after(active)
@@ -301,19 +300,20 @@ class RingDrain:
         if k < 0:  # more own records than expected: scanned again with room for every record
             own = self._own_scratch(n * cap)
             stop, k = native.scan(before, active, records, after, off, rf, own)
-        row, rel = np.divmod(own[:k], cap)
-        picked = records[row, (off[row] + rel) & mask].astype(_I64)
-        word = picked[:, 0]
-        ctrl = _Own(row, rel, word, picked[:, 1], picked[:, 2], (word >> 8) & 0xF)
-        stop = ctrl.whole_begins(stop)
-        ctrl = ctrl.before(stop)
-        return self._read(active, f, rf, stop, records, ctrl)
+        row, rel = np.divmod(own[0, :k], cap)
+        word = own[1, :k]
+        ctrl = _Own(row, rel, word, own[2, :k], own[3, :k], (word >> 8) & 0xF)
+        whole = ctrl.whole_begins(stop)
+        if (whole != stop).any():
+            ctrl = ctrl.before(whole)
+        return self._read(active, f, rf, whole, records, ctrl)
 
     def _own_scratch(self, size: int) -> Array:
-        """Room for the own records a native pass notes, kept between passes like :meth:`_scratch`."""
+        """Room for the own records a native pass notes (where, word, hi, payload), kept between
+        passes like :meth:`_scratch`."""
         size = max(size, 1024)
-        if self._own is None or len(self._own) < size:
-            self._own = np.empty(size, dtype=_I64)
+        if self._own is None or self._own.shape[1] < size:
+            self._own = np.empty((4, size), dtype=_I64)
         return self._own
 
     def _scratch(self, size: int) -> _Scratch:

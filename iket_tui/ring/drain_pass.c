@@ -13,8 +13,9 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Returns how many own records were noted in own (as row * cap + relative position, in order),
- * or -1 when there were more than own_cap (the stops are then still right). */
+/* Returns how many own records were noted, in order, or -1 when there were more than own_cap
+ * (the stops are then still right): own[j] is row * cap + relative position, own[own_cap + j],
+ * own[2 * own_cap + j] and own[3 * own_cap + j] its word, hi and payload. */
 int64_t iket_scan(int64_t n, int64_t cap, const uint32_t *before, int64_t before_row, int64_t before_col,
                   const int64_t *before_index, const uint32_t *records, const uint32_t *after,
                   int64_t after_row, int64_t after_col, const int64_t *off, const int64_t *rf, int64_t *stop,
@@ -39,6 +40,9 @@ int64_t iket_scan(int64_t n, int64_t cap, const uint32_t *before, int64_t before
             if ((record[0] & 0xFFu) == 0) {
                 if (k < own_cap) {
                     own[k] = i * cap + rel;
+                    own[own_cap + k] = record[0];
+                    own[2 * own_cap + k] = record[1];
+                    own[3 * own_cap + k] = record[2];
                 } else {
                     overflow = 1;
                 }

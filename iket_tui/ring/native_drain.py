@@ -73,7 +73,8 @@ class NativePass:
         self, before: Array, before_index: Array, records: Array, after: Array, off: Array, rf: Array, own: Array
     ) -> tuple[Array, int]:
         """Each segment's stop (relative to ``off``) and how many own records went into ``own``
-        (``row * cap + relative position``, in order; -1 when ``own`` was too short).
+        (``int64`` of shape (4, room): ``row * cap + relative position``, word, hi and payload,
+        in order; -1 when there was no room for all).
 
         ``before``: stamps before the copy, (segments, cap), rows ``before_index``; ``records``:
         the copy, (n, cap, 4) ``uint32``, C-contiguous; ``after``: stamps after it, (n, cap)."""
@@ -82,6 +83,8 @@ class NativePass:
         for array in (before, after):
             if array.dtype != np.uint32 or array.ndim != 2 or any(s % 4 for s in array.strides):
                 raise ValueError("stamps must be a 2-d uint32 array")
+        if own.dtype != np.int64 or own.ndim != 2 or own.shape[0] != 4 or not own.flags.c_contiguous:
+            raise ValueError("room for own records must be C-contiguous int64 of shape (4, room)")
         if n == 0:
             return stop, 0
         if records.dtype != np.uint32 or not records.flags.c_contiguous or records.shape[2] != 4:
@@ -104,7 +107,7 @@ class NativePass:
             _ptr(rf64, _I64P),
             _ptr(stop, _I64P),
             _ptr(own, _I64P),
-            len(own),
+            own.shape[1],
         )
         return stop, int(k)
 
