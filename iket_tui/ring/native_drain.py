@@ -14,10 +14,10 @@ drains, so they hand on the same chunks and counts.
 The library is built once per process, in the drain's thread at its first pass, in at most
 :data:`COMPILE_TIMEOUT_S`, into a per-user cache directory (``$XDG_CACHE_HOME/iket-tui/native``
 or ``~/.cache/iket-tui/native``, mode 0700, never through a link, never another user's); its
-name carries a hash of the source, the compiler and its flags, so a stale build is never
-loaded. Any failure (no compiler, a cache that cannot be written, a bad build) leaves the numpy
-drain in charge, with the reason in :func:`load`'s answer. ``IKET_TUI_NATIVE_DRAIN=0`` turns the
-native pass off.
+name carries a hash of the source, the compiler (its path and ``--version``), its flags and the
+machine's architecture, so a stale build is never loaded. Any failure (no compiler, a cache that
+cannot be written, a bad build) leaves the numpy drain in charge, with the reason in
+:func:`load`'s answer. ``IKET_TUI_NATIVE_DRAIN=0`` turns the native pass off.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import contextlib
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import stat
 import subprocess
@@ -216,10 +217,12 @@ def _build() -> NativePass:
         ).stdout
     except (OSError, subprocess.SubprocessError) as error:
         raise NativeBuildError(f"{cc} --version failed ({_one_line(error)})") from None
-    digest = hashlib.sha256(b"\0".join([source, os.fsencode(cc), version, " ".join(FLAGS).encode()])).hexdigest()
+    machine = platform.machine().encode()  # a home shared by hosts of several architectures
+    digest = hashlib.sha256(b"\0".join([source, os.fsencode(cc), version, " ".join(FLAGS).encode(), machine]))
+    name = f"drain_pass-{digest.hexdigest()[:24]}.so"
     directory = cache_directory()
     _own_directory(directory)
-    path = directory / f"drain_pass-{digest[:24]}.so"
+    path = directory / name
     if not _usable(path):
         _compile(cc, source, directory, path)
     try:

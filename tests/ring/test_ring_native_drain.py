@@ -301,3 +301,49 @@ def test_cache_refuses_a_link_and_builds_with_mode_0700(tmp_path: Path, monkeypa
         assert list(elsewhere.iterdir()) == []
     finally:
         native_drain._reset_for_tests()
+
+
+def _broken_compiler(tmp_path: Path) -> Path:
+    """A "compiler" that says its version and fails every build, as a broken toolchain does."""
+    script = tmp_path / "bin" / "cc"
+    script.parent.mkdir()
+    script.write_text(
+        '#!/bin/sh\nif [ "$1" = --version ]; then echo "cc 0.0"; exit 0; fi\necho "cc: error: broken" >&2\nexit 1\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_a_failed_build_or_an_unusable_cache_leaves_numpy_draining(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A build that fails, and a cache path that is not a directory: each a one-line reason, and
+    a drain that drains all the same (with numpy)."""
+    monkeypatch.delenv(native_drain.ENV, raising=False)
+    monkeypatch.setenv("CC", str(_broken_compiler(tmp_path)))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    geometry = RingGeometry(4, 64)
+    try:
+        native_drain._reset_for_tests()
+        built, why = native_drain.load(announce=False)
+        assert built is None
+        cc = tmp_path / "bin" / "cc"
+        assert why == f"native drain pass unavailable: {cc} failed (cc: error: broken); draining with numpy"
+        assert list((tmp_path / "cache" / "iket-tui" / "native").iterdir()) == []  # nothing half-built left
+        ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)
+        flood(ring, records_per_segment=40)
+        drain = RingDrain(ring)
+        assert drain.drain().events == 4 * 36
+        assert drain.engine == why
+        assert RingDrain(ring).drain().counters.balanced  # a second ring: nothing said again
+        assert capsys.readouterr().err == f"iket-tui: {why}\n"
+
+        monkeypatch.delenv("CC")
+        (tmp_path / "file").write_text("")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+        native_drain._reset_for_tests()
+        built, why = native_drain.load(announce=False)
+        assert built is None
+        assert why == f"native drain pass unavailable: {tmp_path / 'file'}: not a directory; draining with numpy"
+    finally:
+        native_drain._reset_for_tests()
