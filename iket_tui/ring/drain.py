@@ -249,7 +249,7 @@ class RingDrain:
             rf[laps] = f[laps] + 1 + since.max(axis=1) - cap
         off = rf & mask
         n = len(active)
-        if self._native is not None:
+        if self._native is not None and before.dtype == np.uint32 and before.ndim == 2:
             return self._native_pass(active, before, f, rf, off)
         scratch = self._scratch(n * cap)
         expected = scratch.expected[: n * cap].reshape(n, cap)  # rf + 1 + the slot's relative position
