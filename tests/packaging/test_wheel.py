@@ -35,6 +35,7 @@ def test_the_wheel_carries_its_licence_and_the_files_read_at_run_time(wheel: zip
     assert wheel.read(f"{dist_info}/licenses/LICENSE").lstrip().startswith(b"Apache License")
     for packaged in (
         "iket_tui/ring/device_runtime.cuh",
+        "iket_tui/ring/drain_pass.c",
         "iket_tui/demo/h200-demo-waiting.msgpack",
         "iket_tui_agent.pth",
     ):
