@@ -6,7 +6,9 @@ own thread; their batches are handed out one by one, each behind a ``process`` m
 whose messages follow (:func:`iket_tui.protocol.messages.process`), so that the session tells
 them apart. When one process's stream ends, a ``process`` message with its ``state`` says so,
 and the others go on; the merged stream ends once every process's has (and, while following,
-once the processes to follow are done). New agents are looked for every
+once the processes to follow are done). A process's stream that fails is a note naming its pid,
+unless it was the only one (``run`` follows even one process through here) or every one failed:
+then the merged stream fails with that error, as a lone :class:`SocketSource` would. New agents are looked for every
 :data:`FIND_EVERY_S` through ``find`` (the agents below the program, or every agent of this
 user).
 
@@ -100,6 +102,7 @@ class _Reader:
     pid: int = 0
     start_time: int = 0
     ended: bool = False
+    failed: str | None = None  # why its stream failed, if it did
 
 
 class ProcessStreams:
@@ -143,7 +146,9 @@ class ProcessStreams:
         self._close_reason: str | None = None
         self._connected = False
         self._ids = itertools.count(1)
+        self._asking = threading.Lock()  # held from sending a request until its id is mapped
         self._asked: dict[tuple[int, int], int] = {}  # (id() of the reader, its request id) -> our id
+        self._unsaid: list[str] = []  # failures of a process not yet said (it was the only one then)
         self._next_find = 0.0  # when to look for new agents next (monotonic seconds)
 
     @property
@@ -255,13 +260,34 @@ class ProcessStreams:
                 continue
             if batch is None:
                 reader.ended = True
+                failed = self._every_one_failed()
+                if failed is not None:
+                    self.error = self.end_reason = failed
+                    yield SourceBatch(state=SourceState.FAILED, error=failed)
+                    return
                 if self._all_done():
                     break
                 continue
             yield self._merged(reader, batch)
         if not self._closed:
             self.end_reason = "every process's stream ended"
-            yield SourceBatch(state=SourceState.ENDED)
+            notes, self._unsaid = tuple(self._unsaid), []
+            yield SourceBatch(state=SourceState.ENDED, notes=notes)
+
+    def _every_one_failed(self) -> str | None:
+        """Why the merged stream failed, when every process's stream ended by failing (one
+        process alone, whose failure is then the stream's, as a lone source's would be); ``None``
+        while any stream runs or one ended well. Each is failed at once, even while following:
+        nothing is left to watch."""
+        with self._lock:
+            readers = list(self._readers)
+        if not readers or not self._arrived.empty():
+            return None
+        if not all(reader.ended and reader.failed is not None for reader in readers):
+            return None
+        if len(readers) == 1:
+            return readers[0].failed
+        return "every process's stream failed: " + "; ".join(f"pid {r.pid}: {r.failed}" for r in readers)
 
     def _all_done(self) -> bool:
         with self._lock:
@@ -305,7 +331,15 @@ class ProcessStreams:
             if self._shared is not None:
                 self._shared.note(ended)
             if failed:
-                notes = (*notes, f"pid {reader.pid}: {why}")
+                reader.failed = why
+                with self._lock:
+                    alone = len(self._readers) == 1
+                if alone:  # said as the stream's own error, unless another process turns up
+                    self._unsaid.append(f"pid {reader.pid}: {why}")
+                else:
+                    notes = (*notes, f"pid {reader.pid}: {why}")
+        if self._unsaid and len(self._readers) > 1:  # a failure held back is one process's of several now
+            notes, self._unsaid = (*self._unsaid, *notes), []
         answers = tuple(self._ours(reader, answer) for answer in batch.answers)
         return SourceBatch(messages=messages, notes=notes, answers=answers, recording_stopped=batch.recording_stopped)
 
@@ -321,14 +355,14 @@ class ProcessStreams:
         reader = next((r for r in readers if process is None or r.pid == process), None)
         if reader is None:
             raise SourceError(f"pid {process} is not one of the processes watched")
-        theirs = reader.source.request(what, timeout_s=timeout_s, **fields)
-        ours = next(self._ids)
-        with self._lock:
+        with self._asking:  # an answer merged before the mapping is stored waits for it
+            theirs = reader.source.request(what, timeout_s=timeout_s, **fields)
+            ours = next(self._ids)
             self._asked[(id(reader), theirs)] = ours
         return ours
 
     def _ours(self, reader: _Reader, answer: Answer) -> Answer:
-        with self._lock:
+        with self._asking:
             ours = self._asked.pop((id(reader), answer.request_id), answer.request_id)
         response = answer.response
         if response is not None:

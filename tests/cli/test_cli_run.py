@@ -140,3 +140,16 @@ def test_headless_commands_never_import_textual(tmp_path: Path) -> None:
         [sys.executable, "-c", code, str(tmp_path / "missing")], capture_output=True, text=True, timeout=TIMEOUT_S
     )
     assert result.stdout.splitlines()[-1] == "False"
+
+
+def test_run_of_a_program_whose_stream_fails_mid_message_says_so_once_and_keeps_what_came(tmp_path: Path) -> None:
+    out = tmp_path / "cut.msgpack"
+    result = run_iket("run", "--no-ui", "--record", str(out), "--", "sh", "-c", f"exec {_fake('vanish')}")
+    assert result.returncode == 9, result.stderr
+    assert_no_traceback(result.stderr)
+    failed, recorded = result.stderr.splitlines()
+    assert failed.startswith("iket-tui: ") and "disappeared in the middle of a message" in failed
+    assert failed.count("pid ") == 1, "the stream's own error, not one process's note (`pid N: ...`)"
+    assert recorded.startswith("iket-tui: recorded ") and recorded.endswith(f" messages to {out}")
+    msgs, _ = read_recording(out)
+    assert [msg["seq"] for msg in msgs if msg["type"] == m.PASS_END] == [0, 1, 2]
