@@ -81,7 +81,7 @@ def _stacks_there(args: argparse.Namespace, remote: RemoteTarget) -> int:
     from iket_tui.sources.ssh import run_remote
 
     flags = ["--native", "--timeout", f"{args.timeout:g}", *(["--all"] if args.all else [])]
-    code, out, why = run_remote(remote.host, ["stacks", str(remote.pid), *flags])
+    code, out, why = run_remote(remote.host, ["stacks", str(remote.pid), *flags], work_s=args.timeout)
     if code != 0:
         raise UsageError(why)
     sys.stdout.write(out)

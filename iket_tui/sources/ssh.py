@@ -111,22 +111,36 @@ def ssh_command(host: str, remote: list[str], *, batch: bool) -> list[str]:
     return [*ssh, *options, host, " ".join([iket, *(shlex.quote(part) for part in remote)])]
 
 
-def run_remote(host: str, remote: list[str]) -> tuple[int, str, str]:
+def run_remote(
+    host: str, remote: list[str], *, timeout_s: float | None = None, work_s: float = 0.0
+) -> tuple[int, str, str]:
     """Run iket-tui on ``host`` with ``remote`` arguments to its end: exit code, stdout, and the
-    one line saying why it failed ("" when it did not). Raises :class:`SourceError` without ssh."""
+    one line saying why it failed ("" when it did not). Raises :class:`SourceError` without ssh,
+    and when it has not ended within ``timeout_s`` (by default :data:`DEFAULT_HELLO_TIMEOUT_S`,
+    or :data:`PROMPT_HELLO_TIMEOUT_S` where ssh may ask at the terminal first) plus ``work_s``,
+    what the remote command may take itself: a host that swallows the connection would
+    otherwise hang ``ls HOST`` and ``attach HOST:`` for good."""
     batch = not sys.stdin.isatty()
+    if timeout_s is None:
+        timeout_s = DEFAULT_HELLO_TIMEOUT_S if batch else PROMPT_HELLO_TIMEOUT_S
+    timeout_s += work_s
     try:
-        done = subprocess.run(ssh_command(host, remote, batch=batch), capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            ssh_command(host, remote, batch=batch), capture_output=True, text=True, check=False, timeout=timeout_s
+        )
     except OSError as exc:
         raise SourceError(_no_ssh(exc)) from None
+    except subprocess.TimeoutExpired:  # ssh was killed and waited for
+        raise SourceError(f"{host}: no answer through ssh within {timeout_s:g} s (is the host reachable?)") from None
     why = "" if done.returncode == 0 else failure_line(host, done.returncode, done.stderr)
     return done.returncode, done.stdout, why
 
 
-def remote_pids(host: str) -> list[int]:
+def remote_pids(host: str, *, timeout_s: float | None = None) -> list[int]:
     """The pids of the live agents on ``host`` (of the user ssh logs in as), through ssh.
-    Raises :class:`SourceError` with the one-line reason when they cannot be had."""
-    code, out, why = run_remote(host, ["completion", "--list-targets"])
+    Raises :class:`SourceError` with the one-line reason when they cannot be had (within
+    ``timeout_s``, as :func:`run_remote` bounds it)."""
+    code, out, why = run_remote(host, ["completion", "--list-targets"], timeout_s=timeout_s)
     if code != 0:
         raise SourceError(why)
     return [int(line.split("\t", 1)[0]) for line in out.splitlines() if line.split("\t", 1)[0].isdigit()]
@@ -194,7 +208,6 @@ class SshSource(SocketSource):
         self._batch_hello_timeout_s = hello_timeout_s
         self._ssh: subprocess.Popen[bytes] | None = None
         self._ssh_stderr: IO[bytes] | None = None
-        self._reapers: list[threading.Thread] = []
 
     @property
     def who(self) -> str:
@@ -322,9 +335,9 @@ class SshSource(SocketSource):
             self._ssh_stderr = None
         if process is None or process.poll() is not None:
             return
-        reaper = threading.Thread(target=_reap, args=(process,), name="iket-tui ssh reaper")
-        reaper.start()
-        self._reapers.append(reaper)
+        # A daemon: an ssh slow to end must not hold up this program's exit (up to twice
+        # _EXIT_WAIT_S); ssh ends anyway once its stdin, our end of the pair, is gone with us.
+        threading.Thread(target=_reap, args=(process,), name="iket-tui ssh reaper", daemon=True).start()
 
 
 def _reap(process: subprocess.Popen[bytes]) -> None:
