@@ -11,7 +11,7 @@ from iket_tui.endpoints import EndpointError, NoAgentError, resolve_target
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.merged import FramesTo, ProcessStreams
 from iket_tui.sources.socket import SocketSource
-from iket_tui.sources.ssh import SshSource, remote_pids, remote_target
+from iket_tui.sources.ssh import RemoteTarget, SshSource, remote_pids, remote_target
 
 
 def target_source(target: str, *, start_agent: bool, **options: Any) -> SocketSource:
@@ -34,13 +34,14 @@ def every_agent_on(host: str, *, record_to: Path | None, filters: Mapping[str, A
     if not pids:
         raise SourceError(f"{host}: no live iket-tui agents there (of the user ssh logs in as)")
 
+    remotes = {Path(f"{host}:{pid}"): RemoteTarget(host, pid) for pid in pids}
+
     def reader_of(path: Path, frames_to: FramesTo | None) -> SocketSource:
-        remote = remote_target(str(path))
-        assert remote is not None
-        return SshSource(remote, frames_to=frames_to, filters=filters)
+        # Known by its path, never parsed back from it: a file named so here makes it local.
+        return SshSource(remotes[path], frames_to=frames_to, filters=filters)
 
     return ProcessStreams(
-        [Path(f"{host}:{pid}") for pid in pids],
+        list(remotes),
         record_to=record_to,
         description=f"every agent on {host}",
         reader_of=reader_of,
