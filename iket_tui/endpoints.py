@@ -245,6 +245,11 @@ def list_endpoints(*, clean_stale: bool = True, listening_only: bool = False) ->
     Nothing is listed from a runtime directory that may not be trusted (see
     :func:`runtime_dir_problem`). With ``listening_only``, a socket of a live process that
     nothing listens on is left out too (it is left in place: its process may bind it again).
+
+    Stale sockets come chiefly from children made by ``fork`` that then ``exec`` (``pty.fork``,
+    daemonising code): the agent started in the child at the fork leaves its socket when the
+    exec drops it. Such a socket goes once its ``<pid>-<start time>`` process is gone, a zombie
+    that nobody waited for included; what is not a socket stays, whatever its name.
     """
     if runtime_dir_problem() is not None:
         return []
@@ -258,13 +263,21 @@ def list_endpoints(*, clean_stale: bool = True, listening_only: bool = False) ->
         endpoint = endpoint_of(path)
         if endpoint is None:
             continue
-        if endpoint.alive:
+        if process_alive(endpoint.pid, endpoint.start_time):
             if not listening_only or listening(path):
                 found.append(endpoint)
-        elif clean_stale:
+        elif clean_stale and _is_socket(path):
             with contextlib.suppress(OSError):
                 path.unlink()
     return sorted(found, key=lambda e: e.pid)
+
+
+def _is_socket(path: Path) -> bool:
+    """Whether ``path`` itself (not what a link there names) is a socket."""
+    try:
+        return stat.S_ISSOCK(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def resolve_target(target: str) -> Path:
