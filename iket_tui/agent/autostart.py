@@ -11,9 +11,11 @@ Knobs, all optional:
 - ``IKET_TUI_BACKLOG=<events>``, ``IKET_TUI_QUEUE=<events>``: the backlog and per-client queue
   bounds.
 - ``IKET_TUI_KERNELS=1``: trace kernels (:mod:`iket_tui.agent.kernels`), with
-  ``IKET_TUI_DRAIN_HZ=<rate>`` (default 20), ``IKET_TUI_RING_CHUNKS=<chunks per segment>``
-  (a power of two, at least 16, default 32) and ``IKET_TUI_RING_FILE=<path>`` (drain a ring file written by
-  another process instead of a GPU ring).
+  ``IKET_TUI_DRAIN_HZ=<rate>`` (default 20), ``IKET_TUI_RING_CHUNKS=<units>`` (the ring per warp
+  slot of the device, in 256-byte units of 16 records: a power of two, at least 16; default 32,
+  512 records or 8 KiB; see :mod:`iket_tui.agent.kernel_options`) and
+  ``IKET_TUI_RING_FILE=<path>`` (drain a ring file written by another process instead of a GPU
+  ring).
 - ``IKET_TUI_IR_COMPILES=<compiles>``, ``IKET_TUI_IR_MEMORY=<size>``: how much IR of recent
   compiles the agent holds for ``ir`` requests (:mod:`iket_tui.agent.ir_store`); it holds it only
   while a client is attached, unless ``IKET_TUI_IR=always``.
@@ -64,20 +66,6 @@ def _count(name: str) -> int | None:
     return value
 
 
-def _seconds(name: str) -> float | None:
-    raw = os.environ.pop(name, None)
-    if raw is None or raw == "":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        _warn(f"{name} must be a number of seconds, got {raw!r}; not waiting for a client")
-        return None
-    return value
-
-
 def _reason(exc: ValueError) -> str:
     text = str(exc)
     return text if "must be" in text else "not a number"
@@ -109,12 +97,12 @@ def _kernel_options() -> KernelOptions | None:
 def _autostart() -> None:
     try:
         from iket_tui.agent import start
-        from iket_tui.agent.lifecycle import child_wait_s
+        from iket_tui.agent.lifecycle import child_wait_s, env_seconds
 
         backlog = _count(BACKLOG)
         queue = _count(QUEUE)
         kernels = _kernel_options()
-        wait = _seconds(WAIT_CLIENT)
+        wait = env_seconds(WAIT_CLIENT, keep=False)
         if wait is None:
             wait = child_wait_s()
         agent = start(

@@ -195,8 +195,15 @@ def current() -> Agent | None:
 
 
 def child_wait_s() -> float | None:
-    """:data:`CHILD_WAIT` as seconds; ``None`` when unset, or not a number of seconds (said on stderr)."""
-    raw = os.environ.get(CHILD_WAIT, "")
+    """:data:`CHILD_WAIT` as seconds, left in the environment for every generation; see :func:`env_seconds`."""
+    return env_seconds(CHILD_WAIT, keep=True)
+
+
+def env_seconds(name: str, *, keep: bool) -> float | None:
+    """The environment variable ``name`` as seconds to wait for a first client; ``None`` when
+    unset, or not a number of seconds (said in one line on stderr: the program runs on without
+    waiting). Unless ``keep``, it is removed, so that the processes this one starts do not wait."""
+    raw = os.environ.get(name, "") if keep else os.environ.pop(name, "")
     if raw == "":
         return None
     try:
@@ -204,7 +211,10 @@ def child_wait_s() -> float | None:
     except ValueError:
         value = -1.0
     if not value >= 0:
-        print(f"iket-tui agent: {CHILD_WAIT} must be a number of seconds, got {raw!r}; not waiting", file=sys.stderr)
+        print(
+            f"iket-tui agent: {name} must be a number of seconds, got {raw!r}; not waiting for a client",
+            file=sys.stderr,
+        )
         return None
     return value
 
