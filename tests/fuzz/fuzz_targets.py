@@ -278,13 +278,15 @@ def exports(data: bytes) -> None:
     against Perfetto's protos with every track's slices balanced, nested and in time order and
     as many slices and instants as the exporter counted, or a one-line :class:`ExportError`. Of
     several processes, every compile is in the Chrome trace under a named process and in the
-    Perfetto trace under a process track."""
+    Perfetto trace under a process track. Each of the two is a pass over the input within its
+    own bounds."""
     with within_bounds(len(data)):
         read = _read(data)
         if read is None:
             return
         messages, _ = read
         _exports(messages)
+    with within_bounds(len(data)):
         _exports(_several(messages, data))
 
 
