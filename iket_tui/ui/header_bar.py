@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Static
 
 
@@ -80,11 +81,19 @@ class HeaderBar(Vertical):
         yield Static(id="header-message", markup=False)
 
     def show(self, state: HeaderState) -> None:
-        """Update what changed since the last state shown."""
+        """Update what changed since the last state shown. Before the bar's lines are mounted, or
+        while they are being removed (a tick of the app's clock may come then), nothing is shown
+        and the next call shows the state."""
         old = self.state
         if state == old:
             return
+        try:
+            self._show(old, state)
+        except NoMatches:
+            return
         self.state = state
+
+    def _show(self, old: HeaderState | None, state: HeaderState) -> None:
         if old is None or old.target != state.target:
             self.query_one("#header-target", Static).update(state.target)
         if old is None or old.processes != state.processes:
