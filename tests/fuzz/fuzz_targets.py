@@ -4,7 +4,7 @@ nothing raised.
 On any input each target gets a result or a documented error (one line), loses nothing it was
 given (every byte is a frame, skipped or the cut tail; every message is counted once), and stays
 within bounds: at most :data:`SECONDS_PER_MB` per MB read (plus :data:`SECONDS_FLOOR` whatever the
-size), and a peak resident set that grows by at most :data:`MEMORY_FLOOR` plus
+size) for each pass it makes over its input, and a peak resident set that grows by at most :data:`MEMORY_FLOOR` plus
 :data:`MEMORY_PER_BYTE` per input byte.
 """
 
@@ -45,13 +45,14 @@ _TMP = Path(_TMP_DIR.name)
 
 
 @contextmanager
-def within_bounds(size: int) -> Iterator[None]:
-    """Fail when what runs inside takes more than its time or memory for ``size`` input bytes."""
+def within_bounds(size: int, passes: int = 1) -> Iterator[None]:
+    """Fail when what runs inside takes more than its time or memory for ``size`` input bytes,
+    read ``passes`` times over (every export format is a pass of its own, each read back)."""
     peak = _peak_rss()
     start = time.process_time()  # the work done, whatever else the machine runs meanwhile
     yield
     elapsed = time.process_time() - start
-    allowed = SECONDS_FLOOR + SECONDS_PER_MB * size / 1e6
+    allowed = passes * (SECONDS_FLOOR + SECONDS_PER_MB * size / 1e6)
     assert elapsed <= allowed, f"took {elapsed:.2f} s of CPU for {size:,} bytes (at most {allowed:.2f} s)"
     grew = _peak_rss() - peak
     assert grew <= MEMORY_FLOOR + MEMORY_PER_BYTE * size, f"peak memory grew {grew:,} bytes for {size:,} bytes"
@@ -279,14 +280,15 @@ def exports(data: bytes) -> None:
     as many slices and instants as the exporter counted, or a one-line :class:`ExportError`. Of
     several processes, every compile is in the Chrome trace under a named process and in the
     Perfetto trace under a process track. Each of the two is a pass over the input within its
-    own bounds."""
-    with within_bounds(len(data)):
+    own bounds: the model, then each format written and read back, a pass over the input each."""
+    passes = 2 + len(FORMATS)
+    with within_bounds(len(data), passes):
         read = _read(data)
         if read is None:
             return
         messages, _ = read
         _exports(messages)
-    with within_bounds(len(data)):
+    with within_bounds(len(data), passes):
         _exports(_several(messages, data))
 
 
