@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from iket_tui.demo.sample import sample_recording
-from iket_tui.demo.waiting_launch import WaitingLaunch
+from iket_tui.demo.waiting_launch import FIRST_A, K_STEP, MMA, TILE, TRACED_TABLE, WaitingLaunch
 from iket_tui.model.kernels import KernelMessageError, KernelTimeline
 from iket_tui.model.launches import pair_ranges
 from iket_tui.model.running_kernels import NO_EVENT, WarpProgress, open_lanes, unfinished, warp_ranges
@@ -15,7 +15,6 @@ from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
 from iket_tui.ring.buffer import RingView
 from iket_tui.ring.drain import RingDrain
-from iket_tui.ring.events import EventInfo, ModuleEvents
 from iket_tui.ring.layout import (
     DEFAULT_LAYOUT,
     EVENT_DTYPE,
@@ -32,19 +31,7 @@ from iket_tui.ring.wire import kernel_module, kernel_records
 from iket_tui.sources.reading import read_recording
 
 END = 31
-TILE, FIRST_A, K_STEP, LOAD, MMA = 1, 2, 3, 4, 5
-TABLE = ModuleEvents(
-    1,
-    5,
-    ("traced_gemm_kernel",),
-    (
-        EventInfo(TILE, "tile", "range", "int32"),
-        EventInfo(FIRST_A, "first_a", "mark", "float32"),
-        EventInfo(K_STEP, "k_step", "mark", "uint32"),
-        EventInfo(LOAD, "load", "range"),
-        EventInfo(MMA, "mma", "range"),
-    ),
-)
+TABLE = TRACED_TABLE
 PAYLOAD_TYPE = {TILE: 1, FIRST_A: 3, K_STEP: 2}
 S = 1_000_000_000
 
