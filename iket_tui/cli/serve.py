@@ -13,15 +13,16 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from iket_tui.cli.errors import UsageError, check_writable, say
+from iket_tui.cli.filters import filters_of
 from iket_tui.cli.live import _kernel_env, _report_output
 from iket_tui.cli.signals import watch_signals
-from iket_tui.cli.targets import target_socket
+from iket_tui.cli.targets import target_socket, target_source
 from iket_tui.sources.launch import LaunchedProgram
 from iket_tui.sources.replay import RecordingSource
-from iket_tui.sources.socket import SocketSource
+from iket_tui.sources.ssh import remote_target
 
 if TYPE_CHECKING:
     from iket_tui.cli.browser_server import BrowserServer
@@ -42,7 +43,8 @@ Every browser tab runs its own copy of the UI:
   attach TARGET   serve keeps one connection to the target that records it; each tab attaches
                   to the target (a tab that opens late first gets the agent's backlog of recent
                   events and every open pass), and once the target has exited a new tab replays
-                  the recording.
+                  the recording. TARGET is a pid, a socket path, or HOST:PID (then serve and
+                  each tab reach it through ssh, as `iket-tui attach HOST:PID` does).
   run -- CMD      serve starts CMD with the agent once, and then does as for attach.
 The recording is a temporary file, removed when serve stops, unless --record FILE keeps it.
 Options of replay, attach and run go after the command, as without serve; --port and --host
@@ -52,6 +54,7 @@ EXAMPLES = """\
 examples:
   iket-tui serve replay run.msgpack --port 8000
   iket-tui serve attach 12345
+  iket-tui serve attach gpu-node-3:12345 --passes 'tl.*'
   iket-tui serve --record run.msgpack run -- python my_kernel.py"""
 
 
@@ -160,10 +163,16 @@ def _serve_replay(args: argparse.Namespace, host: str, port: int) -> int:
 def _serve_attach(args: argparse.Namespace, host: str, port: int, record: Path | None) -> int:
     if args.all or len(args.target) != 1:
         raise UsageError(
-            "serve attach shows one TARGET: a pid or a socket path (several processes need `iket-tui attach`)"
+            "serve attach shows one TARGET: a pid, a socket path or HOST:PID (several processes need `iket-tui attach`)"
         )
-    path = target_socket(args.target[0], start_agent=True)
-    target = _Target(path, args, record, host=host, port=port)
+    (named,) = args.target
+    remote = remote_target(named)
+    if remote is not None and remote.pid is None:
+        raise UsageError(
+            f"{named}: serve attach shows one process there: HOST:PID (`iket-tui ls {remote.host}` lists them)"
+        )
+    tab_target = named if remote is not None else str(target_socket(named, start_agent=True))
+    target = _Target(tab_target, args, record, host=host, port=port)
     try:
         _listen(target.server)
     finally:
@@ -198,7 +207,7 @@ def _serve_run(args: argparse.Namespace, host: str, port: int, record: Path | No
             say(f"{command[0]} exited with code {code} before an iket-tui agent started in it")
         _report_output(program, code, show_tail=not stopped)
         return 128 + stopped[0] if stopped else (code or 0)
-    target = _Target(path, args, record, host=host, port=port, program=program)
+    target = _Target(str(path), args, record, host=host, port=port, program=program)
     try:
         _listen(target.server)
     finally:
@@ -212,11 +221,12 @@ def _serve_run(args: argparse.Namespace, host: str, port: int, record: Path | No
 
 class _Target:
     """A live target under serve: one connection of serve's own keeps its recording, so that a
-    tab opened after the target exits replays it; until then each tab attaches."""
+    tab opened after the target exits replays it; until then each tab attaches to ``target``
+    (a socket path here, or ``HOST:PID``: then serve and every tab each reach it through ssh)."""
 
     def __init__(
         self,
-        path: Path,
+        target: str,
         args: argparse.Namespace,
         record: Path | None,
         *,
@@ -233,7 +243,9 @@ class _Target:
         self.recording = record
         self._ui = _ui_options(args)
         self._program = program
-        self.source = SocketSource(path, record_to=record, connect_retry_s=5.0 if program is not None else 0.0)
+        filters = filters_of(args)
+        retry = {"connect_retry_s": 5.0} if program is not None else {}
+        self.source = target_source(target, start_agent=False, record_to=record, filters=filters, **retry)
         try:
             self.source.connect()
         except BaseException:
@@ -241,7 +253,7 @@ class _Target:
             raise
         self.who = self.source.who
         self.server = _make_server(
-            ["attach", str(path), *self._ui],
+            ["attach", target, *self._ui, *_filter_options(filters)],
             host=host,
             port=port,
             title=f"iket-tui {self.source.description}",
@@ -282,6 +294,16 @@ class _Target:
 
 def _ui_options(args: argparse.Namespace) -> list[str]:
     return ["--stuck-after", str(args.stuck_after), "--kernel-stuck-after", str(args.kernel_stuck_after)]
+
+
+def _filter_options(filters: dict[str, Any]) -> list[str]:
+    """The ``--passes`` and ``--depth`` options that ask an agent for ``filters`` again: each tab
+    shows what serve's own connection records, and a tab opened after the target exits replays
+    that recording."""
+    options = [word for glob in filters.get("passes", ()) for word in ("--passes", glob)]
+    if "depth" in filters:
+        options += ["--depth", str(filters["depth"])]
+    return options
 
 
 def _session_command(argv: list[str]) -> str:

@@ -55,8 +55,19 @@ def test_without_textual_serve_it_says_how_to_install_it(
         (("replay", str(EXAMPLE), "--port", "70000"), "argument --port: a port is between 1 and 65535"),
         (("replay", str(EXAMPLE), "--record", "x.msgpack"), "serve replay needs no --record"),
         (("run",), "serve run needs a command"),
+        (("attach", "box:"), "box:: serve attach shows one process there: HOST:PID (`iket-tui ls box` lists them)"),
+        (("attach", "1", "2"), "serve attach shows one TARGET: a pid, a socket path or HOST:PID"),
     ],
-    ids=["no-command", "not-a-ui-command", "missing-file", "bad-port", "record-a-replay", "run-nothing"],
+    ids=[
+        "no-command",
+        "not-a-ui-command",
+        "missing-file",
+        "bad-port",
+        "record-a-replay",
+        "run-nothing",
+        "every-agent-on-a-host",
+        "two-targets",
+    ],
 )
 def test_bad_input_is_one_line(args: tuple[str, ...], expected: str) -> None:
     assert_one_line_error(run_iket("serve", *args), expected)
@@ -126,3 +137,15 @@ def test_the_app_textual_serve_runs_for_a_tab_gets_past_the_terminal_check() -> 
     finally:
         app.kill()
         app.wait()
+
+
+def test_a_tab_asks_the_agent_for_the_filter_serve_records_with() -> None:
+    from iket_tui.cli.filters import filters_of
+    from iket_tui.cli.parser import build_parser
+    from iket_tui.cli.serve import _filter_options
+
+    args = build_parser().parse_args(["attach", "123", "--passes", "tl.*", "--passes", "tir.*", "--depth", "0"])
+    options = _filter_options(filters_of(args))
+    assert options == ["--passes", "tl.*", "--passes", "tir.*", "--depth", "0"]
+    assert filters_of(build_parser().parse_args(["attach", "123", *options])) == filters_of(args)
+    assert _filter_options({}) == []

@@ -13,6 +13,7 @@ import importlib.util
 import os
 import pty
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -207,6 +208,62 @@ def test_attach_host_colon_watches_every_agent_there_in_one_tree(sshd: Sshd, tmp
     ends = [msg for msg in msgs if msg["type"] == m.COMPILE_END]
     assert len(ends) == 2 and all(end["ok"] for end in ends)
     assert {msg["pid"] for msg in msgs if msg["type"] == m.PROCESS} == pids  # each stream told apart
+
+
+@pytest.mark.tilelang  # skipped, saying why, without the tilelang extra (tests/conftest.py)
+def test_serve_attach_host_pid_records_the_remote_compile_with_its_filter(sshd: Sshd, tmp_path: Path) -> None:
+    """serve keeps its own ssh bridge to the remote target, asking the agent for the filter the
+    tabs ask for, and once the target exits a new tab replays what it recorded."""
+    pytest.importorskip("textual_serve")
+    out = tmp_path / "served.msgpack"
+    log = tmp_path / "serve.log"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    target = OnCue()
+    try:
+        with open(log, "w") as said:
+            serve = subprocess.Popen(
+                cli.iket_command(
+                    "serve",
+                    "--port",
+                    str(port),
+                    "--record",
+                    str(out),
+                    "attach",
+                    f"box:{target.pid}",
+                    "--passes",
+                    "tl.*",
+                ),
+                stdout=said,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        try:
+            cli.wait_until(lambda: "Ctrl-C stops" in log.read_text() or serve.poll() is not None)
+            assert serve.poll() is None, log.read_text()
+            cli.wait_until(lambda: m.SYNC in _types(out))
+            target.go()
+            target.finish()
+            cli.wait_until(lambda: "a new tab replays the recording" in log.read_text())
+            serve.send_signal(signal.SIGINT)
+            assert serve.wait(timeout=TIMEOUT_S) == 0, log.read_text()
+        finally:
+            if serve.poll() is None:
+                serve.kill()
+                serve.wait()
+    finally:
+        target.kill()
+    text = log.read_text()
+    cli.assert_no_traceback(text)
+    assert f"each browser tab attaches to box:{target.pid}" in text
+    assert f"box:{target.pid} exited; tabs open now keep their view" in text
+    msgs, info = read_recording(out)
+    assert info.ended
+    names = {msg["name"] for msg in msgs if msg["type"] == m.PASS_END}
+    assert "tl.LayoutInference" in names and all(name.startswith("tl.") for name in names)
+    (bye,) = [msg for msg in msgs if msg["type"] == m.BYE]
+    assert bye["filtered"] > 0  # the passes left out are counted by the agent, not dropped here
 
 
 @pytest.mark.tilelang  # skipped, saying why, without the tilelang extra (tests/conftest.py)
