@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, NoReturn, TextIO
 
+from iket_tui.durations import duration
+
 DEFAULT_SEQUENCE = (
     "vector_add",
     "gemm",
@@ -213,7 +215,7 @@ def run(settings: DemoSettings, out: TextIO, stop: StopRequest | None = None) ->
             print("demo: stopped by Ctrl-C", file=out, flush=True)
             return EXIT_INTERRUPTED
         print(f"{stage} {name}: {kernels.KERNELS[name].summary}", file=out, flush=True)
-        started = time.monotonic()
+        started = time.monotonic_ns()
         compiled = None
         try:
             if lower_only:
@@ -221,9 +223,9 @@ def run(settings: DemoSettings, out: TextIO, stop: StopRequest | None = None) ->
             else:
                 compiled = kernels.compiled_kernel(name, slow_seconds=settings.slow_seconds)
         except Exception as error:
-            outcome = f"failed {name} after {time.monotonic() - started:.2f} s: {one_line(error)}"
+            outcome = f"failed {name} after {duration(time.monotonic_ns() - started)}: {one_line(error)}"
         else:
-            outcome = f"ok {name} in {time.monotonic() - started:.2f} s"
+            outcome = f"ok {name} in {duration(time.monotonic_ns() - started)}"
         print(outcome, file=out, flush=True)
         if compiled is not None and gpu is not None and kernels.KERNELS[name].traced:
             _launch(kernels, name, compiled, settings.launches, out)
@@ -231,14 +233,14 @@ def run(settings: DemoSettings, out: TextIO, stop: StopRequest | None = None) ->
 
 
 def _launch(kernels: Any, name: str, compiled: Any, launches: int, out: TextIO) -> None:
-    started = time.monotonic()
+    started = time.monotonic_ns()
     try:
         error = kernels.run_gemm(compiled, launches)
     except Exception as exc:
         print(f"failed to run {name}: {one_line(exc)}", file=out, flush=True)
         return
-    took = time.monotonic() - started
-    print(f"ran {name} {launches} times in {took:.2f} s, max relative error {error:.1e}", file=out, flush=True)
+    took = time.monotonic_ns() - started
+    print(f"ran {name} {launches} times in {duration(took)}, max relative error {error:.1e}", file=out, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,6 +34,8 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
+from iket_tui.durations import duration
+
 TARGET = "llvm"
 """What every demo compile is for: this machine's CPU."""
 
@@ -211,13 +213,17 @@ def run(settings: Settings, out: Any) -> int:
             time.sleep(settings.pause)
         demo = COMPILES[name]
         print(f"compiling {name}: {demo.summary}", file=out, flush=True)
-        started = time.monotonic()
+        started = time.monotonic_ns()
         try:
             built = demo.compile(settings.slow_seconds)
         except Exception as error:
-            print(f"failed {name} after {time.monotonic() - started:.2f} s: {one_line(error)}", file=out, flush=True)
+            print(
+                f"failed {name} after {duration(time.monotonic_ns() - started)}: {one_line(error)}",
+                file=out,
+                flush=True,
+            )
             continue
-        outcome = f"ok {name} in {time.monotonic() - started:.2f} s"
+        outcome = f"ok {name} in {duration(time.monotonic_ns() - started)}"
         if demo.check is not None:
             outcome += f", ran it: max error {demo.check(built):.1e}"
         print(outcome, file=out, flush=True)
