@@ -30,7 +30,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -120,26 +120,38 @@ def write_files(files: Iterable[tuple[Path, bytes]]) -> None:
     for path, _ in files:
         check_file(path)
     for path, data in files:
-        if path == STDOUT:
-            write_all(_STDOUT_FD, data)
-            continue
+        with writing(path) as fd:
+            write_all(fd, data)
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[int]:
+    """A descriptor to write the whole content of ``path`` into, by the module's rules: on
+    leaving the block without an exception the destination holds exactly what was written;
+    after an exception a regular file's destination is left as it was. The descriptor is closed
+    on the way out."""
+    path = Path(path)
+    check_file(path)
+    private: Path | None = None
+    if path == STDOUT:
+        fd = os.dup(_STDOUT_FD)
+    else:
         st = _lstat(path)
         if st is not None and _in_place(st):
             fd = os.open(path, _IN_PLACE)
-            try:
-                write_all(fd, data)
-            finally:
-                os.close(fd)
-            continue
-        fd, private = _create_beside(path, st)
-        try:
-            write_all(fd, data)
+        else:
+            fd, private = _create_beside(path, st)
+    try:
+        yield fd
+        if private is not None:
             os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            _remove(private)
-            raise
+    except BaseException:
         os.close(fd)
+        if private is not None:
+            _remove(private)
+        raise
+    os.close(fd)
+    if private is not None:
         _publish(private, path)
 
 
