@@ -159,8 +159,8 @@ __device__ __forceinline__ void count_warp(bool first, unsigned long long addres
 // An event finds its slot from `off`, the next slot's byte offset in the segment, added to the
 // slab and then moved on by 16 and wrapped with a mask: not from `pos` (`slab + 16 * (pos & mask)`,
 // as the warp's own records do). The position stays for the stamp. One register more, but on
-// the H200 k-step GEMM the offset measured 1.098 against 1.127 for the position (the same ring,
-// in one run: benchmarks/gpu_ring_variants.py, `off32`; docs/ring.md says what else was tried).
+// the H200 k-step GEMM the offset costs less than the position (the same ring, in one run:
+// benchmarks/gpu_ring_variants.py, `off32`; docs/ring.md gives the figures and what else was tried).
 struct Warp {
   unsigned long long slab;  // the segment's first record
   unsigned pos;             // the next record's position in the segment

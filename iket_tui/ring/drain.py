@@ -264,7 +264,7 @@ class RingDrain:
         low = records.view(np.uint8).reshape(n, cap, 16)[..., 0]  # a word's low byte: 0 for own records
         # The stamps checked and the own records found a few segments at a time: where the
         # records are the copy the stamps came from (a GPU ring's mirror), the second reads what
-        # the first brought into the cache (on the H200's host, 5.4 ns a record for both, not 6.7).
+        # the first brought into the cache (cheaper than two whole passes: docs/benchmark-log.md).
         for at in range(0, n, _BLOCK_SEGMENTS):
             block = slice(at, at + _BLOCK_SEGMENTS)
             np.equal(stamped[block], expected[block], out=ok[block])
