@@ -71,6 +71,7 @@ def check_file(path: Path) -> None:
         if not os.access(path, os.W_OK):
             raise OutputError(f"{path}: permission denied")
         if _in_place(st):
+            _check_in_place(path, st)
             return
     directory = path.parent
     _check_directory(directory, missing=f"{path}: no such directory {directory}")
@@ -138,7 +139,7 @@ def writing(path: Path) -> Iterator[int]:
     else:
         st = _lstat(path)
         if st is not None and _in_place(st):
-            fd = os.open(path, _IN_PLACE)
+            fd = _open_in_place(path)
         else:
             fd, private = _create_beside(path, st)
     try:
@@ -169,7 +170,7 @@ def create_growing(path: Path, head: bytes) -> int:
     check_file(path)
     st = None if path == STDOUT else _lstat(path)
     if path == STDOUT or (st is not None and _in_place(st)):
-        fd = os.dup(_STDOUT_FD) if path == STDOUT else os.open(path, _IN_PLACE)
+        fd = os.dup(_STDOUT_FD) if path == STDOUT else _open_in_place(path)
         try:
             write_all(fd, head)
         except BaseException:
@@ -247,6 +248,43 @@ def _link_target(path: Path) -> str:
 
 def _in_place(st: os.stat_result) -> bool:
     return stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)
+
+
+def _check_in_place(path: Path, st: os.stat_result) -> None:
+    """A FIFO or device written in place must be this user's or root's: another user's FIFO
+    planted at the name would hand them what is written (the kernel's ``protected_fifos``
+    guards only opens that create)."""
+    if not _trusted(st.st_uid):
+        what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device"
+        raise OutputError(
+            f"{path}: {what} of uid {st.st_uid}, not of this user (uid {os.geteuid()}): "
+            "iket-tui does not write into another user's; remove it or name another file"
+        )
+
+
+def _open_in_place(path: Path) -> int:
+    """Open a FIFO or device for writing where it stands, checked again once open (the name
+    may have been swapped since :func:`check_file`). A FIFO is opened without waiting: one
+    that nobody reads is refused in one line rather than hanging the command; writes then
+    block as usual."""
+    try:
+        fd = os.open(path, _IN_PLACE | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OutputError(f"{path}: a FIFO that nobody reads: start its reader first") from None
+        if exc.errno == errno.ELOOP:
+            raise OutputError(f"{path}: is a symbolic link: iket-tui does not write through links") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not _in_place(st):
+            raise OutputError(f"{path}: changed while it was opened: name it again")
+        _check_in_place(path, st)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _trusted(uid: int) -> bool:

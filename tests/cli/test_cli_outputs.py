@@ -4,12 +4,15 @@ file replaced whole; each refusal is one line and exit code 2, before any work."
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import FakeAgent, assert_one_line_error, failed_compile_recording, run_iket
+from cli_helpers import FakeAgent, assert_one_line_error, failed_compile_recording, iket_command, run_iket
 
 from iket_tui.sources.reading import read_recording
 
@@ -153,3 +156,64 @@ def test_a_device_is_written_in_place(recording: Path) -> None:
     result = run_iket("export", str(recording), "-o", "/dev/null")
     assert (result.returncode, result.stderr) == (0, "iket-tui: wrote 2 events to /dev/null\n")
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@needs_root
+@pytest.mark.parametrize("command", ["export", "record"])
+def test_another_users_fifo_at_the_name_is_refused_and_gets_nothing(
+    command: str, recording: Path, tmp_path: Path
+) -> None:
+    """A FIFO someone else planted (in a shared, sticky directory) would hand them what is
+    written: refused like their link would be, and nothing is written into it."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    fifo = shared / "out.json"
+    os.mkfifo(fifo, 0o666)
+    os.chown(fifo, OTHER_UID, OTHER_UID)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader waiting, as the planter's would
+    try:
+        if command == "export":
+            result = run_iket("export", str(recording), "-o", str(fifo))
+        else:
+            with FakeAgent("normal") as agent:
+                result = run_iket("record", str(agent.pid), "-o", str(fifo), timeout=30)
+        assert_one_line_error(result, f"{fifo}: a FIFO of uid {OTHER_UID}, not of this user (uid 0)")
+        assert os.read(reader, 1 << 16) == b""  # nothing came: no writer, nothing written
+    finally:
+        os.close(reader)
+
+
+def test_a_fifo_that_nobody_reads_is_refused_at_once(recording: Path, tmp_path: Path) -> None:
+    """Opening a FIFO for writing waits for a reader: the command says so rather than hanging."""
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    result = run_iket("export", str(recording), "-o", str(fifo), timeout=30)
+    assert_one_line_error(result, f"{fifo}: a FIFO that nobody reads: start its reader first")
+
+
+def test_a_fifo_with_its_reader_gets_the_whole_export(recording: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # there before the export opens it
+    got = bytearray()
+    try:
+        export = subprocess.Popen(
+            iket_command("export", str(recording), "-o", str(fifo)), stderr=subprocess.PIPE, text=True
+        )
+        while True:
+            try:
+                chunk = os.read(reader, 1 << 16)
+            except BlockingIOError:
+                chunk = None
+            if chunk:
+                got.extend(chunk)
+            elif export.poll() is not None:
+                break
+            else:
+                time.sleep(0.01)
+        _, stderr = export.communicate(timeout=30)
+    finally:
+        os.close(reader)
+    assert export.returncode == 0, stderr
+    assert json.loads(got)["traceEvents"]
