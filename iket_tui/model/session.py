@@ -212,7 +212,7 @@ class Session:
         rank = msg.get("rank")
         process = self.tree.current
         if process.seen_hello:
-            process.counters.reconnections += 1  # the agent again, after a gap (docs/protocol.md "Reconnecting")
+            process.counters.reconnected()  # the agent again, after a gap (docs/protocol.md "Reconnecting")
         process.exit_reason = None
         process.pid = pid
         process.argv = argv
@@ -267,7 +267,9 @@ class Session:
         self._session_messages += 1
 
     def _checkpoint(self, msg: dict[str, Any]) -> None:
-        self.tree.current.counters.saw_dropped(int_field(msg["dropped"]))
+        dropped = int_field(msg["dropped"])
+        if len(self.tree.processes) == 1:  # of several, the recorder's count is their sum
+            self.tree.current.counters.saw_dropped_in_all(dropped)
         self._session_messages += 1
 
     def _bye(self, msg: dict[str, Any]) -> None:

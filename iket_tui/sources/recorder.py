@@ -70,6 +70,9 @@ class RecordingWriter:
         self.path = Path(path)
         self.messages = 0
         self.dropped = 0
+        """Events the agents reported dropped, summed over the processes and their connections."""
+        self._process: int | None = None  # whose messages are being written
+        self._reported: dict[int | None, int] = {}  # by process: its connection's running total
         self.size = 0
         self.stopped: str | None = None
         self._last_t_ns = 0
@@ -205,11 +208,19 @@ class RecordingWriter:
         if not isinstance(msg, dict):
             return
         kind = msg.get("type")
+        if kind == m.PROCESS or (kind == m.HELLO and msg.get("role", "agent") == "agent"):
+            pid = msg.get("pid")
+            self._process = pid if type(pid) is int else None
+            if kind == m.HELLO:  # a new connection: its running totals start again from 0
+                self._reported[self._process] = 0
+            return
         key = "total" if kind == m.DROPPED else "dropped" if kind in (m.HEARTBEAT, m.BYE) else None
         if key is not None:
             total = msg.get(key)
-            if isinstance(total, int) and total > self.dropped:
-                self.dropped = total
+            before = self._reported.get(self._process, 0)
+            if type(total) is int and total > before:
+                self.dropped += total - before
+                self._reported[self._process] = total
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)

@@ -70,6 +70,32 @@ def test_drops_reported_by_the_agent_reach_checkpoints_and_end(tmp_path: Path) -
     assert msgs[-1]["dropped"] == 4
 
 
+def test_drops_of_every_connection_and_every_process_add_up(tmp_path: Path) -> None:
+    """Each connection reports a running total of its own: an agent that came back (a second
+    hello of the same process) starts again from 0, and another process counts apart."""
+    path = tmp_path / "r.msgpack"
+
+    def hello(pid: int) -> m.Message:
+        return m.hello(role="agent", pid=pid, start_time=7, software_version="x", capabilities=[], t_ns=1_000)
+
+    sent = [
+        hello(42),
+        m.dropped(t_ns=2_000, count=30, total=30),
+        m.bye(t_ns=3_000, produced=40, dropped=30, reason="stopped"),
+        hello(42),  # the agent again, on a new connection
+        m.dropped(t_ns=4_000, count=20, total=20),
+        m.process(pid=43, start_time=8),
+        hello(43),
+        m.heartbeat(t_ns=5_000, produced=9, dropped=5, open_passes=0),
+        m.process(pid=42, start_time=7),
+        m.heartbeat(t_ns=6_000, produced=90, dropped=20, open_passes=0),
+    ]
+    _write(path, sent, checkpoint_every=1)
+    msgs, _ = read_recording(path)
+    assert [c["dropped"] for c in msgs if c["type"] == m.CHECKPOINT] == [0, 30, 30, 30, 50, 50, 50, 55, 55, 55]
+    assert msgs[-1]["dropped"] == 55
+
+
 def test_a_recording_never_closed_reads_fully_and_says_it_has_no_end(tmp_path: Path) -> None:
     path = tmp_path / "r.msgpack"
     sent = _stream(4)
