@@ -9,31 +9,34 @@ from iket_tui.cli.errors import UsageError, say
 from iket_tui.cli.targets import target_source
 from iket_tui.durations import duration
 from iket_tui.endpoints import list_endpoints, process_argv, runtime_dir, runtime_dir_problem, uptime_seconds
-from iket_tui.sources.ssh import RemoteTarget, remote_target
+from iket_tui.sources.ssh import NATIVE_HEADING, RemoteTarget, remote_target
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
     """Print the Python stacks of every thread of a target (and with ``--native`` its native
     stacks, through py-spy), to see where a compile hangs."""
-    from iket_tui.sources.stacks import fetch_stacks, native_stacks, stack_lines
+    from iket_tui.sources.stacks import NativeStacks, fetch_stacks, fetch_stacks_and_native, stack_lines
 
     remote = remote_target(args.target)
     if remote is not None and remote.pid is not None and args.native:
         return _stacks_there(args, remote)  # py-spy must run on the target's machine
     source = target_source(args.target, start_agent=args.start_agent)
+    native: NativeStacks | None = None
     try:
-        hello = source.connect()
-        response = fetch_stacks(source, timeout_s=args.timeout)
+        source.connect()
+        if args.native:  # read by the source, of the process it verified it is connected to
+            response, native = fetch_stacks_and_native(source, timeout_s=args.timeout)
+        else:
+            response = fetch_stacks(source, timeout_s=args.timeout)
     finally:
         source.close_and_wait("done")
     print(f"{source.description}: Python stacks")
     print("\n".join(stack_lines(response, include_agent=args.all)).rstrip())
-    if not args.native:
+    if native is None:
         return 0
-    native = native_stacks(int(hello["pid"]))
     if native.text is None:
         raise UsageError(str(native.why))
-    print(f"\n{source.description}: native stacks (py-spy)")
+    print(f"\n{source.description}{NATIVE_HEADING}")
     print(native.text.rstrip())
     return 0
 
@@ -78,10 +81,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def _stacks_there(args: argparse.Namespace, remote: RemoteTarget) -> int:
     """``stacks --native`` of a pid on another machine: the command run there, through ssh."""
-    from iket_tui.sources.ssh import run_remote
+    from iket_tui.sources.ssh import stacks_there
 
-    flags = ["--native", "--timeout", f"{args.timeout:g}", *(["--all"] if args.all else [])]
-    code, out, why = run_remote(remote.host, ["stacks", str(remote.pid), *flags], work_s=args.timeout)
+    code, out, why = stacks_there(remote, timeout_s=args.timeout, include_agent=args.all)
     if code != 0:
         raise UsageError(why)
     sys.stdout.write(out)

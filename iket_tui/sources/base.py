@@ -58,7 +58,8 @@ class EventSource(Protocol):
     def close(self) -> None: ...
 
     def request(self, what: str, *, timeout_s: float, **fields: object) -> int:
-        """Ask the target for ``what`` (``messages.WHAT_*``, with its fields); returns the request
+        """Ask the target for ``what`` (``messages.WHAT_*``, with its fields, or
+        :data:`NATIVE_STACKS`, which the source answers itself); returns the request
         id. Exactly one :class:`Answer` for it arrives in a later batch, within ``timeout_s``.
         Raises :class:`SourceError` (one line) when this source cannot be asked at all: a
         recording, or a connection that already ended. May be called from any thread."""
@@ -88,3 +89,9 @@ class SourceError(Exception):
 
 NOT_LIVE = "a recording cannot be asked: this needs a live target"
 """Why a source that is not a live target refuses :meth:`EventSource.request`."""
+
+NATIVE_STACKS = "native_stacks"
+"""A request a live source answers itself, never sending it to the agent: the native stacks of
+the process it is connected to, read by py-spy where that process runs (its ``response`` has
+``ok``, ``pid``, ``target``, the process in the user's words, and ``text``, py-spy's dump). Only
+the process the source verified is read, never a pid given to it."""

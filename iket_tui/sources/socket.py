@@ -14,6 +14,11 @@ process, or hanging up without a bye) is reconnected to at the same socket for a
 new connection takes the stream up where the old one left it (nothing twice), and the gap is
 shown in the batches' notes and counted (:attr:`SocketSource.reconnections`; the events of
 the gap that the agent no longer held, as its ``sync``'s ``backlog_lost``).
+
+One request the source answers itself: :data:`~iket_tui.sources.base.NATIVE_STACKS`, py-spy's
+dump of the process the source is connected to, read on a thread of its own (never the app's,
+and never holding up the stream) and only where the kernel says that process serves the socket
+on this machine; the answer joins the stream's batches as the agent's answers do.
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ from iket_tui.endpoints import (
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import MessageDecoder, ProtocolError, check_hello, decode_body, encode_message
 from iket_tui.protocol.frames import FrameError
-from iket_tui.sources.base import Answer, SourceBatch, SourceError, SourceState
+from iket_tui.sources.base import NATIVE_STACKS, Answer, SourceBatch, SourceError, SourceState
+from iket_tui.sources.py_spy import NativeStacks, native_stacks
 from iket_tui.sources.recorder import RecordingStopped, RecordingWriter
 
 _RECV_SIZE = 256 * 1024
@@ -73,6 +79,9 @@ class SocketSource:
     ends, :attr:`error` holds the one-line failure (``None`` when it ended normally) and
     :attr:`end_reason` says why it ended.
     """
+
+    native_margin_s = 5.0
+    """How long past its own timeout the source waits for py-spy's answer before calling it overdue."""
 
     def __init__(
         self,
@@ -102,6 +111,7 @@ class SocketSource:
         self._hello_timeout_s = hello_timeout_s
         self._reconnect_s = reconnect_s
         self._resumable = False  # a local agent that takes a stream up again: worth reconnecting to
+        self._served_here = False  # the kernel says the process of the hello serves the connection
         self._produced_seen: int | None = None  # the agent's events this client has or knows lost
         self._unknown_before = 0  # unknown messages of earlier connections
         self._gap_started: float | None = None  # when the agent went away, until its sync is back
@@ -126,6 +136,7 @@ class SocketSource:
         self._send_lock = threading.Lock()
         self._asked: dict[int, tuple[float, float]] = {}  # request id -> (deadline, timeout), under _send_lock
         self._answers: list[Answer] = []  # settled requests not yet handed out; the reader's thread only
+        self._answered_aside: list[Answer] = []  # answers of the source's own, under _send_lock, to settle
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -157,7 +168,7 @@ class SocketSource:
     def _connect(self) -> m.Message:
         sock = self._open_socket()
         hello = self._greet(sock)
-        self._resumable = CAP_RESUME in (hello.get("caps") or ()) and self._served_by_agent(sock, hello)
+        self._resumable = CAP_RESUME in (hello.get("caps") or ()) and self._served_here
         self.agent_hello = hello
         self.description = self._describe(hello)
         if self.record_to is not None:
@@ -169,16 +180,14 @@ class SocketSource:
     def request(self, what: str, *, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, **fields: object) -> int:
         """Ask the agent for ``what`` (``messages.WHAT_*``, with its fields); the
         :class:`~iket_tui.sources.base.Answer` comes in a batch of :meth:`batches` within
-        ``timeout_s``. Raises :class:`SourceError` when not connected or the write fails."""
+        ``timeout_s``. Raises :class:`SourceError` when not connected or the write fails.
+
+        :data:`~iket_tui.sources.base.NATIVE_STACKS` is not sent: the source answers it itself."""
+        if what == NATIVE_STACKS:
+            return self._read_native(timeout_s)
         with self._send_lock:
-            sock = self._sock
-            if sock is None or self.agent_hello is None:
-                raise SourceError(f"not connected to {self.who}")
-            if self._closed or self._finished or self._bye is not None or sock.fileno() < 0:
-                raise SourceError(f"{self.who} is no longer connected (the target exited, or the stream ended)")
-            request_id = self._next_request
-            self._next_request += 1
-            self._asked[request_id] = (time.monotonic() + timeout_s, timeout_s)
+            sock = self._asking_socket()
+            request_id = self._new_request(timeout_s, timeout_s)
             try:
                 sock.sendall(encode_message(m.request(id=request_id, what=what, **fields)))
             except OSError as exc:
@@ -187,6 +196,75 @@ class SocketSource:
         with contextlib.suppress(OSError):
             self._wake_w.send(b"r")  # the reader's wait now has a deadline to keep
         return request_id
+
+    def _asking_socket(self) -> socket.socket:
+        """The connection a request may go out on (under ``_send_lock``); :class:`SourceError` when none."""
+        sock = self._sock
+        if sock is None or self.agent_hello is None:
+            raise SourceError(f"not connected to {self.who}")
+        if self._closed or self._finished or self._bye is not None or sock.fileno() < 0:
+            raise SourceError(f"{self.who} is no longer connected (the target exited, or the stream ended)")
+        return sock
+
+    def _new_request(self, wait_s: float, timeout_s: float) -> int:
+        """A new request's id, overdue after ``wait_s`` (said as ``timeout_s``); under ``_send_lock``."""
+        request_id = self._next_request
+        self._next_request += 1
+        self._asked[request_id] = (time.monotonic() + wait_s, timeout_s)
+        return request_id
+
+    def _read_native(self, timeout_s: float) -> int:
+        """Start reading the native stacks of the connected process off the reader's thread;
+        returns the request id whose answer joins a later batch."""
+        with self._send_lock:
+            self._asking_socket()
+            hello = self.agent_hello
+            assert hello is not None
+            request_id = self._new_request(timeout_s + self.native_margin_s, timeout_s)
+        threading.Thread(
+            target=self._answer_native,
+            args=(request_id, hello, timeout_s),
+            name=f"iket-tui native stacks of {self.who}",
+            daemon=True,
+        ).start()
+        return request_id
+
+    def _answer_native(self, request_id: int, hello: m.Message, timeout_s: float) -> None:
+        found = self._native_stacks(hello, timeout_s)
+        if found.text is None:
+            answer = Answer(request_id, error=found.why or "no native stacks")
+        else:
+            response = {
+                "type": m.RESPONSE,
+                "id": request_id,
+                "ok": True,
+                "what": NATIVE_STACKS,
+                "pid": hello["pid"],
+                "target": self.who,
+                "text": found.text,
+            }
+            answer = Answer(request_id, response=response)
+        with self._send_lock:
+            self._answered_aside.append(answer)
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"r")  # the reader hands the answer out in its next batch
+
+    def _native_stacks(self, hello: m.Message, timeout_s: float) -> NativeStacks:
+        """py-spy's dump of the process whose hello this is, when it serves the connection on
+        this machine and still runs (not another process that took its pid meanwhile)."""
+        pid, start = hello["pid"], hello["start_time"]
+        if not self._served_here:
+            return NativeStacks(
+                None,
+                f"native stacks are read on the target's machine, and pid {pid} does not serve {self.path}"
+                " here (a forwarded socket?)",
+            )
+        if not process_alive(pid, start):
+            return NativeStacks(None, f"pid {pid} has exited")
+        found = native_stacks(pid, timeout_s)
+        if found.text is not None and not process_alive(pid, start):
+            return NativeStacks(None, f"pid {pid} exited while py-spy read it")
+        return found
 
     def batches(self) -> Iterator[SourceBatch]:
         with self._lock:
@@ -274,6 +352,7 @@ class SocketSource:
             raise _GoneWhileGreeting(f"{self.path}: connection lost while greeting the agent ({_why(exc)})") from None
         hello = self._check_hello(self._read_hello(sock))
         self._check_identity(sock, hello)
+        self._served_here = self._served_by_agent(sock, hello)
         return hello
 
     def _read_hello(self, sock: socket.socket) -> bytes:
@@ -670,7 +749,15 @@ class SocketSource:
         with self._send_lock:
             return min((deadline for deadline, _ in self._asked.values()), default=None)
 
+    def _settle_aside(self) -> None:
+        """Settle the requests the source answered itself since the last look."""
+        with self._send_lock:
+            answered, self._answered_aside = self._answered_aside, []
+        for answer in answered:
+            self._settle(answer.request_id, response=answer.response, error=answer.error)
+
     def _settle_overdue(self) -> None:
+        self._settle_aside()
         now = time.monotonic()
         with self._send_lock:
             overdue = [(rid, timeout) for rid, (deadline, timeout) in self._asked.items() if deadline <= now]
@@ -678,6 +765,7 @@ class SocketSource:
             self._settle(request_id, error=f"no answer within {timeout:g} s (is the target still running the agent?)")
 
     def _settle_all(self, error: str) -> None:
+        self._settle_aside()
         with self._send_lock:
             asked = list(self._asked)
         for request_id in asked:

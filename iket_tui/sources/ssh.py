@@ -31,6 +31,7 @@ from typing import IO, Any
 from iket_tui import __version__
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceBatch, SourceError
+from iket_tui.sources.py_spy import NativeStacks
 from iket_tui.sources.socket import SocketSource, _GoneWhileGreeting
 
 SSH_VARIABLE = "IKET_TUI_SSH"
@@ -112,21 +113,30 @@ def ssh_command(host: str, remote: list[str], *, batch: bool) -> list[str]:
 
 
 def run_remote(
-    host: str, remote: list[str], *, timeout_s: float | None = None, work_s: float = 0.0
+    host: str, remote: list[str], *, timeout_s: float | None = None, work_s: float = 0.0, batch: bool | None = None
 ) -> tuple[int, str, str]:
     """Run iket-tui on ``host`` with ``remote`` arguments to its end: exit code, stdout, and the
     one line saying why it failed ("" when it did not). Raises :class:`SourceError` without ssh,
     and when it has not ended within ``timeout_s`` (by default :data:`DEFAULT_HELLO_TIMEOUT_S`,
     or :data:`PROMPT_HELLO_TIMEOUT_S` where ssh may ask at the terminal first) plus ``work_s``,
     what the remote command may take itself: a host that swallows the connection would
-    otherwise hang ``ls HOST`` and ``attach HOST:`` for good."""
-    batch = not sys.stdin.isatty()
+    otherwise hang ``ls HOST`` and ``attach HOST:`` for good. ``batch`` (by default, where
+    standard input is no terminal) never prompts and leaves the terminal and standard input
+    alone: what a request made while the UI owns the terminal needs."""
+    if batch is None:
+        batch = not sys.stdin.isatty()
     if timeout_s is None:
         timeout_s = DEFAULT_HELLO_TIMEOUT_S if batch else PROMPT_HELLO_TIMEOUT_S
     timeout_s += work_s
     try:
         done = subprocess.run(
-            ssh_command(host, remote, batch=batch), capture_output=True, text=True, check=False, timeout=timeout_s
+            ssh_command(host, remote, batch=batch),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL if batch else None,
+            start_new_session=batch,
         )
     except OSError as exc:
         raise SourceError(_no_ssh(exc)) from None
@@ -134,6 +144,34 @@ def run_remote(
         raise SourceError(f"{host}: no answer through ssh within {timeout_s:g} s (is the host reachable?)") from None
     why = "" if done.returncode == 0 else failure_line(host, done.returncode, done.stderr)
     return done.returncode, done.stdout, why
+
+
+NATIVE_HEADING = ": native stacks (py-spy)"
+"""What ends the line above the native stacks in ``iket-tui stacks --native``'s output."""
+
+
+def stacks_there(
+    target: RemoteTarget, *, timeout_s: float, include_agent: bool = False, batch: bool | None = None
+) -> tuple[int, str, str]:
+    """``iket-tui stacks PID --native`` run on the target's machine through ssh, as
+    :func:`run_remote` runs it: py-spy must run where the process runs."""
+    flags = ["--native", "--timeout", f"{timeout_s:g}", *(["--all"] if include_agent else [])]
+    return run_remote(target.host, ["stacks", str(target.pid), *flags], work_s=timeout_s, batch=batch)
+
+
+def native_stacks_there(target: RemoteTarget, timeout_s: float) -> NativeStacks:
+    """The native stacks of a process on another machine, from :func:`stacks_there` run in
+    batch mode (never prompting), or why there are none in one line."""
+    try:
+        code, out, why = stacks_there(target, timeout_s=timeout_s, batch=True)
+    except SourceError as exc:
+        return NativeStacks(None, str(exc))
+    if code != 0:
+        return NativeStacks(None, why)
+    _, heading, native = out.partition(NATIVE_HEADING + "\n")
+    if not heading:
+        return NativeStacks(None, f"{target}: the remote iket-tui printed no native stacks")
+    return NativeStacks(native, None)
 
 
 def remote_pids(host: str, *, timeout_s: float | None = None) -> list[int]:
@@ -180,6 +218,9 @@ class SshSource(SocketSource):
     process still runs (:data:`EXIT_AGENT_AWAY`). Reconnecting never prompts: ssh runs in batch
     mode there, and the remote bridge waits a moment for the agent itself.
     """
+
+    native_margin_s = DEFAULT_HELLO_TIMEOUT_S + 5.0
+    """ssh logs in (in batch mode) before py-spy runs over there."""
 
     def __init__(
         self,
@@ -282,6 +323,10 @@ class SshSource(SocketSource):
 
     def _served_by_agent(self, sock: socket.socket, hello: m.Message) -> bool:
         return True  # the bridge checked, over there, that the process named serves the socket
+
+    def _native_stacks(self, hello: m.Message, timeout_s: float) -> NativeStacks:
+        """py-spy's dump of the remote process, run on its machine through ssh."""
+        return native_stacks_there(self.target, timeout_s)
 
     def _still_runs(self, pid: int, start_time: int) -> bool:
         """Whether the remote process still runs, as the last bridge said by its exit code."""

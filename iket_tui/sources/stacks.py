@@ -1,31 +1,46 @@
-"""Stacks of a live target: its Python stacks fetched through the agent, and its native stacks
-through py-spy where it is installed and may trace the target.
-
-A thread stopped inside a C++ pass shows the Python frames that called into it; the native
-stack (py-spy ``--native``) shows the C++ frames too, which is what tells one pass's loop from
-another's.
-"""
+"""Stacks of a live target: its Python stacks fetched through the agent, and how they read as
+text. Its native stacks come from py-spy (:mod:`iket_tui.sources.py_spy`), run by the source
+that is connected to it."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from iket_tui.protocol import messages as m
+from iket_tui.sources.base import NATIVE_STACKS, Answer, SourceError, SourceState
+from iket_tui.sources.py_spy import NATIVE_TIMEOUT_S, NativeStacks, native_stacks, py_spy_path
 from iket_tui.sources.requests import DEFAULT_TIMEOUT_S, ask
 from iket_tui.sources.socket import SocketSource
 
-NATIVE_TIMEOUT_S = 30.0
+__all__ = ["NativeStacks", "fetch_stacks", "fetch_stacks_and_native", "native_stacks", "py_spy_path", "stack_lines"]
 
 
 def fetch_stacks(source: SocketSource, timeout_s: float = DEFAULT_TIMEOUT_S) -> m.Message:
     """Ask a connected target for its stacks and wait for the answer (a ``response`` message)."""
     return ask(source, m.WHAT_STACKS, timeout_s)
+
+
+def fetch_stacks_and_native(
+    source: SocketSource, timeout_s: float = DEFAULT_TIMEOUT_S, native_timeout_s: float = NATIVE_TIMEOUT_S
+) -> tuple[m.Message, NativeStacks]:
+    """Ask a connected target for its Python stacks and its source for its native ones (read
+    by the source, of the process it verified), and wait for both. Raises :class:`SourceError`
+    when the Python stacks do not come; the native ones say why they did not."""
+    python = source.request(m.WHAT_STACKS, timeout_s=timeout_s)
+    native = source.request(NATIVE_STACKS, timeout_s=native_timeout_s)
+    answers: dict[int, Answer] = {}
+    for batch in source.batches():
+        answers.update((answer.request_id, answer) for answer in batch.answers)
+        if {python, native} <= answers.keys() or batch.state in (SourceState.ENDED, SourceState.FAILED):
+            break
+    said = answers.get(python)
+    if said is None or said.response is None:
+        why = said.error if said is not None else source.error
+        raise SourceError(why or f"{source.who} did not answer within {timeout_s:g} s")
+    dumped = answers.get(native)
+    if dumped is None or dumped.response is None:
+        return said.response, NativeStacks(None, dumped.error if dumped is not None else "no native stacks")
+    return said.response, NativeStacks(str(dumped.response.get("text") or ""), None)
 
 
 def stack_lines(response: m.Message, *, include_agent: bool = False) -> list[str]:
@@ -50,52 +65,3 @@ def stack_lines(response: m.Message, *, include_agent: bool = False) -> list[str
     if hidden:
         lines.append(f"({len(hidden)} threads of the iket-tui agent not shown)")
     return lines
-
-
-@dataclass(frozen=True)
-class NativeStacks:
-    """py-spy's dump of the target (``text``), or why there is none (``why``)."""
-
-    text: str | None
-    why: str | None
-
-
-def native_stacks(pid: int, timeout_s: float = NATIVE_TIMEOUT_S) -> NativeStacks:
-    """The native and Python stacks of every thread of ``pid``, from ``py-spy dump --native``."""
-    py_spy = py_spy_path()
-    if py_spy is None:
-        return NativeStacks(None, "native stacks need py-spy: pip install py-spy")
-    try:
-        done = subprocess.run(
-            [py_spy, "dump", "--pid", str(pid), "--native"],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        return NativeStacks(None, f"py-spy did not finish within {timeout_s:g} s")
-    except OSError as exc:
-        return NativeStacks(None, f"cannot run py-spy: {exc.strerror or exc}")
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
-        return NativeStacks(None, f"py-spy could not read pid {pid}: {last}; {_how_to_permit()}")
-    return NativeStacks(done.stdout, None)
-
-
-def py_spy_path() -> str | None:
-    """py-spy beside this Python (a virtual environment's), or on the PATH."""
-    beside = Path(sys.executable).with_name("py-spy")
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which("py-spy")
-
-
-def _how_to_permit() -> str:
-    scope = Path("/proc/sys/kernel/yama/ptrace_scope")
-    if scope.is_file() and scope.read_text().strip() not in ("", "0"):
-        return (
-            "tracing another process is restricted (kernel.yama.ptrace_scope); start the program under "
-            "`iket-tui run`, or run `sudo sysctl kernel.yama.ptrace_scope=0`, or run iket-tui with sudo"
-        )
-    return "py-spy needs permission to trace the target (same user, or root; in a container, CAP_SYS_PTRACE)"

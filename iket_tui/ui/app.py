@@ -566,7 +566,7 @@ class IketApp(App[int]):
 
         if not isinstance(self.screen, StacksScreen):
             node = self.view.cursor
-            self.push_screen(StacksScreen(self.ask_process_of(node), self._process_under_cursor().pid))
+            self.push_screen(StacksScreen(self.ask_process_of(node)))
 
     def action_kernels(self) -> None:
         """The launches of traced kernels and the flame view (K again, or Escape, comes back)."""

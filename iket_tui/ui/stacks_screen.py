@@ -1,5 +1,7 @@
 """The stacks pane: the Python stacks of every thread of the live target, fetched through its
-agent when the pane opens (``r`` again), and its native stacks through py-spy on ``n``."""
+agent when the pane opens (``r`` again), and on ``n`` its native stacks, which the source reads
+with py-spy of the process it is connected to. Both are requests through the app's source, their
+answers :class:`ResponseArrived`; the pane runs nothing itself."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import re
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
@@ -15,11 +17,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from iket_tui.protocol import messages as m
-from iket_tui.sources.base import SourceError
-from iket_tui.sources.stacks import native_stacks, stack_lines
+from iket_tui.sources.base import NATIVE_STACKS, SourceError
+from iket_tui.sources.stacks import stack_lines
 from iket_tui.ui.messages import AskTarget, ResponseArrived
 
 WAIT_S = 10.0
+NATIVE_WAIT_S = 30.0  # py-spy's own bound on reading a process
 _FRAME = re.compile(r'^(\s*File ")(.*)(", line \d+, in )(.*)$')
 
 
@@ -54,14 +57,14 @@ class StacksScreen(Screen[None]):
     }
     """
 
-    def __init__(self, ask: AskTarget, pid: int | None) -> None:
+    def __init__(self, ask: AskTarget) -> None:
         super().__init__()
         self.ask = ask
-        self.pid = pid
         self.include_agent = False
         self.response: m.Message | None = None
         self.native: str | None = None
-        self._asked: int | None = None  # the request whose answer this screen waits for
+        self._asked: int | None = None  # the request for the Python stacks this screen waits for
+        self._asked_native: int | None = None  # the request for the native stacks it waits for
         self._status = ""
 
     def compose(self) -> ComposeResult:
@@ -93,27 +96,29 @@ class StacksScreen(Screen[None]):
         self._show(self._status, self._lines())
 
     def action_native(self) -> None:
-        if self.pid is None:
-            self._show("no pid known for the target yet", self._lines())
+        try:
+            self._asked_native = self.ask(NATIVE_STACKS, timeout_s=NATIVE_WAIT_S)
+        except SourceError as exc:
+            self._show(f"no native stacks: {exc}", self._lines())
             return
-        self._show(f"reading native stacks of pid {self.pid} with py-spy ...", self._lines())
-        self._read_native(self.pid)
+        self._show("reading the target's native stacks with py-spy ...", self._lines())
 
-    @work(thread=True, exclusive=True, group="native-stacks")
-    def _read_native(self, pid: int) -> None:
-        found = native_stacks(pid)
-        self.app.call_from_thread(self._native_done, found.text, found.why)
-
-    def _native_done(self, text: str | None, why: str | None) -> None:
-        if text is None:
+    def _native_answered(self, message: ResponseArrived) -> None:
+        self._asked_native = None
+        found, why = message.outcome(unsaid="py-spy gave no reason")
+        if found is None:
             self._show(f"no native stacks: {why}", self._lines())
             return
-        self.native = text
-        self._show(f"native stacks of pid {self.pid} (py-spy), then the Python stacks", self._lines())
+        self.native = str(found.get("text") or "")
+        target = found.get("target") or f"pid {found.get('pid')}"
+        self._show(f"native stacks of {target} (py-spy), then the Python stacks", self._lines())
 
     @on(ResponseArrived)
     def _answered(self, message: ResponseArrived) -> None:
         answer = message.answer
+        if answer.request_id == self._asked_native:
+            self._native_answered(message)
+            return
         if answer.request_id != self._asked:
             return
         self._asked = None

@@ -31,7 +31,7 @@ class StacksApp(App[None]):
         self.target = AnsweringTarget({m.WHAT_STACKS: answer})
 
     def on_mount(self) -> None:
-        screen = StacksScreen(self.target, pid=4242)
+        screen = StacksScreen(self.target)
         self.target.screen = screen
         self.push_screen(screen)
 
