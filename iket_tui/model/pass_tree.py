@@ -303,12 +303,13 @@ class PassTree:
             if stage == "codegen" and failed_step is not None:
                 failed_step.status = FAILED
                 failed_step.error = failed_step.error or error
-            elif comp.incomplete:
-                failing = max(comp.incomplete, key=lambda node: (node.depth, node.order))
+            else:
+                failing = _failing_pass(comp)
                 comp.failing = failing
-                if failing.status is not MISMATCH:
-                    failing.status = FAILED
-                failing.error = failing.error or error
+                if failing is not None:
+                    if failing.status is not MISMATCH:
+                        failing.status = FAILED
+                    failing.error = failing.error or error
         comp.version += 1
         self._seen(t)
 
@@ -566,6 +567,51 @@ class PassTree:
         if comp is not None:
             comp.failure = msg
             comp.version += 1
+
+
+def _failing_pass(comp: CompileNode) -> PassNode | None:
+    """The pass a compile that failed in a pass failed in, among the passes it left incomplete.
+
+    The agent's ``compile_failure`` (sent just before the ``compile_end``) names it by ``seq``:
+    it is that pass when this client has it, and none when it does not (a ``--passes`` or
+    ``--depth`` filter left it out, or its events were lost), so that the kept passes around it
+    stay incomplete instead of taking the blame (:func:`left_out_failure` then names it). Without
+    a ``compile_failure`` (an older agent, or one lost), it is the innermost incomplete pass."""
+    failed = _failed_pass_named(comp)
+    if failed is None:
+        if not comp.incomplete:
+            return None
+        return max(comp.incomplete, key=lambda node: (node.depth, node.order))
+    name, seq = failed
+    named = [node for node in comp.incomplete if node.seq == seq]
+    same_name = [node for node in named if node.name == name]  # of two contexts, the one of that name
+    return max(same_name or named, key=lambda node: node.order, default=None)
+
+
+def _failed_pass_named(comp: CompileNode) -> tuple[str, int] | None:
+    """The name and ``seq`` of the pass the compile's ``compile_failure`` says failed, if it
+    names one (a codegen failure names none)."""
+    failure = comp.failure
+    if failure is None or failure.get("stage") == "codegen":
+        return None
+    name, seq = failure.get("name"), failure.get("seq")
+    if type(seq) is not int:
+        return None
+    return (name if type(name) is str else "an unnamed pass"), seq
+
+
+def left_out_failure(comp: CompileNode) -> tuple[str, int] | None:
+    """The name and ``seq`` of the pass a failed compile failed in, when that pass is not in the
+    tree (left out by the client's filter, or its events lost): the agent's ``compile_failure``
+    still names it (docs/protocol.md, "Filters")."""
+    if comp.status is not FAILED or comp.failing is not None:
+        return None
+    failed = _failed_pass_named(comp)
+    if failed is None:
+        return None
+    if any(failed[1] in ctx.passes and ctx.passes[failed[1]].name == failed[0] for ctx in comp.context_order):
+        return None  # in the tree, yet not what the compile failed in: nothing left out to name
+    return failed
 
 
 def _running_in(comp: CompileNode) -> list[PassNode]:

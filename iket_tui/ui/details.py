@@ -20,7 +20,7 @@ from iket_tui.model.nodes import (
     PassNode,
     ProcessNode,
 )
-from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.pass_tree import PassTree, left_out_failure
 from iket_tui.model.session import Session
 from iket_tui.repro import CODEGEN, first_diagnostic
 from iket_tui.ui import units
@@ -54,7 +54,7 @@ def describe(session: Session, node: Node, now_ns: int) -> Details:
     if isinstance(node, PassNode):
         return _pass(session.tree, node, now_ns)
     if isinstance(node, CompileNode):
-        return _compile(node, now_ns)
+        return _compile(session.tree, node, now_ns)
     if isinstance(node, ContextNode):
         return _context(node, now_ns)
     if isinstance(node, CodegenNode):
@@ -106,7 +106,7 @@ def _pass(tree: PassTree, node: PassNode, now_ns: int) -> Details:
     return details
 
 
-def _compile(comp: CompileNode, now_ns: int) -> Details:
+def _compile(tree: PassTree, comp: CompileNode, now_ns: int) -> Details:
     details = Details(f"compile {comp.title}")
     passes = sum(len(ctx.passes) for ctx in comp.context_order)
     details.fields += [
@@ -126,6 +126,9 @@ def _compile(comp: CompileNode, now_ns: int) -> Details:
         details.fields.append(("failed in", f"{comp.failing.name} (seq {comp.failing.seq})"))
     elif comp.failed_codegen is not None:
         details.fields.append(("failed in", comp.failed_codegen.title))
+    elif (left_out := left_out_failure(comp)) is not None:
+        name, seq = left_out
+        details.fields.append(("failed in", f"{name} (seq {seq}, {_why_not_shown(tree.process_of(comp))})"))
     if comp.stage:
         details.fields.append(("stage", comp.stage))
     if comp.failure is not None:
@@ -135,6 +138,15 @@ def _compile(comp: CompileNode, now_ns: int) -> Details:
     details.error = comp.error
     details.traceback = comp.traceback
     return details
+
+
+def _why_not_shown(process: ProcessNode) -> str:
+    """Why the tree lacks the pass a compile failed in: the client's filter left it out, or,
+    where nothing was filtered and events were lost, it was lost with them."""
+    counters = process.counters
+    if counters.filtered_passes == 0 and (counters.dropped or counters.backlog_lost):
+        return "not received: events were lost"
+    return "left out by the filter"
 
 
 def _context(ctx: ContextNode, now_ns: int) -> Details:

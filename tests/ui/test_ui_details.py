@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from iket_tui.agent.pass_filter import PassChoice, PassFilter
 from iket_tui.model.session import Session
 from iket_tui.model.synthetic import LAYOUT_CONFLICT, NVCC_REJECTED, Lowering, live_stream
+from iket_tui.protocol import messages as m
 from iket_tui.ui.details import describe
 
 MS = 1_000_000
@@ -81,6 +83,65 @@ def test_a_failed_codegen_step_shows_the_compiler_error_and_traceback() -> None:
     assert details.traceback is not None and details.traceback.startswith("Traceback (most recent call last):")
     compile_fields = dict(describe(session, comp, session.last_t_ns).fields)
     assert compile_fields["failed in"] == "codegen tilelang_cuda"
+
+
+def failing_in_let_inline() -> list[m.Message]:
+    """A lowering failing in ``tl.LetInline`` (seq 26, inside ``tl.LowerTileOp``), with the
+    ``compile_failure`` the agent sends just before its ``compile_end``."""
+    stream = Lowering(compile=5, kernel="gemm", start_ns=0, fail_in="tl.LetInline").messages()
+    failure = m.compile_failure(
+        compile=5,
+        stage="pass",
+        seq=26,
+        name="tl.LetInline",
+        error=LAYOUT_CONFLICT,
+        error_type="tvm.error.InternalError",
+        t_ns=stream[-1]["t_ns"] - 1,
+        ir_script="# from tvm.script import ir as I",
+        ir_json="{}",
+    )
+    return [*stream[:-1], failure, stream[-1]]
+
+
+def test_a_compile_failed_in_a_pass_the_filter_left_out_names_it_from_the_failure() -> None:
+    session = Session()
+    sent = PassFilter(PassChoice(depth=0)).apply(failing_in_let_inline())
+    session.apply([item for item in sent if isinstance(item, dict)])
+    comp = session.tree.compiles[0]
+
+    fields = dict(describe(session, comp, session.last_t_ns).fields)
+    assert fields["failed in"] == "tl.LetInline (seq 26, left out by the filter)"
+    assert fields["captured"].startswith("the IR given to tl.LetInline ")
+    lower = next(node for node in session.tree.passes if node.name == "tl.LowerTileOp")
+    lower_fields = dict(describe(session, lower, session.last_t_ns).fields)
+    assert lower_fields["status"] == "incomplete"
+    assert "captured" not in lower_fields, "the capture is of the pass left out, not of this one"
+
+
+def test_a_failing_pass_whose_events_were_lost_is_named_as_lost() -> None:
+    session = Session()
+    stream = failing_in_let_inline()
+    lost = [msg for msg in stream if msg.get("name") == "tl.LetInline" and msg["type"] != m.COMPILE_FAILURE]
+    assert [msg["type"] for msg in lost] == [m.PASS_START, m.PASS_INCOMPLETE]
+    dropped = {"type": m.DROPPED, "count": 2, "total": 2, "t_ns": stream[-1]["t_ns"]}
+    session.apply([msg for msg in stream if msg not in lost] + [dropped])
+    comp = session.tree.compiles[0]
+
+    fields = dict(describe(session, comp, session.last_t_ns).fields)
+    assert fields["failed in"] == "tl.LetInline (seq 26, not received: events were lost)"
+
+
+def test_a_compile_failed_in_a_pass_it_shows_names_that_pass() -> None:
+    session = Session()
+    session.apply(failing_in_let_inline())
+    comp = session.tree.compiles[0]
+
+    fields = dict(describe(session, comp, session.last_t_ns).fields)
+    assert fields["failed in"] == "tl.LetInline (seq 26)"
+    assert comp.failing is not None
+    assert dict(describe(session, comp.failing, session.last_t_ns).fields)["captured"].startswith(
+        "the IR given to tl.LetInline "
+    )
 
 
 def test_a_compile_accounts_for_the_time_of_every_codegen_step() -> None:
