@@ -2,9 +2,9 @@
 
 The file is read in chunks, so a large recording is never held in memory whole. Anything that
 is not a readable recording (missing, empty, foreign, from another protocol major version, or
-without one complete frame) is a :class:`~iket_tui.sources.base.SourceError` with a one-line
-message; a recording that was cut short or damaged reads up to the damage and says so in
-:func:`recording_notes`.
+without one intact frame) is a :class:`~iket_tui.sources.base.SourceError` with a one-line
+message; a recording that was cut short or damaged, its header frame included, reads everything
+intact and says what it skipped in :func:`recording_notes`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ class RecordingInfo:
     messages: int = 0
     cut_at: int | None = None
     skipped_bytes: int = 0
+    header_skipped: int = 0
+    """Damaged bytes skipped before the first intact frame, the header among them (0: it was read)."""
     undecodable: int = 0
     undecodable_items: int = 0
     unknown: int = 0
@@ -84,18 +86,19 @@ class RecordingReader(Generic[_T]):
             raise SourceError(f"{self.path}: {exc}") from None
         except OSError as exc:
             raise SourceError(f"{self.path}: {_os_reason(exc)}") from None
-        if not decoder.saw_header:
-            raise SourceError(f"{self.path}: no complete frame in this recording (cut right after its header?)")
+        if self.info.messages == 0:
+            raise SourceError(f"{self.path}: {_nothing_read(decoder)}")
         self.info.cut_at = decoder.cut_at
 
     def _account(self, batch: list[Any], decoder: RecordingDecoder[Any]) -> list[Any]:
         info = self.info
-        if batch and info.messages == 0:
+        if batch and info.messages == 0 and decoder.saw_header:
             _check_header(self.path, batch[0])  # the decoder made sure it is a recording map
             source = batch[0].get("source")
             info.source = source if isinstance(source, str) else ""
         info.messages += len(batch)
         info.skipped_bytes = decoder.skipped_bytes
+        info.header_skipped = decoder.header_skipped
         info.undecodable = decoder.undecodable
         info.undecodable_items = decoder.undecodable_items
         info.unknown = decoder.unknown
@@ -119,8 +122,11 @@ def recording_notes(info: RecordingInfo, *, verb: str = "read") -> tuple[str, ..
         notes.append(f"recording cut at byte {info.cut_at}: {info.messages} complete messages {verb}")
     elif not info.ended:
         notes.append("recording has no end frame: its recorder stopped without closing it")
-    if info.skipped_bytes:
-        notes.append(f"skipped {info.skipped_bytes} damaged bytes")
+    if info.header_skipped:
+        notes.append(f"the recording's header was damaged: {info.header_skipped} bytes skipped")
+    if info.skipped_bytes > info.header_skipped:
+        more = " more" if info.header_skipped else ""
+        notes.append(f"skipped {info.skipped_bytes - info.header_skipped}{more} damaged bytes")
     if info.undecodable:
         notes.append(f"skipped {info.undecodable} undecodable frames")
     if info.undecodable_items:
@@ -128,6 +134,19 @@ def recording_notes(info: RecordingInfo, *, verb: str = "read") -> tuple[str, ..
     if info.unknown:
         notes.append(f"skipped {info.unknown} messages of types this iket-tui does not know (a newer recorder?)")
     return tuple(notes)
+
+
+def _nothing_read(decoder: RecordingDecoder[Any]) -> str:
+    """Why a recording with a valid magic gave no message at all, in one line."""
+    if decoder.skipped_bytes:
+        cut = f", the last {decoder.pending} bytes an incomplete frame" if decoder.pending else ""
+        return f"no intact frame in this recording: {decoder.skipped_bytes} damaged bytes skipped{cut}"
+    unread = [f"{decoder.undecodable} undecodable frames"] if decoder.undecodable else []
+    if decoder.unknown:
+        unread.append(f"{decoder.unknown} messages of types this iket-tui does not know")
+    if unread:
+        return f"no message this iket-tui can read in this recording: {', '.join(unread)}"
+    return "no complete frame in this recording (cut right after its header?)"
 
 
 def _check_header(path: Path, header: m.Message) -> None:

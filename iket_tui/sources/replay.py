@@ -102,19 +102,16 @@ class RecordingSource:
 
     # -- EventSource ----------------------------------------------------------------------
 
-    def open(self) -> m.Message:
-        """Read up to the recording's header frame; returns it. Raises :class:`SourceError`."""
+    def open(self) -> m.Item:
+        """Read up to the recording's first message (its header, unless that was damaged);
+        returns it. Raises :class:`SourceError`."""
         if self._chunks is None:
             self._chunks = self._reader.chunks()
         if not self._fill():
             raise SourceError(f"{self.path}: no complete frame in this recording")
-        header = self._buffer[0]
-        if not isinstance(header, dict):  # the reader lets nothing but a recording header come first
-            raise SourceError(f"{self.path}: recording does not begin with a 'recording' frame")
-        source = header.get("source")
-        if isinstance(source, str) and source:
-            self.description = f"recording {self.path.name} of {source}"
-        return header
+        if self.info.source:  # the reader found the header (a damaged one leaves it empty)
+            self.description = f"recording {self.path.name} of {self.info.source}"
+        return self._buffer[0]
 
     def close(self) -> None:
         with self._cond:
