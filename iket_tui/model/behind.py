@@ -44,6 +44,7 @@ class PassBehind:
     others: int  # other processes in all
     ranks: bool  # the processes are ranks: say "ranks" rather than "processes"
     running: bool = True  # still in it (else it ended, that late)
+    ended: str | None = None  # why its process's stream ended while it was in it (in it until then)
 
     @property
     def text(self) -> str:
@@ -55,7 +56,8 @@ class PassBehind:
             them = f"{self.finished_by} of the other {self.others} {kind}"
         been = "has been" if self.running else "was"
         spent, theirs = duration(self.spent_ns), duration(self.others_ns)
-        return f"{self.who} {been} in `{self.name}` {spent}; {them} finished it in {theirs}"
+        until = " until its stream ended" if self.ended is not None else ""
+        return f"{self.who} {been} in `{self.name}` {spent}{until}; {them} finished it in {theirs}"
 
 
 def passes_behind(tree: PassTree, now_ns: int) -> list[PassBehind]:
@@ -107,15 +109,18 @@ def _finished_elsewhere(tree: PassTree, name: str, mine: ProcessNode) -> list[tu
 class BehindInStream:
     """Follows the pass events of a stream of several processes (``process`` messages say whose
     events follow) and tells, at its end, which process was far behind the others in a pass: one
-    still in it when the stream ended, or one that took :data:`STUCK_FACTOR` times as long as the
-    others, and :data:`MIN_BEHIND_NS` at least. Keeps per process only its open passes and the
-    longest and the first :data:`RUNS_KEPT` runs of each pass name."""
+    still in it when the stream ended, one in it when its own stream ended (a ``process`` message
+    with a ``state``: a rank killed mid-pass was in it until then, not to the end of the
+    recording), or one that took :data:`STUCK_FACTOR` times as long as the others, and
+    :data:`MIN_BEHIND_NS` at least. Keeps per process only its open passes, the passes its end
+    cut, and the longest and the first :data:`RUNS_KEPT` runs of each pass name."""
 
     def __init__(self) -> None:
         self._process = 0  # the pid whose messages come now (0 before any ``process`` message)
         self._first: int | None = None
         self._ranks: dict[int, int | None] = {}
         self._open: dict[tuple[int, int, int], tuple[str, int]] = {}  # (pid, compile, seq) -> name, start
+        self._cut: list[tuple[int, int, str, int, str]] = []  # start, pid, name, time in it, why its stream ended
         self._runs: dict[str, dict[int, list[int]]] = {}  # name -> pid -> its first durations
         self._longest: dict[tuple[str, int], int] = {}  # (name, pid) -> its longest run
         self._compiling: set[int] = set()
@@ -131,6 +136,10 @@ class BehindInStream:
             pid = msg.get("pid")
             if type(pid) is int:
                 self._process = pid
+                state, reason = msg.get("state"), msg.get("reason")
+                if state is not None:
+                    at = t if type(t) is int else self.last_t_ns
+                    self._ended(pid, at, reason if type(reason) is str else str(state))
         elif kind == m.HELLO and msg.get("role", "agent") == "agent":
             pid, rank = msg.get("pid"), msg.get("rank")
             if type(pid) is int:
@@ -156,12 +165,24 @@ class BehindInStream:
                 if spent > self._longest.get(key, -1):
                     self._longest[key] = spent
 
+    def _ended(self, pid: int, t: int, reason: str) -> None:
+        """Process ``pid``'s stream ended at ``t`` (the message's own time, else the latest time
+        seen, as the live tree takes it): the passes it was in end there, never finished, and the
+        process is compared with the others for the time it was in them until then."""
+        for key in [key for key in self._open if key[0] == pid]:
+            name, start = self._open.pop(key)
+            self._cut.append((start, pid, name, max(0, t - start), reason))
+
     def at_end(self) -> list[dict[str, Any]]:
         """One ``pass_behind`` map per pass a process was far behind the others in, with the
         sentence the UI shows (``summary``)."""
         found: list[PassBehind] = []
         for (pid, _compile, _seq), (name, start) in sorted(self._open.items(), key=lambda item: item[1][1]):
             behind = self._behind(pid, name, self.last_t_ns - start, running=True)
+            if behind is not None:
+                found.append(behind)
+        for _start, pid, name, spent, reason in sorted(self._cut, key=lambda item: item[0]):
+            behind = self._behind(pid, name, spent, running=False, ended=reason)
             if behind is not None:
                 found.append(behind)
         for (name, pid), longest in self._longest.items():
@@ -177,12 +198,13 @@ class BehindInStream:
                 "spent_ns": behind.spent_ns,
                 "others_ns": behind.others_ns,
                 "running": behind.running,
+                "ended": behind.ended,
                 "summary": behind.text,
             }
             for behind in found
         ]
 
-    def _behind(self, pid: int, name: str, spent: int, *, running: bool) -> PassBehind | None:
+    def _behind(self, pid: int, name: str, spent: int, *, running: bool, ended: str | None = None) -> PassBehind | None:
         others = {other: runs for other, runs in self._runs.get(name, {}).items() if other != pid}
         if not others:
             return None
@@ -201,6 +223,7 @@ class BehindInStream:
             others=max(everyone, len(others)),
             ranks=ranks,
             running=running,
+            ended=ended,
         )
 
 

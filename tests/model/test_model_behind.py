@@ -110,3 +110,32 @@ def test_a_stream_where_every_rank_took_as_long_names_nobody() -> None:
     for msg in stream(slow_rank=-1, finished=True):
         even.apply(msg)
     assert even.at_end() == []
+
+
+def test_a_rank_whose_stream_ended_mid_pass_was_in_it_until_then_not_to_the_end() -> None:
+    """Rank 0's stream ends (killed) 5 s into ``SLOW``; the other ranks lower 40 s later. Rank 0
+    was in the pass those 5 s, not up to the end of the recording."""
+    messages = stream(slow_rank=0, finished=False)
+    entered = next(msg["t_ns"] for msg in messages if msg.get("name") == SLOW)
+    ended_at = next(index for index, msg in enumerate(messages) if msg["type"] == m.PROCESS)
+    beat = m.heartbeat(t_ns=entered + 5_000_000_000, produced=100, dropped=0, open_passes=1)
+    killed = m.process(pid=100, start_time=1, state=m.PROCESS_FAILED, reason="killed")
+    late = BehindInStream()
+    for msg in [*messages[:ended_at], beat, killed, *messages[ended_at:]]:
+        late.apply(msg)
+    assert late.last_t_ns > entered + 40_000_000_000
+
+    (line,) = late.at_end()
+    assert (line["process"], line["name"], line["running"], line["ended"]) == ("rank 0", SLOW, False, "killed")
+    assert line["spent_ns"] == 5_000_000_000
+    assert line["summary"].startswith(f"rank 0 was in `{SLOW}` 5.00 s until its stream ended; the other ranks ")
+
+
+def test_a_rank_whose_stream_ended_just_after_it_entered_a_pass_is_not_behind_in_it() -> None:
+    messages = stream(slow_rank=0, finished=False)
+    ended_at = next(index for index, msg in enumerate(messages) if msg["type"] == m.PROCESS)
+    ended = m.process(pid=100, start_time=1, state=m.PROCESS_ENDED, reason="the target said bye (exit)")
+    late = BehindInStream()
+    for msg in [*messages[:ended_at], ended, *messages[ended_at:]]:
+        late.apply(msg)
+    assert late.at_end() == []
