@@ -637,7 +637,7 @@ class IketApp(App[int]):
 
     def action_search(self) -> None:
         self._search_origin = _order(self.view.cursor)
-        self.search_bar.open(self.pass_search.term)
+        self.search_bar.begin(self.pass_search.term)
 
     @on(SearchBar.Changed)
     def _search_changed(self, message: SearchBar.Changed) -> None:

@@ -161,7 +161,7 @@ class IRScreen(Screen[None]):
     # Search
 
     def action_search(self) -> None:
-        self.search_bar.open(self.term)
+        self.search_bar.begin(self.term)
 
     def action_search_next(self) -> None:
         self.body.next_match()

@@ -64,7 +64,8 @@ class SearchBar(Horizontal):
     def term(self) -> str:
         return self.query_one(Input).value
 
-    def open(self, term: str = "") -> None:
+    def begin(self, term: str = "") -> None:
+        """Show the bar with ``term`` in its field, focused: a search begins (again)."""
         self.display = True
         field = self.query_one(Input)
         field.value = term
