@@ -94,4 +94,6 @@ NATIVE_STACKS = "native_stacks"
 """A request a live source answers itself, never sending it to the agent: the native stacks of
 the process it is connected to, read by py-spy where that process runs (its ``response`` has
 ``ok``, ``pid``, ``target``, the process in the user's words, and ``text``, py-spy's dump). Only
-the process the source verified is read, never a pid given to it."""
+the process the source verified is read, never a pid given to it. The answer is only in a
+batch's ``answers``: the agent said none of it, so neither the stream's messages nor a recording
+hold it."""

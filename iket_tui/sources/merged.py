@@ -15,7 +15,9 @@ user).
 A recording of the merged stream holds every process's frames as they arrived, each run of
 one process's frames after a ``process`` frame naming it: replaying it tells them apart the
 same way. Requests name the process they are for; each answer comes back under the id the
-merged stream gave the request.
+merged stream gave the request. A request its source answers itself (the native stacks, see
+:data:`~iket_tui.sources.base.NATIVE_STACKS`) goes to that process's source the same way, which
+reads only its own process.
 """
 
 from __future__ import annotations

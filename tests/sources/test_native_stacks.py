@@ -95,9 +95,11 @@ def socket_of(proc: subprocess.Popen[str]) -> Path:
     raise AssertionError(f"no agent socket for pid {proc.pid}")
 
 
-def answer_to(batches: Iterator[SourceBatch], request_id: int) -> Answer:
+def answer_to(batches: Iterator[SourceBatch], request_id: int, messages: list[object] | None = None) -> Answer:
     deadline = time.monotonic() + WAIT_S
     for batch in batches:
+        if messages is not None:
+            messages += batch.messages
         for answer in batch.answers:
             if answer.request_id == request_id:
                 return answer
@@ -147,16 +149,19 @@ def test_py_spy_runs_off_the_askers_thread_on_the_pid_the_agent_named(
     agents: list[subprocess.Popen[str]], stand_in: StandIn
 ) -> None:
     """The request returns while py-spy still runs (it waits to be released, and says it never
-    was after 30 s), and it is run once, on the agent's pid."""
+    was after 30 s), and it is run once, on the agent's pid. The answer is the source's own: no
+    message of the stream holds it."""
     agent = agents[0]
     source = SocketSource(socket_of(agent))
+    messages: list[object] = []
     try:
         source.connect()
         asked = source.request(NATIVE_STACKS, timeout_s=40)
         stand_in.release.touch()
-        answer = answer_to(iter(source.batches()), asked)
+        answer = answer_to(iter(source.batches()), asked, messages)
     finally:
         source.close_and_wait()
+    assert messages and not [msg for msg in messages if isinstance(msg, dict) and msg["type"] == "response"]
     assert answer.error is None and answer.response is not None
     assert answer.response["pid"] == agent.pid
     assert answer.response["text"].splitlines() == [
