@@ -113,6 +113,7 @@ class SocketSource:
         self._resumable = False  # a local agent that takes a stream up again: worth reconnecting to
         self._served_here = False  # the kernel says the process of the hello serves the connection
         self._produced_seen: int | None = None  # the agent's events this client has or knows lost
+        self._filtered_seen: int | None = None  # the agent's last count of events this client's filter left out
         self._unknown_before = 0  # unknown messages of earlier connections
         self._gap_started: float | None = None  # when the agent went away, until its sync is back
         self._gap_notes: list[str] = []
@@ -613,6 +614,8 @@ class SocketSource:
             kind = msg["type"]
             if kind == m.SYNC:
                 seen = _produced_before(msg)
+                filtered = msg.get("filtered")
+                self._filtered_seen = filtered if type(filtered) is int else None
                 self._gap_over(msg)
             elif seen is None:
                 continue
@@ -622,6 +625,11 @@ class SocketSource:
                 seen += msg["count"]
             elif kind == m.BYE and type(msg.get("produced")) is int:
                 seen = msg["produced"]
+            elif kind == m.HEARTBEAT and self._filtered_seen is not None:
+                filtered = msg.get("filtered")
+                if type(filtered) is int and filtered > self._filtered_seen:
+                    seen += filtered - self._filtered_seen  # left out by this client's filter since
+                    self._filtered_seen = filtered
         self._produced_seen = None if seen is None else seen + unknown
 
     def _gap_over(self, sync: m.Message) -> None:

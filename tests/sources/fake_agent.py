@@ -18,8 +18,9 @@ time) rather than its own.
 - ``major``: a hello of protocol version 2.0.
 - ``silent``: reads the client's hello, prints ``greeted`` and never says anything.
 - ``hangup``: an agent that can resume (``resume`` among its capabilities). The first client
-  gets hello, sync, three passes (six events), then, once it sent something (a request, left
-  unanswered) or after 5 s, a hang-up without bye while the process stays up; the next gets
+  gets hello, sync, three passes (six events) (and to a client that sent a filter, a heartbeat
+  saying that its filter left out four events more), then, once it sent something (a request,
+  left unanswered) or after 5 s, a hang-up without bye while the process stays up; the next gets
   hello, a sync, a ``compile_begin`` labelled ``resumed from N`` with the ``resume`` its hello
   named, three more passes and bye, and the process exits.
 
@@ -132,8 +133,13 @@ def _serve(args: argparse.Namespace) -> int:
                 continue
             if args.mode == "hangup" and served == 0:
                 served += 1
-                msg(conn, {**m.sync(t_ns=time.monotonic_ns(), backlog=0, backlog_lost=0), "produced": 0})
+                filtering = bool(client_hello.get("filter"))
+                sync = {**m.sync(t_ns=time.monotonic_ns(), backlog=0, backlog_lost=0), "produced": 0}
+                msg(conn, {**sync, "filtered": 0, "filtered_passes": 0} if filtering else sync)
                 passes(conn, 1, 0, 3)
+                if filtering:  # as if the client's filter had left out two passes after those
+                    beat = m.heartbeat(t_ns=time.monotonic_ns(), produced=10, dropped=0, open_passes=0)
+                    msg(conn, {**beat, "filtered": 4, "filtered_passes": 2})
                 conn.settimeout(5)
                 with contextlib.suppress(OSError):
                     conn.recv(65536)  # whatever the client asks is left unanswered

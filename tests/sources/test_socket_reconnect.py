@@ -145,6 +145,19 @@ def test_an_agent_that_hangs_up_without_a_bye_while_its_process_runs_is_reconnec
     assert source.reconnections == 1
 
 
+def test_a_filtered_client_resumes_after_the_events_its_filter_left_out() -> None:
+    """The events a filtered client names in its resume include those its filter left out, as
+    the agent's reports of ``filtered`` grew since the sync (docs/protocol.md "Filters"):
+    otherwise the agent would send again as many events as the client already has."""
+    with FakeAgent("hangup") as agent:
+        source = SocketSource(agent.path, filters={"passes": ["tl.*"]})
+        source.connect()
+        source.request(m.WHAT_STACKS, timeout_s=60)  # the fake hangs up once it is asked
+        msgs = _maps(list(source.batches()))
+    assert [msg["label"] for msg in msgs if msg["type"] == m.COMPILE_BEGIN] == ["resumed from 10"]
+    assert source.reconnections == 1
+
+
 def test_an_agent_that_does_not_come_back_ends_the_stream_after_the_wait(gate: Path) -> None:
     proc, path = _start({"IKET_TEST_GATE": str(gate), "IKET_TEST_STAY": "1"})
     try:
