@@ -26,8 +26,8 @@ from perfetto_reader import decode
 from iket_tui.export import FORMATS, ChromeStream, ExportError, export, perfetto_trace, recording_session
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.codec import ProtocolError
-from iket_tui.protocol.frames import HEADER_SIZE, FrameDecoder, FrameError, encode_frame
+from iket_tui.protocol.codec import MessageDecoder, ProtocolError
+from iket_tui.protocol.frames import _BODY_START, HEADER_SIZE, FrameDecoder, FrameError, encode_frame
 from iket_tui.protocol.recording import MAGIC, RecordingDecoder
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.lines import KernelEvents, TextLines, json_line
@@ -174,27 +174,78 @@ def _read(data: bytes, *, rows: bool = False) -> tuple[list[Any], RecordingReade
 
 def recording(data: bytes) -> None:
     """The reader: the messages and what it found, or a one-line error; rows and maps agree, and
-    so do a file read in chunks and the bytes decoded at once."""
+    so do a file read in chunks and the bytes decoded at once. Damage to any one frame of it
+    loses that frame's messages and no other (:func:`_one_frame_damaged`)."""
     with within_bounds(len(data)):
-        read = _read(data)
-        rows = _read(data, rows=True)
-        assert (read is None) == (rows is None)
-        decoder: RecordingDecoder[m.Message] = RecordingDecoder()
-        try:
-            decoder.feed(data)
-            whole: list[m.Message] | None = [*decoder, *decoder.finish()]
-        except ProtocolError as exc:
-            _one_line(exc)
-            whole = None
-        if read is None or rows is None:
-            return
-        messages, reader = read
-        assert whole is None or _equal(whole, messages)
-        assert _equal([m.as_message(item) for item in rows[0]], messages)
-        info = reader.info
-        assert info.messages == len(messages) and info.size == len(data)
-        for note in recording_notes(info):
-            assert "\n" not in note
+        _read_alike(data)
+    with within_bounds(len(data)):
+        _one_frame_damaged(data)
+
+
+def _read_alike(data: bytes) -> None:
+    read = _read(data)
+    rows = _read(data, rows=True)
+    assert (read is None) == (rows is None)
+    decoder: RecordingDecoder[m.Message] = RecordingDecoder()
+    try:
+        decoder.feed(data)
+        whole: list[m.Message] | None = [*decoder, *decoder.finish()]
+    except ProtocolError as exc:
+        _one_line(exc)
+        whole = None
+    if read is None or rows is None:
+        return
+    messages, reader = read
+    assert whole is not None and _equal(whole, messages)
+    assert _equal([m.as_message(item) for item in rows[0]], messages)
+    info = reader.info
+    assert info.messages == len(messages) and info.size == len(data)
+    assert (info.skipped_bytes, info.header_skipped) == (decoder.skipped_bytes, decoder.header_skipped)
+    for note in recording_notes(info):
+        assert "\n" not in note
+
+
+def _decoded(data: bytes) -> tuple[list[m.Message], RecordingDecoder[m.Message]]:
+    decoder: RecordingDecoder[m.Message] = RecordingDecoder()
+    decoder.feed(data)
+    return [*decoder.drain(), *decoder.finish()], decoder
+
+
+def _one_frame_damaged(data: bytes) -> None:
+    """Damage confined to one frame loses that frame's messages and no other: the input's intact
+    frames are written again back to back, one bit of one of them (the header frame included)
+    is flipped, and the rest reads as it did, the frame's bytes skipped or left as the cut tail.
+
+    Resync looks for a frame only where a body can begin (a map with a string key), so the
+    frame after the damaged one must begin so; the one written frame in a thousand that does
+    not is left out."""
+    found = FrameDecoder(resync=True)
+    found.feed(_stream(data))
+    bodies = [*found, *found.finish()]
+    if not bodies:
+        return
+    digest = hashlib.sha256(data).digest()
+    k = int.from_bytes(digest[:4], "big") % len(bodies)
+    if k + 1 < len(bodies) and not _BODY_START.match(bodies[k + 1]):
+        return
+    frames = [encode_frame(body) for body in bodies]
+    alone = MessageDecoder(resync=True)
+    by_frame = []
+    for frame in frames:
+        alone.feed(frame)
+        by_frame.append(alone.drain())
+    try:
+        clean, _ = _decoded(MAGIC + b"".join(frames))
+    except ProtocolError:
+        return  # not a recording (its first frame is intact and not a header): nothing to lose
+    assert _equal(clean, [msg for msgs in by_frame for msg in msgs])
+    damaged = bytearray(MAGIC + b"".join(frames))
+    at = int.from_bytes(digest[4:8], "big") % len(frames[k])
+    damaged[len(MAGIC) + sum(map(len, frames[:k])) + at] ^= 1 << digest[8] % 8
+    read, hurt = _decoded(bytes(damaged))  # never refused: the header was read before the damage, or was in it
+    kept = [msg for index, msgs in enumerate(by_frame) if index != k for msg in msgs]
+    assert _equal(read, kept), f"damage to frame {k} of {len(frames)} lost other frames"
+    assert hurt.skipped_bytes + hurt.pending == len(frames[k])
 
 
 # -- what reads the messages -------------------------------------------------------------------
