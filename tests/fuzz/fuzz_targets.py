@@ -4,8 +4,9 @@ nothing raised.
 On any input each target gets a result or a documented error (one line), loses nothing it was
 given (every byte is a frame, skipped or the cut tail; every message is counted once), and stays
 within bounds: at most :data:`SECONDS_PER_MB` per MB read (plus :data:`SECONDS_FLOOR` whatever the
-size) for each pass it makes over its input, and a peak resident set that grows by at most :data:`MEMORY_FLOOR` plus
-:data:`MEMORY_PER_BYTE` per input byte.
+size) for each pass it makes over its input, and a peak of its own (see :mod:`peak_memory`) at
+most :data:`MEMORY_FLOOR` plus :data:`MEMORY_PER_BYTE` per input byte above the memory in use
+when it began.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import resource
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from peak_memory import PeakMemory, Way, best_way
 from perfetto_reader import decode
 
 from iket_tui.export import FORMATS, ChromeStream, ExportError, export, perfetto_trace, recording_session
@@ -37,6 +38,8 @@ SECONDS_PER_MB = 1.0
 SECONDS_FLOOR = 1.0
 MEMORY_FLOOR = 256 * 1024 * 1024
 MEMORY_PER_BYTE = 64
+MEMORY_BY: Way = best_way()
+"""How each stretch's peak is read: the resident set's high-water mark, else tracemalloc."""
 
 Target = Callable[[bytes], None]
 
@@ -47,19 +50,18 @@ _TMP = Path(_TMP_DIR.name)
 @contextmanager
 def within_bounds(size: int, passes: int = 1) -> Iterator[None]:
     """Fail when what runs inside takes more than its time or memory for ``size`` input bytes,
-    read ``passes`` times over (every export format is a pass of its own, each read back)."""
-    peak = _peak_rss()
+    read ``passes`` times over (every export format is a pass of its own, each read back). The
+    memory is this stretch's own peak, however high an earlier input took the process's."""
+    peak = PeakMemory(MEMORY_BY)
+    peak.start()
     start = time.process_time()  # the work done, whatever else the machine runs meanwhile
     yield
     elapsed = time.process_time() - start
+    grew = peak.grew()
     allowed = passes * (SECONDS_FLOOR + SECONDS_PER_MB * size / 1e6)
     assert elapsed <= allowed, f"took {elapsed:.2f} s of CPU for {size:,} bytes (at most {allowed:.2f} s)"
-    grew = _peak_rss() - peak
-    assert grew <= MEMORY_FLOOR + MEMORY_PER_BYTE * size, f"peak memory grew {grew:,} bytes for {size:,} bytes"
-
-
-def _peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    bound = MEMORY_FLOOR + MEMORY_PER_BYTE * size
+    assert grew <= bound, f"peak memory grew {grew:,} bytes for {size:,} bytes (at most {bound:,}, by {peak.way})"
 
 
 def _one_line(error: Exception) -> str:
