@@ -39,7 +39,7 @@ _PASS_ORDER = ("compile", "context", "seq", "depth", "parent", "phase", "name")
 def json_line(item: m.Item) -> str:
     """One message (or pass row) as one JSON object."""
     msg = _as_map(item)
-    if not any(type(value) in _NESTING for value in msg.values()):  # a pass row, most messages
+    if all(type(value) not in _NESTING or _flat(value) for value in msg.values()):  # most messages, kernel events
         try:
             return json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError):
@@ -217,6 +217,11 @@ def _value(value: Any) -> str:
     if kind is list and len(value) <= 8 and all(type(item) is int for item in value):
         return f"[{', '.join(map(str, value))}]"
     return json.dumps(_jsonable(value), ensure_ascii=False)
+
+
+def _flat(value: Any) -> bool:
+    """A list or tuple of plain values (a block's coordinates): as cheap to write as they are."""
+    return type(value) is not dict and not any(type(item) in _NESTING or type(item) is bytes for item in value)
 
 
 def _jsonable(value: Any, depth: int = 0) -> Any:

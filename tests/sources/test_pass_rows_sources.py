@@ -97,3 +97,15 @@ def test_a_pass_row_dumps_as_the_line_of_its_map() -> None:
     assert json_line(row) == json_line(end)
     assert json.loads(json_line(row)) == end
     assert TextLines().line(row) == TextLines().line(end)
+
+
+def test_a_json_line_with_flat_lists_is_the_same_as_through_the_careful_path() -> None:
+    """A kernel event's block coordinates (a flat list) take the fast path and read the same;
+    what the fast path cannot write (bytes, NaN, nesting) is still written the careful way."""
+    from iket_tui.sources.lines import _jsonable
+
+    event = {"type": "kernel_event", "block": [1, 2, 0], "warp": 3, "name": "k_step", "payload": 1.5}
+    assert json_line(event) == json.dumps(_jsonable(event), ensure_ascii=False, separators=(",", ":"))
+    assert json.loads(json_line(event)) == event
+    odd = {"type": "x", "a": [b"\x01", float("nan")], "b": [[1, [2]]]}
+    assert json.loads(json_line(odd)) == {"type": "x", "a": ["01", "nan"], "b": [[1, [2]]]}
