@@ -172,8 +172,8 @@ class AbortPane(HangPane):
         self.show(
             f"Abort compile {stuck.compile}?",
             f"It has been in {stuck.name} (pass {stuck.seq}) for {units.duration(stuck.running_ns)}.\n"
-            "The agent raises CompileAborted in the compiling thread: the compile fails as a failing compile\n"
-            "does, and the program goes on (it may catch the exception). A thread inside native code takes it\n"
+            "The agent raises CompileAborted in the compiling thread: the compile fails as a failing compile "
+            "does, and the program goes on (it may catch the exception). A thread inside native code takes it "
             "only once it runs Python again.",
             "y aborts the compile · escape or n keeps it running",
         )

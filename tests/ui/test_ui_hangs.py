@@ -5,10 +5,13 @@ running, and a recording says it cannot be asked."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
 from test_ui_requests import WIDE, AskableSource, _answered
+from textual.geometry import Region
+from textual.widgets import Static
 from ui_driving import app_test, wait_for_batches, wait_until
 from ui_fakes import FakeReplay, FrozenClock, batch
 
@@ -185,6 +188,61 @@ async def test_a_asks_before_it_aborts_and_says_what_came_of_it() -> None:
         await wait_until(pilot, lambda: pane.answer is not None, "the answer")
         assert pane.text().splitlines()[1:-1] == abort_lines(answer)
         assert pane.text().splitlines()[0] == f"compile {compile_id}"
+
+
+@app_test
+async def test_the_panes_wrap_their_sentences_to_their_width() -> None:
+    """The confirmation and the native-code answer are paragraphs that the pane wraps: in a
+    94-column pane no line ends early, leaving a word or two alone on the next."""
+    source = AskableSource()
+    app = IketApp(source, clock=FrozenClock())
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        node = _running(app)
+        await pilot.press("A")
+        await wait_until(pilot, lambda: isinstance(app.screen, AbortPane), "the confirmation")
+        pane = app.screen
+        assert isinstance(pane, AbortPane)
+        await pilot.pause()
+        body = pane.query_one("#hang-body", Static)
+        width = body.content_region.width
+        assert width == 94
+        confirm = pane.text().splitlines()[1:-1]
+        assert len(confirm) == 2, "one line for the pass, one paragraph for what an abort does"
+        assert _shown(body) == _wrapped(confirm, width)
+
+        await pilot.press("y")
+        answer = {
+            "what": m.WHAT_ABORT,
+            "ok": True,
+            "compile": node.compile.id,
+            "name": "tl.LayoutInference",
+            "seq": node.seq,
+            "state": m.ABORT_NATIVE,
+            "where": "/x/tvm/ir/transform.py:171 in __call__: return _ffi_transform_api.RunPass(self, mod)",
+            "pid": 4242,
+            "compile_error": None,
+        }
+        source.feed(_answered(1, **answer))
+        await wait_until(pilot, lambda: pane.answer is not None, "the answer")
+        await pilot.pause()
+        shown = _shown(body)
+        assert shown == _wrapped(abort_lines(answer), width)
+        assert shown[-2:] == [
+            "Next: `iket-tui stacks 4242 --native` shows where it is (S, then n, in the UI); ending the",
+            "process (kill 4242) is your call.",
+        ]
+
+
+def _shown(widget: Static) -> list[str]:
+    """The lines a widget shows, as painted."""
+    region = widget.content_region
+    return [strip.text.rstrip() for strip in widget.render_lines(Region(0, 0, region.width, region.height))]
+
+
+def _wrapped(paragraphs: list[str], width: int) -> list[str]:
+    """The paragraphs as words wrapped at ``width``, without a break inside a word."""
+    return [line for text in paragraphs for line in textwrap.wrap(text, width, break_on_hyphens=False)]
 
 
 def test_what_an_abort_came_to_in_words() -> None:
