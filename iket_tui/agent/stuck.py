@@ -8,13 +8,14 @@ pass was given, the running-compile table holds the target and pass context by r
 nothing more for it.
 
 A pass whose Python code is the user's own (a ``tvm.transform.module_pass`` in their program)
-cannot be rebuilt from its name elsewhere: the innermost Python frame of the pass that belongs
-to neither TVM, TileLang, the standard library nor the agent names its file, so that a
-reproducer can load it from there.
+cannot be rebuilt from its name elsewhere: the frame TVM's FFI callback called into, the pass
+function itself, names its file, so that a reproducer can load it from there. Where the pass is
+blocked further in (a lock of an installed library, a helper in another file) does not matter.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import sysconfig
@@ -34,6 +35,8 @@ MAX_FRAMES: Final = 200
 
 _COMPILER_PACKAGES: Final = ("tvm", "tvm_ffi", "tilelang")
 _AGENT_DIR: Final = os.path.dirname(os.path.abspath(__file__))
+_INSTALLED_DIRS: Final = frozenset({"site-packages", "dist-packages"})
+"""Where installed packages live, whatever the prefix: their code is not the user's."""
 
 
 class NothingRunning(Exception):
@@ -150,42 +153,68 @@ def frame_dicts(frame: FrameType | None) -> tuple[int, list[dict[str, Any]]]:
 
 
 def pass_source(frame: FrameType | None) -> dict[str, Any] | None:
-    """The innermost frame of the running pass that is the user's own code (``file``, ``line``,
-    ``function``, ``module``): walking out from ``frame``, the first that is neither the standard
-    library's nor the agent's, unless TVM's or TileLang's own comes first (the pass runs in their
-    code, or natively). None when there is none."""
+    """The pass function of the user's own that the running pass is in (``file``, ``line``,
+    ``function``, ``module``), from the compiling thread's innermost ``frame``: in the innermost
+    run of frames that are not TVM's or TileLang's, which a frame of theirs called (TVM's FFI
+    callback runs a Python pass so), the outermost frame that is the user's; that is, neither the
+    standard library's, an installed package's (``site-packages``, ``dist-packages``), the agent's
+    nor generated code. A pass blocked inside a library it called is still credited to the pass.
+    None when the pass runs in TVM's or TileLang's code (or natively), or no such frame exists."""
     compiler = _compiler_dirs()
+    run: list[FrameType] = []
+    while frame is not None and _under(os.path.abspath(frame.f_code.co_filename), compiler):
+        frame = frame.f_back  # the pass may be inside a call back into the compiler's Python
+    while frame is not None and not _under(os.path.abspath(frame.f_code.co_filename), compiler):
+        run.append(frame)
+        frame = frame.f_back
+    if frame is None:
+        return None  # no compiler frame called into that run: it is the program's own code around the compile
     library, installed = _library_dirs()
-    while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        if _under(path, compiler):
-            return None
-        standard = _under(path, library) and not _under(path, installed)
-        if not (standard or _under(path, (_AGENT_DIR,)) or frame.f_code.co_filename.startswith("<")):
+    for found in reversed(run):
+        path = os.path.abspath(found.f_code.co_filename)
+        if _users(path, found.f_code.co_filename, library, installed):
             return {
                 "file": path,
-                "line": frame.f_lineno,
-                "function": frame.f_code.co_name,
-                "module": str(frame.f_globals.get("__name__") or ""),
+                "line": found.f_lineno,
+                "function": found.f_code.co_name,
+                "module": str(found.f_globals.get("__name__") or ""),
             }
-        frame = frame.f_back
     return None
 
 
+def _users(path: str, name: str, library: tuple[str, ...], installed: tuple[str, ...]) -> bool:
+    """Whether a frame's code file is the user's own (see :func:`pass_source`)."""
+    if name.startswith("<") or _under(path, (_AGENT_DIR,)) or _under(path, installed):
+        return False
+    if _INSTALLED_DIRS.intersection(path.split(os.sep)):
+        return False
+    return not _under(path, library)
+
+
 def _scope(target: Any, pass_context: Any) -> dict[str, Any]:
-    """The target (a JSON object TVM's ``Target()`` reads back) and the pass-context
-    configuration (``tvm.ir.save_json``) of the pass's context, as a failure capture has them."""
-    found: dict[str, Any] = {"target": None, "config_json": None}
-    try:
+    """The target (a JSON object TVM's ``Target()`` reads back) and the pass context: its
+    configuration (``tvm.ir.save_json``) as a failure capture has it, its ``opt_level``, and its
+    ``required_pass`` and ``disabled_pass`` lists, so that a reproducer makes the same context."""
+    found: dict[str, Any] = {
+        "target": None,
+        "config_json": None,
+        "opt_level": None,
+        "required_pass": None,
+        "disabled_pass": None,
+    }
+    with contextlib.suppress(Exception):
         if target is not None:
             found["target"] = str(target)
-    except Exception:
-        pass
-    try:
-        if pass_context is not None:
-            found["config_json"] = capture.config_json(pass_context.config)
-    except Exception:
-        pass
+    if pass_context is None:
+        return found
+    with contextlib.suppress(Exception):
+        found["config_json"] = capture.config_json(pass_context.config)
+    with contextlib.suppress(Exception):
+        level = pass_context.opt_level
+        found["opt_level"] = level if type(level) is int else None
+    for key in ("required_pass", "disabled_pass"):
+        with contextlib.suppress(Exception):
+            found[key] = [str(name) for name in getattr(pass_context, key)]
     return found
 
 

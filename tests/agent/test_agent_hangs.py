@@ -62,6 +62,7 @@ def test_the_capture_holds_the_module_the_stuck_pass_was_given_and_its_place(spi
     assert stuck["ir_missing"] is None
     assert json.loads(stuck["target"])["arch"] == "sm_90a"
     assert stuck["config_json"].startswith("{")
+    assert (stuck["opt_level"], stuck["required_pass"], stuck["disabled_pass"]) == (3, [], []), "the demo's context"
     assert (stuck["kernel"], stuck["label"]) == ("gemm", "stage=lower, kernel=gemm, target=sm_90a")
     assert stuck["pass_source"] == {
         "file": str(PASSES),
