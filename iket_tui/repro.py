@@ -15,11 +15,15 @@ same error come back in a fresh process, without the original program:
   ``CompileAborted``). The reproducer runs that pass alone on the module it was given, in a
   thread, and after a timeout says whether it still runs (exit code :data:`HANG_EXIT`) with the
   pass's Python stack, or that it returned. A pass of the user's own is rebuilt from the file
-  its code was seen in, which the reproducer then needs.
+  its code was seen in, which the reproducer then needs: a module of a package is imported by its
+  dotted name, and of the program's main script only the pass's definition and the script's
+  imports are run, never the program.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 import textwrap
 from collections.abc import Iterable
@@ -58,6 +62,13 @@ HANG_EXIT: Final = 3
 
 MIN_HANG_TIMEOUT_S: Final = 10.0
 """A hang reproducer waits twice what the pass had run when captured, and at least this long."""
+
+DEFAULT_OPT_LEVEL: Final = 3
+"""The ``opt_level`` of a reproducer's pass context when the capture does not say (captures of
+failures, and of stuck passes before it was captured)."""
+
+MAIN: Final = "__main__"
+"""The module name of the program's main script, where a pass of one's own is often defined."""
 
 ABORTED: Final = "CompileAborted"
 """The type of the error of a compile aborted from outside (``iket-tui abort``)."""
@@ -264,6 +275,19 @@ def _codegen_script(failure: m.Message, end: m.Message | None, source: str) -> s
     return header + _CODEGEN_BODY.replace("#CONSTANTS\n", constants)
 
 
+def pass_context_of(capture: m.Message) -> dict[str, Any]:
+    """The arguments of ``tvm.transform.PassContext`` besides ``config`` that a reproducer passes:
+    the captured ``opt_level`` (:data:`DEFAULT_OPT_LEVEL` when not captured), ``required_pass``
+    and ``disabled_pass`` where they name any pass."""
+    level = capture.get("opt_level")
+    found: dict[str, Any] = {"opt_level": level if type(level) is int else DEFAULT_OPT_LEVEL}
+    for key in ("required_pass", "disabled_pass"):
+        names = capture.get(key)
+        if isinstance(names, list) and names and all(isinstance(name, str) for name in names):
+            found[key] = names
+    return found
+
+
 def _quotable(text: str) -> str:
     """``text`` as it can stand inside the script's docstring."""
     return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
@@ -290,6 +314,7 @@ def _script(failure: m.Message, end: m.Message | None, source: str, compiler: st
         "TARGET": failure.get("target"),
         "NAMESPACES": chosen.namespaces,
         "OWNER": chosen.owner,
+        "CONTEXT": pass_context_of(failure),
     }
     constants = "".join(f"{key} = {value!r}\n" for key, value in values.items())
     return header + _BODY.replace("#IMPORTS\n", chosen.imports).replace("#CONSTANTS\n", constants)
@@ -326,7 +351,7 @@ config = {}
 if (HERE / "config.json").exists():
     config = dict(tvm.ir.load_json((HERE / "config.json").read_text()).items())
 target = tvm.target.Target(TARGET) if TARGET else None
-with tvm.transform.PassContext(opt_level=3, config=config):
+with tvm.transform.PassContext(config=config, **CONTEXT):
     if target is not None:
         with target:
             make_pass()(mod)
@@ -444,6 +469,13 @@ def write_hang(capture: m.Message, directory: Path, source: str = "", end: m.Mes
         timeout = hang_timeout(capture.get("running_ns"))
         note = f"python {script} runs {name} alone on the module it was given, for {timeout:g} s"
         return Repro(directory, compile_id, name, True, note)
+    if where is not None and where["module"] == MAIN:
+        note = (
+            f"{name} is a pass of your own, in {where['file']} ({where['function']}): {where['file']} is the "
+            "program's main script: only the pass's definition and the script's imports are taken from it, never "
+            f"the program itself; python {script} needs that file too (--pass-source FILE where it lives elsewhere)"
+        )
+        return Repro(directory, compile_id, name, True, note)
     if where is not None:
         note = (
             f"{name} is a pass of your own, in {where['file']} ({where['function']}): python {script} imports that "
@@ -466,7 +498,13 @@ def _hang_of(failure: m.Message) -> m.Message:
 def _pass_source(capture: m.Message) -> dict[str, Any] | None:
     where = capture.get("pass_source")
     if isinstance(where, dict) and isinstance(where.get("file"), str):
-        return {"file": where["file"], "function": str(where.get("function") or "?"), "module": where.get("module")}
+        line = where.get("line")
+        return {
+            "file": where["file"],
+            "line": line if type(line) is int else None,
+            "function": str(where.get("function") or "?"),
+            "module": where.get("module") if isinstance(where.get("module"), str) else None,
+        }
     return None
 
 
@@ -500,7 +538,14 @@ def _hang_script(capture: m.Message, end: m.Message | None, source: str, compile
         before = "Passes that ran before it in that compile: " + ", ".join(_quotable(str(p)) for p in pipeline[:-1])
         before = "\n".join(textwrap.wrap(before, 100)) + "\n"
     needs = ""
-    if where is not None and not rebuildable(str(capture.get("name")), compiler):
+    if where is not None and where["module"] == MAIN and not rebuildable(str(capture.get("name")), compiler):
+        needs = (
+            f"It needs the pass's own source: {_quotable(where['file'])} (function {where['function']}),\n"
+            "the program's main script. Of it, it runs only what defines the pass: that definition, the\n"
+            "script's imports, and the top-level definitions and plain assignments the pass uses; never\n"
+            "the program (give --pass-source FILE where the script lives elsewhere).\n"
+        )
+    elif where is not None and not rebuildable(str(capture.get("name")), compiler):
         needs = (
             f"It needs the pass's own source: {_quotable(where['file'])} (function {where['function']}), which it\n"
             "imports as a module to find the pass by its name (give --pass-source FILE where it lives elsewhere).\n"
@@ -516,10 +561,11 @@ def _hang_script(capture: m.Message, end: m.Message | None, source: str, compile
         f"({place}){', from ' + source if source else ''}.\n\n"
         f"Run it where {chosen.name} is installed: python repro.py [--timeout S] [--pass-source FILE]\n"
         "It loads the module that pass was given (module.json; before.py is the same as TVMScript) and runs\n"
-        "that pass alone in a thread, with the same target and pass-context configuration. After the timeout\n"
-        f"(default twice what it had run, at least {MIN_HANG_TIMEOUT_S:g} s) it prints\n"
-        f"'still running after S s: reproduced' with the pass's Python stack and exits {HANG_EXIT}; if the pass\n"
-        "returns, it says so and exits 0 (1 if it raised).\n"
+        "that pass alone in a thread, with the same target and pass context (configuration, opt level,\n"
+        "required and disabled passes). After the timeout (default twice what it had run, at least\n"
+        f"{MIN_HANG_TIMEOUT_S:g} s) it prints 'still running after S s: reproduced' with the pass's Python\n"
+        f"stack and exits {HANG_EXIT}; if the pass returns, it says so and exits 0. It exits 1 if the pass\n"
+        "raised, or cannot be made here (loading its file fails, or still runs after the timeout).\n"
         f"{needs}{before}"
         '"""\n'
     )
@@ -531,13 +577,108 @@ def _hang_script(capture: m.Message, end: m.Message | None, source: str, compile
         "PASS_SOURCE": where,
         "DEFAULT_TIMEOUT_S": hang_timeout(running),
         "HANG_EXIT": HANG_EXIT,
+        "CONTEXT": pass_context_of(capture),
     }
     constants = "".join(f"{key} = {value!r}\n" for key, value in values.items())
-    return header + _HANG_BODY.replace("#IMPORTS\n", chosen.imports).replace("#CONSTANTS\n", constants)
+    helpers = "\n\n".join(inspect.getsource(helper) for helper in (package_of, pass_definitions))
+    return header + (
+        _HANG_BODY.replace("#IMPORTS\n", chosen.imports)
+        .replace("#CONSTANTS\n", constants)
+        .replace("#HELPERS\n", helpers)
+    )
+
+
+# The two functions below are copied into a hang reproducer's script (which must not need
+# iket-tui): they use nothing but the standard library, imported inside them.
+
+
+def package_of(path: Path, module: str | None) -> tuple[Path, str] | None:
+    """The directory to put on ``sys.path`` and the dotted name to import for the Python file
+    ``path`` when it is a module of a package (so that its relative imports work), else None:
+    by ``module``, its captured name, when the file's path ends with it; else by the
+    ``__init__.py`` files of the directories around it."""
+    from pathlib import Path
+
+    stem = path.parent if path.name == "__init__.py" else path.with_suffix("")
+    parts = module.split(".") if module and module != "__main__" else []
+    if len(parts) > 1 and list(stem.parts[-len(parts) :]) == parts:
+        return Path(*stem.parts[: -len(parts)]), ".".join(parts)
+    names = [] if path.name == "__init__.py" else [path.stem]
+    directory = path.parent
+    while (directory / "__init__.py").is_file() and directory != directory.parent:
+        names.insert(0, directory.name)
+        directory = directory.parent
+    return (directory, ".".join(names)) if len(names) > 1 else None
+
+
+def pass_definitions(source: str, filename: str, function: str, line: int | None, pass_name: str) -> ast.Module:
+    """Of a program's main script, only what defines a pass of its own: the top-level definition
+    that holds the pass's ``function`` (a def or class, with its decorators; the one around
+    ``line`` where there are several), top-level definitions and assignments that name the pass
+    (``pass_name``), the script's top-level imports, and the top-level definitions and plain
+    assignments (to names only) these use, in the script's order and at their own lines. Nothing
+    else of the program runs. Raises LookupError when the script holds no such definition."""
+    import ast
+
+    body = ast.parse(source, filename).body
+    definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+    def first_line(node: ast.stmt) -> int:
+        decorators = node.decorator_list if isinstance(node, definitions) else []
+        return min([node.lineno, *(decorator.lineno for decorator in decorators)])
+
+    def bound(node: ast.stmt) -> set[str]:
+        if isinstance(node, definitions):
+            return {node.name}
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign) and node.value
+            else []
+        )
+        names: set[str] = set()
+        for target in targets:
+            inner = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+            if not inner or not all(isinstance(name, ast.Name) for name in inner):
+                return set()
+            names.update(name.id for name in inner if isinstance(name, ast.Name))
+        return names
+
+    def holds_function(node: ast.stmt) -> bool:
+        return isinstance(node, definitions) and any(
+            isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name == function
+            for inner in ast.walk(node)
+        )
+
+    def names_pass(node: ast.stmt) -> bool:
+        return bool(bound(node)) and any(
+            isinstance(inner, ast.Constant) and inner.value == pass_name for inner in ast.walk(node)
+        )
+
+    holding = [node for node in body if holds_function(node)]
+    around = [node for node in holding if line is not None and first_line(node) <= line <= (node.end_lineno or 0)]
+    kept = {id(node) for node in (around or holding)} | {id(node) for node in body if names_pass(node)}
+    if not kept:
+        raise LookupError(f"{filename} has no top-level definition of {function} or of {pass_name}")
+    needed: set[str] = set()
+    while True:
+        for node in body:
+            if id(node) in kept:
+                needed.update(name.id for name in ast.walk(node) if isinstance(name, ast.Name))
+        more = {id(node) for node in body if id(node) not in kept and bound(node) & needed}
+        if not more:
+            break
+        kept.update(more)
+    chosen = [node for node in body if id(node) in kept or isinstance(node, (ast.Import, ast.ImportFrom))]
+    return ast.Module(body=chosen, type_ignores=[])
 
 
 _HANG_BODY = """
+from __future__ import annotations
+
 import argparse
+import ast
 import importlib
 import importlib.util
 import os
@@ -545,12 +686,17 @@ import sys
 import threading
 import time
 import traceback
+import types
 from pathlib import Path
 
 #IMPORTS
 
 HERE = Path(__file__).resolve().parent
 #CONSTANTS
+
+
+class CannotMake(Exception):
+    pass
 
 
 def arguments():
@@ -565,14 +711,57 @@ def arguments():
     return args
 
 
+#HELPERS
+
+
+def failed(error, path):
+    text = str(error).strip().splitlines()
+    said = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+    lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__) if frame.filename == str(path)]
+    if isinstance(error, SyntaxError) and error.filename == str(path):
+        lines.append(error.lineno)
+    return said + (f" (line {lines[-1]})" if lines and lines[-1] else "")
+
+
+def load(path):
+    module = PASS_SOURCE["module"] if PASS_SOURCE else None
+    package = package_of(path, module)
+    sys.path.insert(0, str(path.parent))
+    if package is not None:
+        sys.path.insert(0, str(package[0]))
+    main_script = PASS_SOURCE is not None and path == Path(PASS_SOURCE["file"]).resolve()
+    if module == "__main__" and (main_script or package is None):
+        function, line = PASS_SOURCE["function"], (PASS_SOURCE["line"] if main_script else None)
+        try:
+            found = pass_definitions(path.read_text(), str(path), function, line, PASS)
+        except LookupError as error:
+            raise CannotMake(f"{error}: give the file that defines the pass with --pass-source FILE") from None
+        script = types.ModuleType("__pass_source__")
+        script.__file__ = str(path)
+        if package is not None:
+            script.__package__ = package[1].rpartition(".")[0]
+        sys.modules[script.__name__] = script
+        exec(compile(found, str(path), "exec"), vars(script))
+        return script
+    if package is not None:
+        return importlib.import_module(package[1])
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = loaded
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
 def own_pass(path):
     if not path.is_file():
-        sys.exit(f"repro: {PASS} is defined in {path}, which is not here: give its file with --pass-source FILE")
-    sys.path.insert(0, str(path.parent))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
+        raise CannotMake(f"{PASS} is defined in {path}, which is not here: give its file with --pass-source FILE")
+    outcome["loading"] = path
+    try:
+        module = load(path.resolve())
+    except CannotMake:
+        raise
+    except (Exception, SystemExit) as error:
+        raise CannotMake(f"loading {path} to make {PASS} failed: {failed(error, path.resolve())}") from None
     for value in list(vars(module).values()):
         if isinstance(value, tvm.transform.Pass) and str(value.info.name) == PASS:
             return value
@@ -580,7 +769,7 @@ def own_pass(path):
     made = factory() if callable(factory) else None
     if isinstance(made, tvm.transform.Pass) and str(made.info.name) == PASS:
         return made
-    sys.exit(f"repro: {path} defines no pass named {PASS}")
+    raise CannotMake(f"{path} defines no pass named {PASS}")
 
 
 def make_pass(args):
@@ -593,7 +782,7 @@ def make_pass(args):
         return own_pass(args.pass_source)
     if PASS_SOURCE is not None:
         return own_pass(Path(PASS_SOURCE["file"]))
-    sys.exit(f"repro: {PASS} is not {OWNER}: give the file that defines it with --pass-source FILE")
+    raise CannotMake(f"{PASS} is not {OWNER}: give the file that defines it with --pass-source FILE")
 
 
 def load_module():
@@ -608,13 +797,24 @@ config = {}
 if (HERE / "config.json").exists():
     config = dict(tvm.ir.load_json((HERE / "config.json").read_text()).items())
 target = tvm.target.Target(TARGET) if TARGET else None
-the_pass = make_pass(args)
+made = threading.Event()
 outcome = {}
 
 
 def run():
     try:
-        with tvm.transform.PassContext(opt_level=3, config=config):
+        the_pass = make_pass(args)
+    except CannotMake as error:
+        outcome["cannot"] = str(error)
+    except (Exception, SystemExit) as error:
+        outcome["cannot"] = f"making {PASS} failed: {failed(error, None)}"
+    finally:
+        outcome["started"] = time.monotonic()
+        made.set()
+    if "cannot" in outcome:
+        return
+    try:
+        with tvm.transform.PassContext(config=config, **CONTEXT):
             if target is not None:
                 with target:
                     the_pass(mod)
@@ -624,18 +824,34 @@ def run():
         outcome["error"] = error
 
 
+def stack():
+    frame = sys._current_frames().get(runner.ident)
+    return "".join(traceback.format_stack(frame)).rstrip() if frame is not None else "  (it has just ended)"
+
+
+def leave(code):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the pass's thread cannot be stopped: leave without waiting for it
+
+
 runner = threading.Thread(target=run, name=PASS, daemon=True)
-started = time.monotonic()
 runner.start()
+if not made.wait(args.timeout):
+    loading = f"loading {outcome['loading']} to make {PASS}" if "loading" in outcome else f"making {PASS}"
+    print(f"repro: {loading} still runs after {args.timeout:g} s, before the pass runs (a longer --timeout "
+          "lets a slow import finish). Where it is (innermost last):", file=sys.stderr)
+    print(stack(), file=sys.stderr)
+    leave(1)
+if "cannot" in outcome:
+    sys.exit(f"repro: {outcome['cannot']}")
 runner.join(args.timeout)
 if runner.is_alive():
     print(f"still running after {args.timeout:g} s: reproduced")
     print(f"{PASS} has not returned. Its Python stack (innermost last):")
-    print("".join(traceback.format_stack(sys._current_frames()[runner.ident])).rstrip())
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(HANG_EXIT)  # the pass's thread cannot be stopped: leave without waiting for it
-took = time.monotonic() - started
+    print(stack())
+    leave(HANG_EXIT)
+took = time.monotonic() - outcome["started"]
 if "error" in outcome:
     print(f"repro: {PASS} raised after {took:.1f} s instead of running on:", file=sys.stderr)
     error = outcome["error"]

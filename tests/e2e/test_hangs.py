@@ -3,10 +3,16 @@ whose pass of its own loops in Python (or blocks in libc's ``pause()``) is captu
 ``iket-tui repro PID --stuck``, the reproducer hangs the same way in a fresh process without the
 program, and ``iket-tui abort PID`` makes the compile fail while the program goes on to its next
 compile. A pass in native code takes the abort only when it returns to Python, and ``abort``
-says so. The same from the app: ``R`` writes the reproducer, ``A`` then ``y`` aborts."""
+says so. The same from the app: ``R`` writes the reproducer, ``A`` then ``y`` aborts.
+
+Where the pass lives is the user's: in the program's own main script (the reproducer takes the
+pass from it without running the program, under the same pass context), in a file of its own
+while it waits inside an installed library (the pass is named, not the library), or in a
+package (``--pass-source``, relative imports and all)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import re
@@ -25,6 +31,7 @@ import pytest
 
 pytest.importorskip("tilelang")
 
+import filelock  # installed with TileLang (through torch)
 from live_target import WAIT_S, Stuck, main_code, socket_of, stacks_of
 
 from iket_tui.durations import duration
@@ -32,6 +39,7 @@ from iket_tui.model.nodes import FAILED
 from iket_tui.model.session import Session
 from iket_tui.model.visible_rows import Row
 from iket_tui.protocol import messages as m
+from iket_tui.repro import write_hang
 from iket_tui.sources.reading import read_recording
 from iket_tui.sources.requests import ask
 from iket_tui.sources.socket import SocketSource
@@ -41,8 +49,20 @@ from iket_tui.ui.row_painter import Columns, RowState, RowStyles, paint_row
 
 TARGETS = Path(__file__).parent / "targets"
 PASSES = TARGETS / "hang_passes.py"
+SCRIPT = TARGETS / "own_script.py"
+PACKAGE = TARGETS / "script_package"
 SPIN_CODE = "while turns >= 0:  # a Python loop that never ends"
 PAUSE_CODE = "_libc.pause()  # blocks in native code until a signal is handled"
+LOCK_CODE = 'with filelock.FileLock(os.environ["IKET_TEST_LOCK"]):  # waits inside filelock while another holds it'
+SCRIPT_CODE = "while turns >= 0:  # the script's own loop that never ends"
+PACKAGE_CODE = "while turns >= 0:  # the package's own loop that never ends"
+SEEN = (
+    "context: opt_level=2 config=['tirx.disable_vectorize', 'tl.disable_tma_lower'] required=['own_script.Spin'] "
+    "disabled=['own_script.NeverRuns']"
+)
+"""What own_script.py's pass prints of its pass context: the program's, and the reproducer's."""
+PROGRAMS = {"spin": "hang_target.py", "pause": "hang_target.py", "lock": "hang_target.py", "script": "own_script.py"}
+FUNCTIONS = {"spin": "spin_forever", "pause": "pause_forever", "lock": "wait_for_lock", "script": "spin_in_script"}
 DURATION = r"(\d+(\.\d+)? (ns|µs|ms|s)|\d+m \d\ds|\d+h \d\dm)"
 """A duration as :func:`iket_tui.durations.duration` writes it."""
 ABORTED = re.compile(rf"aborted by iket-tui after {DURATION} in hang_test\.(SpinForever|PauseForever)")
@@ -85,9 +105,11 @@ def _iket(*args: str, env: dict[str, str], cwd: Path | None = None) -> subproces
     )
 
 
-def _fresh_python(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+def _fresh_python(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
     """``python ARGS`` in ``cwd``, without the agent and without the program; and how long it took."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("IKET_TUI")}
+    env = {key: value for key, value in (env or os.environ).items() if not key.startswith("IKET_TUI")}
     started = time.monotonic()
     done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=WAIT_S, cwd=cwd, env=env)
     return done, time.monotonic() - started
@@ -95,14 +117,23 @@ def _fresh_python(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[st
 
 @pytest.fixture
 def hanging(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hanging]:
-    """The program stuck in its own pass (``spin`` or ``pause``, the test's parameter), under
-    the agent, recorded from its start by ``iket-tui record``."""
+    """The program stuck in its own pass (the test's parameter: ``spin``, ``pause``, ``lock``,
+    whose lock this process holds meanwhile, or ``script``, the pass in own_script.py), under the
+    agent, recorded from its start by ``iket-tui record``."""
     runtime = Path(tempfile.mkdtemp(prefix="ik"))  # short: socket paths are limited to 107 bytes
     patch = pytest.MonkeyPatch()
     patch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    env = {**os.environ, "IKET_TUI": "1", "IKET_TEST_HANG": request.param, "IKET_TEST_GATE": str(tmp_path / "gate")}
+    lock = filelock.FileLock(tmp_path / "held.lock")
+    lock.acquire()
+    env = {
+        **os.environ,
+        "IKET_TUI": "1",
+        "IKET_TEST_HANG": request.param,
+        "IKET_TEST_GATE": str(tmp_path / "gate"),
+        "IKET_TEST_LOCK": str(tmp_path / "held.lock"),
+    }
     program = subprocess.Popen(
-        [sys.executable, "hang_target.py"], cwd=TARGETS, env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, PROGRAMS[request.param]], cwd=TARGETS, env=env, stdout=subprocess.PIPE, text=True
     )
     quiet = {**env, "IKET_TUI": ""}
     recorder: subprocess.Popen[str] | None = None
@@ -115,7 +146,7 @@ def hanging(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hanging]
             stderr=subprocess.PIPE,
             text=True,
         )
-        function = "spin_forever" if request.param == "spin" else "pause_forever"
+        function = FUNCTIONS[request.param]
         deadline = time.monotonic() + WAIT_S
         while not any(function in frame["function"] for frame in _main_frames(stacks_of(path))):
             assert time.monotonic() < deadline, "the program never reached its hanging pass"
@@ -127,6 +158,7 @@ def hanging(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hanging]
         if recorder is not None:
             recorder.kill()
             recorder.wait()
+        lock.release()
         patch.undo()
         shutil.rmtree(runtime, ignore_errors=True)
 
@@ -147,8 +179,8 @@ def _reproduces(directory: Path, code: str, function: str, cwd: Path) -> None:
     assert 5 <= took < 60
 
 
-def _line_of(code: str) -> int:
-    return next(number for number, line in enumerate(PASSES.read_text().splitlines(), 1) if line.strip() == code)
+def _line_of(code: str, path: Path = PASSES) -> int:
+    return next(number for number, line in enumerate(path.read_text().splitlines(), 1) if line.strip() == code)
 
 
 def _tree_rows(session: Session, compile_id: int) -> tuple[str, str]:
@@ -282,6 +314,115 @@ def test_a_pass_blocked_in_native_code_is_reproduced_and_the_abort_says_it_waits
     first, second = session.tree.compiles
     assert first.status is FAILED and first.error == caught.removeprefix("caught ")
     assert second.status.value == "done"
+
+
+@pytest.mark.parametrize("hanging", ["script"], indirect=True)
+def test_a_pass_in_the_programs_main_script_is_reproduced_without_running_the_program(
+    hanging: Hanging, tmp_path: Path
+) -> None:
+    out = tmp_path / "repro"
+    written = _iket("repro", hanging.pid, "--stuck", "-o", str(out), env=hanging.env)
+    assert written.returncode == 0, written.stderr
+    (said,) = written.stderr.splitlines()
+    assert said.endswith(
+        f") to {out}: own_script.Spin is a pass of your own, in {SCRIPT} (spin_in_script): {SCRIPT} is the program's "
+        "main script: only the pass's definition and the script's imports are taken from it, never the program "
+        f"itself; python {out}/repro.py needs that file too (--pass-source FILE where it lives elsewhere)"
+    ), said
+    assert hanging.output_until(SEEN) == ["the program runs", SEEN]
+    script = (out / "repro.py").read_text()
+    (context,) = [line for line in script.splitlines() if line.startswith("CONTEXT = ")]
+    assert ast.literal_eval(context.removeprefix("CONTEXT = ")) == {
+        "opt_level": 2,
+        "required_pass": ["own_script.Spin"],
+        "disabled_pass": ["own_script.NeverRuns"],
+    }
+    config = (out / "config.json").read_text()
+    assert '"tl.disable_tma_lower"' in config and '"tirx.disable_vectorize"' in config
+
+    # The pass alone, under the program's pass context, and nothing of the program ("the program runs").
+    ran, took = _fresh_python(str(out / "repro.py"), "--timeout", "5", cwd=tmp_path)
+    assert ran.returncode == 3, ran.stderr[-3000:]
+    lines = ran.stdout.splitlines()
+    assert lines[:2] == [SEEN, "still running after 5 s: reproduced"], ran.stdout[:3000]
+    assert lines[-2:] == [
+        f'  File "{SCRIPT}", line {_line_of(SCRIPT_CODE, SCRIPT)}, in spin_in_script',
+        f"    {SCRIPT_CODE}",
+    ]
+    assert 5 <= took < 60
+
+    # The same pass kept in a package: --pass-source imports the file as a module of its package.
+    spin = PACKAGE / "spin.py"
+    ran, _ = _fresh_python(str(out / "repro.py"), "--timeout", "3", "--pass-source", str(spin), cwd=tmp_path)
+    assert ran.returncode == 3, ran.stderr[-3000:]
+    lines = ran.stdout.splitlines()
+    assert lines[0] == "still running after 3 s: reproduced"
+    assert lines[-2:] == [
+        f'  File "{spin}", line {_line_of(PACKAGE_CODE, spin)}, in spin_in_package',
+        f"    {PACKAGE_CODE}",
+    ]
+    # A file that cannot be imported is one line; one whose import never ends is caught by the timeout.
+    broken = PACKAGE / "broken.py"
+    ran, _ = _fresh_python(str(out / "repro.py"), "--timeout", "3", "--pass-source", str(broken), cwd=tmp_path)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (
+        1,
+        "",
+        f"repro: loading {broken} to make own_script.Spin failed: ModuleNotFoundError: No module named "
+        "'script_package.missing' (line 5)\n",
+    )
+    endless = PACKAGE / "stuck_import.py"
+    ran, took = _fresh_python(str(out / "repro.py"), "--timeout", "3", "--pass-source", str(endless), cwd=tmp_path)
+    assert (ran.returncode, ran.stdout) == (1, ""), ran.stderr[-3000:]
+    said = ran.stderr.splitlines()
+    assert said[0] == (
+        f"repro: loading {endless} to make own_script.Spin still runs after 3 s, before the pass runs (a longer "
+        "--timeout lets a slow import finish). Where it is (innermost last):"
+    )
+    assert f'  File "{endless}", line 7, in <module>' in said
+    assert 3 <= took < 60
+
+
+@pytest.mark.parametrize("hanging", ["lock"], indirect=True)
+def test_a_pass_waiting_inside_an_installed_library_is_named_and_reproduced(hanging: Hanging, tmp_path: Path) -> None:
+    """The pass waits in filelock for a lock this test holds: the capture names the pass in its
+    own file, not filelock, and the reproducer imports that file and waits the same way."""
+    out = tmp_path / "repro"
+    written = _iket("repro", hanging.pid, "--stuck", "-o", str(out), env=hanging.env)
+    assert written.returncode == 0, written.stderr
+    (said,) = written.stderr.splitlines()
+    assert said.endswith(
+        f") to {out}: hang_test.WaitForLock is a pass of your own, in {PASSES} (wait_for_lock): python {out}/repro.py "
+        "imports that file to rebuild it, so it needs that file too (--pass-source FILE where it lives elsewhere)"
+    ), said
+    stack = (out / "stack.txt").read_text()
+    assert f"{os.sep}filelock{os.sep}" in stack.splitlines()[-2], "the thread is inside filelock"
+
+    ran, _ = _fresh_python(str(out / "repro.py"), "--timeout", "5", cwd=tmp_path, env=hanging.env)
+    assert ran.returncode == 3, ran.stderr[-3000:]
+    lines = ran.stdout.splitlines()
+    assert lines[0] == "still running after 5 s: reproduced"
+    pass_line = f'  File "{PASSES}", line {_line_of(LOCK_CODE)}, in wait_for_lock'
+    assert pass_line in lines and f"{os.sep}filelock{os.sep}" in lines[-2]
+
+
+def test_the_default_timeout_is_twice_what_the_pass_had_run(tmp_path: Path) -> None:
+    """A capture of a pass that had run 24.3 s: repro.py waits 48.6 s unless told otherwise."""
+    capture = {
+        "compile": 2,
+        "seq": 30,
+        "name": "tl.InjectSoftwarePipeline",
+        "running_ns": 24_300_000_000,
+        "target": '{"kind": "cuda", "arch": "sm_90a"}',
+        "config_json": None,
+        "ir_script": "# the module\n",
+        "ir_json": '{"root_index": 0, "nodes": [{"type": "None"}], "metadata": {}}',
+        "pass_source": None,
+    }
+    found = write_hang(capture, tmp_path)
+    assert found.note.endswith(" alone on the module it was given, for 48.6 s")
+    ran, _ = _fresh_python(str(tmp_path / "repro.py"), "--help", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "how long to let it run (default 48.6)" in " ".join(ran.stdout.split())
 
 
 def test_a_tilelang_pass_is_rebuilt_by_name_and_says_so_when_it_returns(stuck: Stuck, tmp_path: Path) -> None:

@@ -1,14 +1,17 @@
 """Passes of a user's own that never return, for the tests of stuck compiles: one loops in
-Python, one blocks in native code (libc's ``pause()``, until a signal arrives). Importing this
-module only defines them, so that a reproducer may import it to rebuild a pass."""
+Python, one blocks in native code (libc's ``pause()``, until a signal arrives), one waits in an
+installed library (filelock) for a lock that someone else holds (the file ``IKET_TEST_LOCK``).
+Importing this module only defines them, so that a reproducer may import it to rebuild a pass."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import filelock
 import tilelang.transform
 from tilelang import tvm
 
@@ -16,6 +19,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 SPIN = "hang_test.SpinForever"
 PAUSE = "hang_test.PauseForever"
+WAIT = "hang_test.WaitForLock"
 PLACE = "tl.InjectSoftwarePipeline"
 """The TileLang pass the hanging pass runs just before."""
 
@@ -34,7 +38,14 @@ def pause_forever(mod: Any, ctx: Any) -> Any:
     return mod
 
 
-HANGS = {"spin": spin_forever, "pause": pause_forever}
+@tvm.transform.module_pass(opt_level=0, name=WAIT)
+def wait_for_lock(mod: Any, ctx: Any) -> Any:
+    with filelock.FileLock(os.environ["IKET_TEST_LOCK"]):  # waits inside filelock while another holds it
+        pass
+    return mod
+
+
+HANGS = {"spin": spin_forever, "pause": pause_forever, "lock": wait_for_lock}
 
 
 @contextmanager

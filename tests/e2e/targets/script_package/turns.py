@@ -1,0 +1,3 @@
+"""Where the package's loop starts."""
+
+FIRST_TURN = 0

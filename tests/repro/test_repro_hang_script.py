@@ -1,0 +1,220 @@
+"""What a hang reproducer takes from the file that defines a pass of the user's own, and what
+it is told of the capture: from a program's main script only the pass's definition, the
+script's imports and the top-level names the pass uses (never the program); a module of a
+package by its dotted name; the pass context as captured; the default timeout from how long the
+pass had run. The TileLang runs of these reproducers are in tests/e2e/test_hangs.py."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from iket_tui.repro import DEFAULT_OPT_LEVEL, MIN_HANG_TIMEOUT_S, package_of, pass_definitions, write_hang
+
+SCRIPT = textwrap.dedent(
+    '''\
+    """A program with its own pass and no main guard."""
+    from __future__ import annotations
+
+    import json
+    from pathlib import Path
+
+    NAME = "mine.Spin"
+    START = 7
+    UNUSED = Path("/nonexistent").read_text()  # the program's own work: never run by a reproducer
+    step = 2
+    seen.append("the program ran")  # a statement, not a definition
+    Path(OUT).write_text("the program ran")
+
+
+    def pass_decorator(name):
+        def wrap(function):
+            function.pass_name = name
+            return function
+        return wrap
+
+
+    def helper(value):
+        return value + step
+
+
+    @pass_decorator(NAME)
+    def my_spin(mod, ctx):
+        turns = helper(START)
+        return json.dumps([mod, turns])
+
+
+    def my_spin(mod, ctx):  # redefined further down: the one around the captured line counts
+        return "the later one"
+
+
+    if __name__ == "__main__":
+        seen.append("guarded")
+    '''
+)
+
+
+def _kept(tree: ast.Module) -> list[str]:
+    return [ast.unparse(node).splitlines()[0] for node in tree.body]
+
+
+def test_of_a_main_script_only_the_pass_and_what_it_uses_are_kept_at_their_own_lines(tmp_path: Path) -> None:
+    path = tmp_path / "mine.py"
+    path.write_text(SCRIPT)
+    line = SCRIPT.splitlines().index("    turns = helper(START)") + 1
+    tree = pass_definitions(SCRIPT, str(path), "my_spin", line, "mine.Spin")
+    assert _kept(tree) == [
+        "from __future__ import annotations",
+        "import json",
+        "from pathlib import Path",
+        "NAME = 'mine.Spin'",
+        "START = 7",
+        "step = 2",
+        "def pass_decorator(name):",
+        "def helper(value):",
+        "@pass_decorator(NAME)",
+    ]
+    namespace: dict[str, object] = {"__name__": "__pass_source__"}
+    exec(compile(tree, str(path), "exec"), namespace)  # no program ran: UNUSED, OUT and seen are never touched
+    my_spin = namespace["my_spin"]
+    assert callable(my_spin) and my_spin.pass_name == "mine.Spin"  # type: ignore[attr-defined]
+    assert my_spin("mod", None) == '["mod", 9]'
+    assert my_spin.__code__.co_filename == str(path)
+    assert my_spin.__code__.co_firstlineno == SCRIPT.splitlines().index("@pass_decorator(NAME)") + 1
+
+    # Without the line, every top-level definition of the function is kept, in order: the last one wins.
+    later = pass_definitions(SCRIPT, str(path), "my_spin", None, "mine.Spin")
+    assert _kept(later)[-2:] == ["@pass_decorator(NAME)", "def my_spin(mod, ctx):"]
+
+
+def test_a_pass_made_by_a_call_or_held_in_a_class_is_found_by_its_name() -> None:
+    made = textwrap.dedent(
+        """\
+        import tvm
+        def body(mod, ctx):
+            return mod
+        spin = tvm.transform.module_pass(body, opt_level=0, name="mine.Spin")
+        run_the_program()
+        """
+    )
+    assert _kept(pass_definitions(made, "made.py", "elsewhere", None, "mine.Spin")) == [
+        "import tvm",
+        "def body(mod, ctx):",
+        "spin = tvm.transform.module_pass(body, opt_level=0, name='mine.Spin')",
+    ]
+    held = textwrap.dedent(
+        """\
+        import tvm
+        LEVEL = 0
+        @tvm.transform.module_pass(opt_level=LEVEL, name="mine.Spin")
+        class Spin:
+            def transform_module(self, mod, ctx):
+                return mod
+        Spin()(None)
+        """
+    )
+    assert _kept(pass_definitions(held, "held.py", "transform_module", 5, "mine.Spin")) == [
+        "import tvm",
+        "LEVEL = 0",
+        "@tvm.transform.module_pass(opt_level=LEVEL, name='mine.Spin')",
+    ]
+    with pytest.raises(LookupError, match=r"^other\.py has no top-level definition of my_spin or of mine\.Spin$"):
+        pass_definitions("import os\nos.getcwd()\n", "other.py", "my_spin", 2, "mine.Spin")
+
+
+def test_a_module_of_a_package_is_imported_by_its_dotted_name(tmp_path: Path) -> None:
+    package = tmp_path / "top" / "mypkg"
+    (package / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "passes.py", "sub/__init__.py", "sub/deep.py"):
+        (package / name).write_text("")
+    (tmp_path / "lone.py").write_text("")
+    assert package_of(package / "passes.py", "mypkg.passes") == (tmp_path / "top", "mypkg.passes")
+    assert package_of(package / "sub" / "deep.py", None) == (tmp_path / "top", "mypkg.sub.deep")
+    assert package_of(package / "sub" / "__init__.py", "__main__") == (tmp_path / "top", "mypkg.sub")
+    # A namespace package (no __init__.py) is told by the captured name alone.
+    (tmp_path / "ns" / "pkg").mkdir(parents=True)
+    assert package_of(tmp_path / "ns" / "pkg" / "p.py", "pkg.p") == (tmp_path / "ns", "pkg.p")
+    assert package_of(tmp_path / "lone.py", "lone") is None
+    assert package_of(tmp_path / "lone.py", "__main__") is None
+
+
+CONFIG_JSON = json.dumps(
+    {
+        "root_index": 3,
+        "nodes": [
+            {"type": "ffi.String", "data": "tl.disable_tma_lower"},
+            {"type": "None"},
+            {"type": "ir.IntImm", "data": {"span": 1, "dtype": "bool", "value": 1}},
+            {"type": "ffi.Map", "data": [0, 2]},
+        ],
+        "metadata": {"tvm_version": "0.25.dev0"},
+    }
+)
+
+
+def _capture(**fields: object) -> dict[str, object]:
+    return {
+        "compile": 4,
+        "seq": 30,
+        "name": "tl.InjectSoftwarePipeline",
+        "running_ns": 24_300_000_000,
+        "target": '{"kind": "cuda", "arch": "sm_90a"}',
+        "config_json": CONFIG_JSON,
+        "ir_script": "# the module\n",
+        "ir_json": '{"root_index": 0, "nodes": [{"type": "None"}], "metadata": {}}',
+        "ir_missing": None,
+        "pass_source": None,
+        "frames": [],
+        **fields,
+    }
+
+
+def _constant(script: str, name: str) -> object:
+    (line,) = [line for line in script.splitlines() if line.startswith(f"{name} = ")]
+    return ast.literal_eval(line.removeprefix(f"{name} = "))
+
+
+def test_a_hang_reproducer_waits_twice_what_the_pass_ran_in_the_same_pass_context(tmp_path: Path) -> None:
+    found = write_hang(
+        _capture(opt_level=2, required_pass=["tl.Required"], disabled_pass=["tl.Disabled", "tl.Other"]), tmp_path
+    )
+    assert found.note == (
+        f"python {tmp_path / 'repro.py'} runs tl.InjectSoftwarePipeline alone on the module it was given, for 48.6 s"
+    )
+    script = (tmp_path / "repro.py").read_text()
+    assert _constant(script, "DEFAULT_TIMEOUT_S") == 48.6 > MIN_HANG_TIMEOUT_S
+    assert _constant(script, "CONTEXT") == {
+        "opt_level": 2,
+        "required_pass": ["tl.Required"],
+        "disabled_pass": ["tl.Disabled", "tl.Other"],
+    }
+    assert "with tvm.transform.PassContext(config=config, **CONTEXT):" in script
+    assert (tmp_path / "config.json").read_text() == CONFIG_JSON  # the configuration, not an empty map
+    ast.parse(script)  # the helpers copied into it are whole
+
+
+def test_a_capture_without_its_pass_context_gets_the_old_default(tmp_path: Path) -> None:
+    """Captures made before the pass context was captured, or of an aborted compile's failure."""
+    write_hang(_capture(running_ns=1_000_000_000), tmp_path)
+    script = (tmp_path / "repro.py").read_text()
+    assert _constant(script, "CONTEXT") == {"opt_level": DEFAULT_OPT_LEVEL}
+    assert _constant(script, "DEFAULT_TIMEOUT_S") == MIN_HANG_TIMEOUT_S
+
+
+def test_the_note_says_when_the_pass_is_in_the_programs_main_script(tmp_path: Path) -> None:
+    where = {"file": "/work/mine.py", "line": 10, "function": "my_spin", "module": "__main__"}
+    found = write_hang(_capture(name="my.Spin", pass_source=where), tmp_path)
+    assert found.runnable
+    assert found.note == (
+        "my.Spin is a pass of your own, in /work/mine.py (my_spin): /work/mine.py is the program's main script: only "
+        "the pass's definition and the script's imports are taken from it, never the program itself; "
+        f"python {tmp_path / 'repro.py'} needs that file too (--pass-source FILE where it lives elsewhere)"
+    )
+    script = (tmp_path / "repro.py").read_text()
+    assert _constant(script, "PASS_SOURCE") == where
+    assert re.search(r"the program's main script\. Of it, it runs only what defines the pass", script)
