@@ -54,11 +54,19 @@ class TextLines:
 
     def __init__(self) -> None:
         self._t0: int | None = None
+        self._gpu_t0: int | None = None  # the device clock of the first kernel event
         self._plans: dict[tuple[Any, ...], list[tuple[str, str]]] = {}  # field names, ordered and as shown
 
     def line(self, item: m.Item) -> str:
         msg = _as_map(item)
         kind = str(msg.get("type"))
+        gpu_t = msg.get("gpu_t_ns") if kind == "kernel_event" else None
+        if type(gpu_t) is int:
+            # An absolute device time reads as an offset from the first one, to the nanosecond
+            # (as a duration, 1.8e18 ns would read "498882h29m").
+            if self._gpu_t0 is None:
+                self._gpu_t0 = gpu_t
+            msg = {**msg, "gpu_t_ns": _Offset(gpu_t - self._gpu_t0)}
         return f"{self._time(msg.get('t_ns'))}  {kind:<{_TYPE_WIDTH}}  {_fields(kind, msg, self._plans)}".rstrip()
 
     def _time(self, t_ns: object) -> str:
@@ -188,8 +196,14 @@ def _quoted(key: Any) -> str:
     return json.dumps(_key(key), ensure_ascii=False)
 
 
+class _Offset(int):
+    """A device time as an offset from the first one a dump showed."""
+
+
 def _field(key: str, value: Any) -> str:
     kind = type(value)
+    if kind is _Offset:
+        return f"{key[:-3]}={'+' if value >= 0 else ''}{duration(value, resolution_ns=1).replace(' ', '')}"
     if kind is int:
         return f"{key[:-3]}={duration(value).replace(' ', '')}" if key.endswith("_ns") else f"{key}={value}"
     if type(value) is str:

@@ -65,6 +65,27 @@ def test_dump_summarises_kernel_batches_and_expands_them_on_request() -> None:
     assert {event["kernel"] for event in events} == {"traced_gemm_kernel"}
 
 
+def test_dump_records_as_text_give_each_device_time_as_an_offset_to_the_nanosecond() -> None:
+    """The device clock is absolute: as a duration it would read ``498882h29m`` for every event;
+    as an offset from the first event shown it tells two events 32 ns apart apart."""
+    jsonl = run_iket("dump", str(EXAMPLE), "--format", "jsonl", "--records")
+    text = run_iket("dump", str(EXAMPLE), "--records")
+    assert jsonl.returncode == text.returncode == 0, text.stderr
+    times = [json.loads(line)["gpu_t_ns"] for line in jsonl.stdout.splitlines() if '"kernel_event"' in line]
+    shown = [line.split(" gpu_t=", 1)[1].split(" ", 1)[0] for line in text.stdout.splitlines() if " gpu_t=" in line]
+    assert len(shown) == len(times) == 126_720
+    assert shown[0] == "+0ns"
+    assert [offset_ns(word) for word in shown] == [t - times[0] for t in times]
+
+
+def offset_ns(word: str) -> int:
+    """``+1.568µs`` as 1568."""
+    number = word.lstrip("+").rstrip("nsµm")
+    unit = word[len(word.rstrip("nsµm")) :]
+    scale = {"ns": 1, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}[unit]
+    return round(float(number) * scale)
+
+
 def _killed_while_a_block_waits(path: Path) -> tuple[Path, WaitingStream]:
     """A recording cut off (no ``end``) 6.05 s after a launch began, its block waiting, as one
     of a process killed then is: its records, then a heartbeat. Returns it and what was
