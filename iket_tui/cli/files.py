@@ -172,6 +172,8 @@ def cmd_repro(args: argparse.Namespace) -> int:
     check_repro_output(args.output)
     reader = RecordingReader(args.file)
     messages = list(reader)
+    for note in recording_notes(reader.info, verb="read"):  # damage skipped, a cut: said as dump says it
+        say(f"{args.file}: {note}")
     try:
         found, where = write_repro(
             args.output,

@@ -84,7 +84,9 @@ def test_repro_reads_past_a_damaged_header(tmp_path: Path) -> None:
     _flip_header(recording, path)
     result = run_iket("repro", str(path), "-o", str(tmp_path / "repro"))
     assert result.returncode == 0, result.stderr
-    assert f"wrote a reproducer of compile 2 (tl.LayoutInference) to {tmp_path / 'repro'}" in result.stderr
+    said, wrote = result.stderr.splitlines()  # the damage first, as dump and export say it
+    assert said.startswith(f"iket-tui: {path}: the recording's header was damaged: ")
+    assert f"wrote a reproducer of compile 2 (tl.LayoutInference) to {tmp_path / 'repro'}" in wrote
     assert (tmp_path / "repro" / "before.py").read_text() == "# from tvm.script import tir as T\n"
 
 
