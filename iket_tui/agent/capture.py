@@ -47,18 +47,41 @@ _thread = threading.local()  # .failed: the NvccRun of this thread's last failed
 
 
 def scope() -> dict[str, Any]:
-    """The target and pass-context configuration in force now (while the failure unwinds)."""
+    """The target and pass context in force now (while the failure unwinds): see :func:`scope_of`."""
     from tvm import target, transform
 
-    found: dict[str, Any] = {"target": None, "config_json": None}
-    try:
-        current = target.Target.current(allow_none=True)
-        if current is not None:
-            found["target"] = str(current)  # a JSON object TVM's Target() reads back
-    except Exception:
-        pass
+    current = context = None
     with contextlib.suppress(Exception):
-        found["config_json"] = config_json(transform.PassContext.current().config)
+        current = target.Target.current(allow_none=True)
+    with contextlib.suppress(Exception):
+        context = transform.PassContext.current()
+    return scope_of(current, context)
+
+
+def scope_of(target: Any, pass_context: Any) -> dict[str, Any]:
+    """The target (a JSON object TVM's ``Target()`` reads back) and the pass context: its
+    configuration (``tvm.ir.save_json``) as a failure capture has it, its ``opt_level``, and its
+    ``required_pass`` and ``disabled_pass`` lists, so that a reproducer makes the same context."""
+    found: dict[str, Any] = {
+        "target": None,
+        "config_json": None,
+        "opt_level": None,
+        "required_pass": None,
+        "disabled_pass": None,
+    }
+    with contextlib.suppress(Exception):
+        if target is not None:
+            found["target"] = str(target)
+    if pass_context is None:
+        return found
+    with contextlib.suppress(Exception):
+        found["config_json"] = config_json(pass_context.config)
+    with contextlib.suppress(Exception):
+        level = pass_context.opt_level
+        found["opt_level"] = level if type(level) is int else None
+    for key in ("required_pass", "disabled_pass"):
+        with contextlib.suppress(Exception):
+            found[key] = [str(name) for name in getattr(pass_context, key)]
     return found
 
 

@@ -15,7 +15,6 @@ blocked further in (a lock of an installed library, a helper in another file) do
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import sysconfig
@@ -130,7 +129,7 @@ def capture_stuck(registry: Registry, compile_id: int | None = None, seq: int | 
         "kernel": begin.get("kernel"),
         "label": begin.get("label"),
         "running_ns": found.running_ns,
-        **_scope(target, pass_context),
+        **capture.scope_of(target, pass_context),
         **capture.failed_pass(registry.ir_store, compile_id, seq),
         "pass_source": pass_source(frame),
         "pid": os.getpid(),
@@ -189,33 +188,6 @@ def _users(path: str, name: str, library: tuple[str, ...], installed: tuple[str,
     if _INSTALLED_DIRS.intersection(path.split(os.sep)):
         return False
     return not _under(path, library)
-
-
-def _scope(target: Any, pass_context: Any) -> dict[str, Any]:
-    """The target (a JSON object TVM's ``Target()`` reads back) and the pass context: its
-    configuration (``tvm.ir.save_json``) as a failure capture has it, its ``opt_level``, and its
-    ``required_pass`` and ``disabled_pass`` lists, so that a reproducer makes the same context."""
-    found: dict[str, Any] = {
-        "target": None,
-        "config_json": None,
-        "opt_level": None,
-        "required_pass": None,
-        "disabled_pass": None,
-    }
-    with contextlib.suppress(Exception):
-        if target is not None:
-            found["target"] = str(target)
-    if pass_context is None:
-        return found
-    with contextlib.suppress(Exception):
-        found["config_json"] = capture.config_json(pass_context.config)
-    with contextlib.suppress(Exception):
-        level = pass_context.opt_level
-        found["opt_level"] = level if type(level) is int else None
-    for key in ("required_pass", "disabled_pass"):
-        with contextlib.suppress(Exception):
-            found[key] = [str(name) for name in getattr(pass_context, key)]
-    return found
 
 
 def _compiler_dirs() -> tuple[str, ...]:

@@ -419,11 +419,12 @@ def codegen_end(
     }
 
 
-FAILED_PASS_FIELDS: Final = ("target", "config_json", "ir_script", "ir_json", "ir_missing")
-"""What a ``compile_failure`` of ``stage`` ``"pass"`` captured (all str or null)."""
+PASS_CONTEXT_FIELDS: Final = ("target", "config_json", "opt_level", "required_pass", "disabled_pass")
+"""The target and pass context in force, as failure captures and ``stuck`` answers hold them."""
+FAILED_PASS_FIELDS: Final = (*PASS_CONTEXT_FIELDS, "ir_script", "ir_json", "ir_missing")
+"""What a ``compile_failure`` of ``stage`` ``"pass"`` captured."""
 FAILED_CODEGEN_FIELDS: Final = (
-    "target",
-    "config_json",
+    *PASS_CONTEXT_FIELDS,
     "source",
     "source_missing",
     "compiler_output",

@@ -97,3 +97,36 @@ def test_a_pass_of_the_programs_own_is_written_but_said_to_be_out_of_reach(recor
     ran = _fresh_python("repro.py", out)
     assert ran.returncode == 1
     assert ran.stderr.strip() == "repro: demo.RejectRelu is not one of Apache TVM's passes; module.json holds its input"
+
+
+CONTEXT_PROGRAM = """\
+import tvm
+from iket_tui.demo import tvm_program as demo
+
+context = tvm.transform.PassContext(
+    opt_level=2, disabled_pass=["tirx.UnrollLoop"], config={"tirx.disable_vectorize": True}
+)
+with context:
+    try:
+        demo.COMPILES["bad_pipeline"].compile(0)
+    except Exception as error:
+        print("failed:", type(error).__name__)
+"""
+
+
+def test_the_reproducer_makes_the_pass_context_the_failure_ran_in(tmp_path: Path) -> None:
+    """The failure capture holds the pass context's opt_level, required and disabled passes
+    besides its configuration, and the reproducer makes the same context."""
+    program = tmp_path / "in_context.py"
+    program.write_text(CONTEXT_PROGRAM)
+    recording = tmp_path / "context.msgpack"
+    done = _iket("run", "--no-ui", "--record", str(recording), "--", sys.executable, str(program))
+    assert done.returncode == 0, done.stderr
+    failure, end = _failed(recording, PASS)
+    assert (failure["opt_level"], failure["required_pass"], failure["disabled_pass"]) == (2, [], ["tirx.UnrollLoop"])
+    assert "tirx.disable_vectorize" in failure["config_json"]
+    out = tmp_path / "repro"
+    assert _iket("repro", str(recording), "-o", str(out)).returncode == 0
+    assert "\nCONTEXT = {'opt_level': 2, 'disabled_pass': ['tirx.UnrollLoop']}\n" in (out / "repro.py").read_text()
+    ran = _fresh_python("repro.py", out)
+    assert end["error"] in ran.stderr.splitlines()
