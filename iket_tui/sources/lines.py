@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Final
 
 from iket_tui.durations import duration
 from iket_tui.protocol import messages as m
@@ -54,19 +54,19 @@ class TextLines:
 
     def __init__(self) -> None:
         self._t0: int | None = None
-        self._gpu_t0: int | None = None  # the device clock of the first kernel event
+        self._gpu_t0: int | None = None  # the first time on the device's clock shown
         self._plans: dict[tuple[Any, ...], list[tuple[str, str]]] = {}  # field names, ordered and as shown
 
     def line(self, item: m.Item) -> str:
         msg = _as_map(item)
         kind = str(msg.get("type"))
-        gpu_t = msg.get("gpu_t_ns") if kind == "kernel_event" else None
-        if type(gpu_t) is int:
-            # An absolute device time reads as an offset from the first one, to the nanosecond
-            # (as a duration, 1.8e18 ns would read "498882h29m").
+        key = _DEVICE_CLOCK.get(kind)
+        if key is not None and type(device_t := msg.get(key)) is int:
+            # An absolute device time reads as an offset from the first one shown, to the
+            # nanosecond (as a duration, 1.8e18 ns would read "498882h29m").
             if self._gpu_t0 is None:
-                self._gpu_t0 = gpu_t
-            msg = {**msg, "gpu_t_ns": _Offset(gpu_t - self._gpu_t0)}
+                self._gpu_t0 = device_t
+            msg = {**msg, key: _Offset(device_t - self._gpu_t0)}
         return f"{self._time(msg.get('t_ns'))}  {kind:<{_TYPE_WIDTH}}  {_fields(kind, msg, self._plans)}".rstrip()
 
     def _time(self, t_ns: object) -> str:
@@ -194,6 +194,10 @@ def _fields(kind: str, msg: m.Message, plans: dict[tuple[Any, ...], list[tuple[s
 def _quoted(key: Any) -> str:
     """A field name that is not plain as a line shows it: quoted, its newlines escaped."""
     return json.dumps(_key(key), ensure_ascii=False)
+
+
+_DEVICE_CLOCK: Final = {"kernel_event": "gpu_t_ns", m.KERNEL_RECORDS: "device_now_ns"}
+"""The field of a message that holds an absolute time on the device's clock."""
 
 
 class _Offset(int):
