@@ -138,6 +138,9 @@ def decode(
         if every.any():
             after_events = layout.first_event + DRAINED_EVENTS_PER_CHUNK + np.arange(width, dtype=np.intp)
             where = np.where(every[:, None], after_events, where)
+        # Columns past a chunk's own events (a batch mixing both kinds of chunk) point anywhere:
+        # kept inside the chunk, their words are read and never used.
+        np.clip(where, 0, layout.chunk_words - 1, out=where)
         payloads = np.take_along_axis(raw, where, axis=1)
         as32[:, :, 2] = np.where(has_payload, payloads, 0)
     else:

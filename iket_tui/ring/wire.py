@@ -17,7 +17,15 @@ import numpy as np
 from iket_tui.protocol.messages import KERNEL_MODULE, KERNEL_RECORDS
 from iket_tui.ring.counters import DrainBatch, RingCounters
 from iket_tui.ring.events import EventTableError, ModuleEvents
-from iket_tui.ring.layout import ID_BITS_MAX, ID_BITS_MIN, LAYOUTS, WARP_SLOTS, ChunkLayout
+from iket_tui.ring.layout import (
+    DRAINED_EVENTS_PER_CHUNK,
+    FLAG_PAYLOAD_EVERY_EVENT,
+    ID_BITS_MAX,
+    ID_BITS_MIN,
+    LAYOUTS,
+    WARP_SLOTS,
+    ChunkLayout,
+)
 
 _COUNTER_FIELDS: Final = tuple(RingCounters().to_fields())
 _COUNTER_END: Final = 1 << 63
@@ -151,6 +159,9 @@ def _impossible_chunks(chunks: np.ndarray[Any, np.dtype[np.void]], layout: Chunk
     n_events = chunks["n_events"].astype(np.int64)
     if (n_events + chunks["n_payloads"] > layout.body_words).any():
         return f"a chunk with more events and payloads than its {layout.body_words} words"
+    every = (chunks["flags"] & FLAG_PAYLOAD_EVERY_EVENT) != 0
+    if (every & (n_events > DRAINED_EVENTS_PER_CHUNK)).any():
+        return f"a chunk with a payload word for each of more than {DRAINED_EVENTS_PER_CHUNK} events"
     id_bits = chunks["id_bits"]
     if ((id_bits < ID_BITS_MIN) | (id_bits > ID_BITS_MAX)).any():
         return f"a chunk whose events have fewer than {ID_BITS_MIN} or more than {ID_BITS_MAX} id bits"

@@ -12,7 +12,7 @@ import pytest
 
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
-from iket_tui.ring.layout import layout_by_id
+from iket_tui.ring.layout import FLAG_PAYLOAD_EVERY_EVENT, layout_by_id
 from iket_tui.ring.wire import RecordsError, records_from_message
 from iket_tui.sources.reading import read_recording
 
@@ -30,10 +30,11 @@ def _h200() -> tuple[m.Message, m.Message, m.Message]:
 TRACING, MODULE, RECORDS = _h200()
 
 
-def _chunk_lie(field: str, value: int) -> dict[str, Any]:
+def _chunk_lie(field: str, value: int, **more: int) -> dict[str, Any]:
     layout = layout_by_id(RECORDS["layout"])
     chunks = np.frombuffer(RECORDS["chunks"], dtype=layout.drained_dtype).copy()
-    chunks[field][5] = value
+    for name, changed in {field: value, **more}.items():
+        chunks[name][5] = changed
     return {"chunks": chunks.tobytes()}
 
 
@@ -64,6 +65,9 @@ DAMAGE: dict[str, dict[str, Any]] = {
     "chunk-id_bits-beyond-8": _chunk_lie("id_bits", 200),
     "chunk-id_bits-below-5": _chunk_lie("id_bits", 0),
     "chunk-segment-beyond-255-sms": _chunk_lie("segment", 64 * 256),
+    "chunk-a-payload-word-for-each-of-27-events": _chunk_lie(
+        "n_events", 27, n_payloads=0, flags=FLAG_PAYLOAD_EVERY_EVENT
+    ),
 }
 
 
@@ -101,3 +105,19 @@ def test_a_damaged_batch_waiting_for_its_table_is_never_held() -> None:
     session.apply([MODULE])
     assert session.kernels.waiting_events == 0
     assert [launch.records for launch in session.kernels.newest_first()] == [42_240] * 3
+
+
+def test_a_batch_mixing_chunks_with_and_without_a_payload_word_per_event_decodes() -> None:
+    """A drain writes one kind of chunk, but a batch of both is not impossible: one chunk with a
+    payload word per event beside another with more events than that kind holds decodes
+    without reading outside any chunk (a fuzzed input once raised IndexError there, after the
+    batch had been counted)."""
+    layout = layout_by_id(RECORDS["layout"])
+    chunks = np.frombuffer(RECORDS["chunks"], dtype=layout.drained_dtype).copy()
+    chunks["flags"][5] |= FLAG_PAYLOAD_EVERY_EVENT
+    before = int(chunks["n_events"][6])
+    chunks["n_events"][6], chunks["n_payloads"][6] = 30, 0
+    session = Session()
+    session.apply([TRACING, MODULE, {**RECORDS, "chunks": chunks.tobytes()}])
+    assert session.counters.malformed == 0
+    assert session.kernels.events_received == 126_720 - before + 30
