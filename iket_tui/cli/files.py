@@ -8,12 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-from iket_tui.cli.errors import UsageError, check_writable, say, shown
+from iket_tui.cli.errors import UsageError, check_stdout_takes, check_writable, say, shown
 from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.show import show
 from iket_tui.cli.unfinished import RunningLaunches
 from iket_tui.model.behind import BehindInStream
-from iket_tui.outputs import OutputError
+from iket_tui.outputs import STDOUT, OutputError
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.lines import KernelEvents, TextLines, json_line
 from iket_tui.sources.reading import RecordingReader, recording_notes
@@ -93,6 +93,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from iket_tui.export.destination import open_destination
 
     check_writable(args.output, stdout=True)
+    if args.output == STDOUT and args.format in BINARY_FORMATS:
+        check_stdout_takes("a Perfetto trace", "| gzip > trace.perfetto-trace.gz")
     reader = RecordingReader(args.file, rows=True, chunk_size=READ_CHUNK)
     progress = _ReadProgress(args.file) if sys.stderr.isatty() else None
     try:

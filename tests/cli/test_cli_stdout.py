@@ -140,6 +140,21 @@ def test_record_to_stdout_on_a_terminal_is_refused() -> None:
     )
 
 
+def test_a_perfetto_export_to_stdout_on_a_terminal_is_refused() -> None:
+    """Perfetto's trace is binary protobuf: on a terminal it would be garbage, so ``-o -`` there
+    is refused with nothing written, as ``record`` is; a JSON format is text and still goes."""
+    terminal = Terminal("export", str(SAMPLE), "--format", "perfetto", "-o", "-")
+    assert terminal.wait_exit() == 2
+    said = terminal.output.decode().strip()
+    assert said == (
+        "iket-tui: -o - writes a Perfetto trace to standard output, which is a terminal: "
+        "pipe it (| gzip > trace.perfetto-trace.gz) or redirect it"
+    )
+    terminal = Terminal("export", str(SAMPLE), "--format", "speedscope", "-o", "-")
+    assert terminal.wait_exit() == 0
+    assert b'"$schema"' in terminal.output
+
+
 def test_a_recording_of_a_ui_command_is_never_standard_output() -> None:
     result = run_iket("run", "--no-ui", "--record", "/dev/stdout", "--", "true")
     assert_one_line_error(result, "/dev/stdout: only `record`, `export` and `repro` write to standard output")
