@@ -15,7 +15,7 @@ from typing import Any
 from iket_tui.cli.errors import EXIT_BAD_INPUT, UsageError, check_stdout_takes, check_writable, say, shown
 from iket_tui.cli.files import replay
 from iket_tui.cli.filters import filters_of
-from iket_tui.cli.show import show
+from iket_tui.cli.show import require_terminal, show
 from iket_tui.cli.signals import watch_signals
 from iket_tui.cli.targets import every_agent_on, target_socket, target_source
 from iket_tui.demo.sample import NAME as SAMPLE_NAME
@@ -56,6 +56,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     by_rank = getattr(args, "ranks", False)
     if by_rank and not follow:
         raise UsageError("--ranks watches the ranks the program starts: it cannot go with --no-follow")
+    if not args.no_ui:
+        require_terminal()  # before the program starts, not once it has run
     agent_env = _kernel_env(args)
     if follow:
         agent_env["IKET_TUI_CHILD_WAIT"] = f"{CHILD_WAIT_S:g}"
@@ -151,7 +153,7 @@ def _attached(args: argparse.Namespace) -> LiveSource:
         remote = remote_target(targets[0])
         if remote is not None and remote.pid is None:
             return every_agent_on(remote.host, record_to=args.record, filters=filters_of(args))
-        return target_source(targets[0], start_agent=True, **options)
+        return target_source(targets[0], start_agent=True, before_start=require_terminal, **options)
     elsewhere = [target for target in targets if remote_target(target) is not None]
     if elsewhere:
         raise UsageError(
@@ -165,6 +167,8 @@ def _attached(args: argparse.Namespace) -> LiveSource:
             resolve_target(target)
         except NoAgentError:
             without_agent.append(target)
+    if without_agent:
+        require_terminal()  # before an agent is started in any of them, not after
     paths = [target_socket(target, start_agent=target in without_agent) for target in targets]
     return ProcessStreams(
         paths,

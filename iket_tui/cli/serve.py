@@ -244,7 +244,7 @@ class _Target:
         self._ui = _ui_options(args)
         self._program = program
         filters = filters_of(args)
-        retry = {"connect_retry_s": 5.0} if program is not None else {}
+        retry: dict[str, Any] = {"connect_retry_s": 5.0} if program is not None else {}
         self.source = target_source(target, start_agent=False, record_to=record, filters=filters, **retry)
         try:
             self.source.connect()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +14,14 @@ from iket_tui.sources.socket import SocketSource
 from iket_tui.sources.ssh import RemoteTarget, SshSource, remote_pids, remote_target
 
 
-def target_source(target: str, *, start_agent: bool, **options: Any) -> SocketSource:
+def target_source(
+    target: str, *, start_agent: bool, before_start: Callable[[], None] | None = None, **options: Any
+) -> SocketSource:
     """The source of a TARGET: a local agent's socket (see :func:`target_socket`), or for
     ``HOST:PID`` the agent of PID on HOST through ssh; ``options`` are the source's."""
     remote = remote_target(target)
     if remote is None:
-        return SocketSource(target_socket(target, start_agent=start_agent), **options)
+        return SocketSource(target_socket(target, start_agent=start_agent, before_start=before_start), **options)
     if remote.pid is None:
         raise UsageError(
             f"{target}: name a pid there (HOST:PID; `iket-tui ls {remote.host}` lists them); attach takes HOST: for all"
@@ -48,14 +50,16 @@ def every_agent_on(host: str, *, record_to: Path | None, filters: Mapping[str, A
     )
 
 
-def target_socket(target: str, *, start_agent: bool) -> Path:
+def target_socket(target: str, *, start_agent: bool, before_start: Callable[[], None] | None = None) -> Path:
     """The socket of a pid or socket path; with ``start_agent`` a Python process without the
-    agent gets one started in it."""
+    agent gets one started in it, once ``before_start`` (a last check that may refuse) passed."""
     try:
         return resolve_target(target)
     except NoAgentError as exc:
         if not start_agent:
             raise EndpointError(f"{exc}; `iket-tui attach {target}` or --start-agent starts one in it") from None
+    if before_start is not None:
+        before_start()
     from iket_tui.sources.inject import inject_agent
 
     return inject_agent(
