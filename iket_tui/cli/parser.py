@@ -234,14 +234,17 @@ cut.""",
 
     export = command(
         "export",
-        "convert a recording for Perfetto (Chrome trace JSON) or speedscope (pass timings)",
+        "convert a recording for Perfetto (Chrome trace JSON or its own protobuf) or speedscope",
         """\
 Write a recording for other viewers: a Chrome trace JSON that Perfetto (ui.perfetto.dev)
 opens, with a process per kernel launch, a thread per block and warp, and the compiles'
-passes on their own track; or a speedscope profile of the process, its compiles as top frames
-holding their passes and codegen steps. The trace is written while the recording is read, in
+passes on their own track; Perfetto's native protobuf trace (--format perfetto), with a track
+per compile holding its passes as nested slices and a track per kernel launch, block and
+warp; or a speedscope profile of the process, its compiles as top frames holding their passes
+and codegen steps (nvcc included). The Chrome trace is written while the recording is read, in
 bounded memory; a name ending in .gz is written gzipped, and `-o -` writes to standard output.""",
         "iket-tui export run.msgpack -o trace.json.gz",
+        "iket-tui export run.msgpack -o trace.perfetto-trace --format perfetto",
         "iket-tui export run.msgpack -o passes.speedscope.json --format speedscope",
         "iket-tui export run.msgpack -o - | jq '.traceEvents | length'",
     )
@@ -253,8 +256,8 @@ bounded memory; a name ending in .gz is written gzipped, and `-o -` writes to st
         "--format",
         choices=("chrome", "speedscope", "perfetto"),
         default="chrome",
-        help="chrome: a Chrome trace for Perfetto (default); speedscope: pass timings; "
-        "perfetto: Perfetto's native protobuf trace (e.g. -o trace.perfetto-trace)",
+        help="chrome: a Chrome trace for Perfetto (default); speedscope: compiles, passes and codegen "
+        "steps as a profile; perfetto: Perfetto's native protobuf trace (e.g. -o trace.perfetto-trace)",
     )
     export.set_defaults(handler=cmd_export)
 
