@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NATIVE_TIMEOUT_S = 30.0
-NO_PY_SPY = "native stacks need py-spy: pip install py-spy"
+NO_PY_SPY = "native stacks need py-spy: pip install 'iket-tui[native]'"
 """Why there are no native stacks where py-spy is not installed."""
 
 

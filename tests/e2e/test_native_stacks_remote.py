@@ -79,7 +79,7 @@ def test_native_stacks_of_a_remote_pid_are_read_on_its_machine(
     there = Path(sys.executable).with_name("py-spy")
     if not there.exists() and shutil.which("py-spy") is None:
         assert answer.response is None
-        assert answer.error == "box: native stacks need py-spy: pip install py-spy"
+        assert answer.error == "box: native stacks need py-spy: pip install 'iket-tui[native]'"
         return
     assert answer.error is None and answer.response is not None, answer.error
     assert answer.response["pid"] == target.pid and answer.response["target"] == f"box:{target.pid}"

@@ -121,7 +121,7 @@ def test_a_live_source_reads_its_own_peers_native_stacks_with_py_spy(
         source.close_and_wait()
     if py_spy.py_spy_path() is None:
         assert answer.response is None
-        assert answer.error == "native stacks need py-spy: pip install py-spy"
+        assert answer.error == "native stacks need py-spy: pip install 'iket-tui[native]'"
         return
     if answer.error is not None and answer.error.startswith(f"py-spy could not read pid {agent.pid}: "):
         pytest.skip(f"py-spy may not trace here: {answer.error}")
@@ -142,7 +142,7 @@ def test_without_py_spy_the_answer_says_it_is_needed(
         answer = answer_to(iter(source.batches()), asked)
     finally:
         source.close_and_wait()
-    assert answer == Answer(asked, error="native stacks need py-spy: pip install py-spy")
+    assert answer == Answer(asked, error="native stacks need py-spy: pip install 'iket-tui[native]'")
 
 
 def test_py_spy_runs_off_the_askers_thread_on_the_pid_the_agent_named(
