@@ -101,7 +101,9 @@ async def test_why_there_are_no_native_stacks_is_said_in_one_line() -> None:
         await wait_for_batches(pilot, app, 1)
         screen = await _stacks_screen(pilot, app)
         await pilot.press("n")
-        source.feed(SourceBatch(answers=(Answer(2, error="native stacks need py-spy: pip install 'iket-tui[native]'"),)))
+        source.feed(
+            SourceBatch(answers=(Answer(2, error="native stacks need py-spy: pip install 'iket-tui[native]'"),))
+        )
         await wait_until(pilot, lambda: screen.title_text().startswith("no native stacks"), "the answer")
         assert screen.title_text() == "no native stacks: native stacks need py-spy: pip install 'iket-tui[native]'"
         assert screen.native is None and screen.body_text() == ""
