@@ -2,7 +2,11 @@
 kernels screens, the flame view, dump, the hang messages and the agent's abort error.
 
 One function, below every layer that prints, so that a pass that took ``85.1 ms`` in the tree
-took ``85.1 ms`` in the detail pane and in ``dump`` too.
+took ``85.1 ms`` in the detail pane and ``duration=85.1ms`` in ``dump`` (whose fields are
+space-separated words, so the space goes). Two places format their own: ``dump``'s time column,
+a clock offset in milliseconds to the microsecond so that it aligns and sorts, and the body of
+a reproducer's ``repro.py``, which runs where iket-tui may not be installed
+(``tests/durations`` holds that list).
 """
 
 from __future__ import annotations

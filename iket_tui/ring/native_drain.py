@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from iket_tui.durations import duration
 from iket_tui.ring.layout import DRAINED_EVENTS_PER_CHUNK, FLAG_PAYLOAD_EVERY_EVENT, HEADER_WORDS
 
 __all__ = ["COMPILE_TIMEOUT_S", "ENV", "NativePass", "cache_directory", "load"]
@@ -254,7 +255,7 @@ def _compile(cc: str, source: bytes, directory: Path, path: Path) -> None:
                 stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired:
-            raise NativeBuildError(f"{cc} took over {COMPILE_TIMEOUT_S:.0f} s") from None
+            raise NativeBuildError(f"{cc} took over {duration(COMPILE_TIMEOUT_S * 1e9)}") from None
         except OSError as error:
             raise NativeBuildError(f"{cc} could not run ({_one_line(error)})") from None
         if result.returncode != 0:

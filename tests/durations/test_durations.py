@@ -4,6 +4,9 @@ messages all print through it."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from iket_tui.durations import duration
@@ -76,3 +79,26 @@ def test_the_ui_and_the_model_print_through_the_same_function() -> None:
     from iket_tui.ui import units
 
     assert units.duration is duration
+
+
+AD_HOC = re.compile(r"\{[^}]*:[0-9]*\.[0-9]+f\}\s?(s|ms|µs|us|ns)\b")
+"""A duration formatted on the spot (``f"{took:.1f} s"``) instead of through :func:`duration`."""
+OWN_FORMAT = {
+    # dump's time column: a clock offset, in milliseconds to the microsecond so that the
+    # column aligns and sorts; durations in its fields go through duration().
+    ("iket_tui/sources/lines.py", 'return f"{(t_ns - self._t0) / 1e6:12.3f} ms"'),
+    # The body of a reproducer's repro.py, which runs where iket-tui may not be installed.
+    ("iket_tui/repro.py", 'print(f"repro: {PASS} raised after {took:.1f} s instead of running on:", file=sys.stderr)'),
+    ("iket_tui/repro.py", 'print(f"{PASS} returned after {took:.1f} s: the hang did not reproduce here")'),
+}
+
+
+def test_no_duration_is_formatted_on_the_spot_but_where_it_must_be() -> None:
+    root = Path(__file__).resolve().parents[2]
+    found = {
+        (str(path.relative_to(root)), line.strip())
+        for path in sorted((root / "iket_tui").rglob("*.py"))
+        for line in path.read_text().splitlines()
+        if AD_HOC.search(line)
+    }
+    assert found == OWN_FORMAT
