@@ -11,9 +11,12 @@ with its launch.
 :class:`ChromeStream` writes the trace while the recording is read: a compile's events are
 written when it ends (its end closes its children) and then forgotten, so memory stays bounded
 by the compiles open at once; what is still open when the recording ends is written last, as
-incomplete, and the kernel launches after it, one launch at a time. The processes' names come
-with the launches, once every process is known (a recording turns out to hold several only
-when a second one appears: the first process's name written before is then renamed).
+incomplete. A launch's kernel events leave the model for a temporary file once its warps have
+all ended (or in pieces while it runs long), since where a launch goes on the time axis and
+among the trace's threads is known only when every launch is: the launches are written at the
+end, one at a time, in slices. The processes' names come with the launches, once every process
+is known (a recording turns out to hold several only when a second one appears: the first
+process's name written before is then renamed).
 
 Kernel events are stamped by the GPU's ``%globaltimer`` and compiles by the host's monotonic
 clock; nothing in a recording ties the two together, so each side is placed relative to its
@@ -24,14 +27,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import numpy as np
 
 from iket_tui import __version__
 from iket_tui.export.common import (
-    STREAM_END,
     ExportError,
     compile_finish,
     launch_process,
@@ -41,7 +43,8 @@ from iket_tui.export.common import (
     process_title,
     sort_index,
 )
-from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
+from iket_tui.export.stream import CompileStream, forget, grid_of, lanes_of
+from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch, Spans, pair_ranges
 from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode, ProcessNode
 from iket_tui.model.session import Session
 from iket_tui.ring.layout import PAYLOAD_FLOAT32, PAYLOAD_INT32, PAYLOAD_NAMES, PAYLOAD_UINT32
@@ -78,72 +81,74 @@ def chrome_trace(session: Session, *, name: str = "") -> dict[str, Any]:
         pid = _pid(numbers, comp.process)
         events += _compile_events(comp, pid, compile_origin, session.last_t_ns, quoted)
     kernel_origin = min((launch.first_ns for launch in launches), default=0)
-    placed = _placed(session, launches, numbers)
+    spans = [launch.spans() for launch in launches]
+    placed = _placed(session, launches, [len(one.blocks) * one.max_warps for one in spans], numbers)
     if tree.several:
         events += _processes(session, launches)
-    for launch, (pid, base) in zip(launches, placed, strict=True):
-        events += _launch_events(launch, pid, launch.first_ns - kernel_origin, base)
-    other = _other_data(session, launches, placed, compile_origin, kernel_origin, name)
+    for launch, found, (pid, base) in zip(launches, spans, placed, strict=True):
+        events += _launch_events(launch, found, launch.grid(), pid, launch.first_ns - kernel_origin, base)
+    grids = [launch.grid() for launch in launches]
+    other = _other_data(session, launches, grids, placed, compile_origin, kernel_origin, name)
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
 
 
-class ChromeStream:
+class ChromeStream(CompileStream):
     """A Chrome trace written while a recording is read: :meth:`feed` each chunk of messages,
     then :meth:`finish`. Nothing is written before the first event, so a recording with
     nothing to show is refused (:class:`ExportError`) with nothing written."""
 
     def __init__(self, write: Callable[[bytes], object], *, name: str = "") -> None:
-        self.session = Session()
+        super().__init__()
         self.events = 0
         """Timed events written so far (metadata not counted)."""
         self._write = write
         self._name = name
         self._started = False
-        self._seen = 0  # compiles of the tree looked at so far
-        self._open: dict[CompileNode, None] = {}  # compiles not yet written, oldest first
         self._origin: int | None = None
         self._quoted: dict[str | None, str] = {}
         self._numbers: dict[ProcessNode, int] = {}
 
-    def feed(self, messages: Iterable[Any]) -> None:
-        """Apply a chunk of the recording's messages and write every compile that ended in it."""
-        session = self.session
-        session.apply(messages)
-        tree = session.tree
-        compiles = tree.compiles
-        for comp in compiles[self._seen :]:
-            self._open[comp] = None
-        self._seen = len(compiles)
-        ended = [comp for comp in self._open if comp.end_ns is not None]
-        if ended:
-            for comp in ended:
-                self._flush(comp)
-            tree.passes.clear()  # every pass ever seen, in tree order: the trace needs none of it
-
     def finish(self) -> int:
         """Write what is still open (as incomplete, to the last time seen), the kernel launches
         and the trace's metadata; the number of timed events written."""
+        try:
+            return self._finish()
+        finally:
+            self.kernel_events.close()
+
+    def _finish(self) -> int:
         session = self.session
-        session.end_stream(STREAM_END)
-        for comp in list(self._open):
-            self._flush(comp)
-        launches = launches_of(session)
+        launches = self._close()
         if not self._started and not launches:
             raise ExportError(NOTHING)
         kernel_origin = min((launch.first_ns for launch in launches), default=0)
-        placed = _placed(session, launches, _numbers(session.tree.processes))
-        if session.tree.several:
+        numbers = _numbers(session.tree.processes)
+        several = session.tree.several
+        lanes = [lanes_of(self.kernel_events.events(launch)) if several else 0 for launch in launches]
+        placed = _placed(session, launches, lanes, numbers)
+        if several:
             self._emit(_processes(session, launches))
+        grids: list[tuple[int, int, int]] = []
         for launch, (pid, base) in zip(launches, placed, strict=True):
-            self._emit(_launch_events(launch, pid, launch.first_ns - kernel_origin, base))
+            events = self.kernel_events.events(launch)
+            grid = grid_of(events)
+            grids.append(grid)
+            spans = pair_ranges(events, launch.first_ns)
+            del events
+            batch: list[dict[str, Any]] = []
+            for event in _launch_events(launch, spans, grid, pid, launch.first_ns - kernel_origin, base):
+                batch.append(event)
+                if len(batch) == EMIT_BATCH:
+                    self._emit(batch)
+                    batch = []
+            self._emit(batch)
         origin = self._origin if self._origin is not None else 0
-        other = _other_data(session, launches, placed, origin, kernel_origin, self._name)
+        other = _other_data(session, launches, grids, placed, origin, kernel_origin, self._name)
         self._write(b'],"displayTimeUnit":"ns","otherData":' + _ENCODE(other).encode() + b"}")
         return self.events
 
-    def _flush(self, comp: CompileNode) -> None:
+    def _ended(self, comp: CompileNode) -> None:
         """Write a compile's events, then let go of its passes and steps."""
-        del self._open[comp]
         tree = self.session.tree
         if self._origin is None:
             self._origin = min(other.begin_ns for other in tree.compiles)
@@ -155,17 +160,7 @@ class ChromeStream:
         text = _compile_text(comp, pid, self._origin, self.session.last_t_ns, self._quoted)
         self.events += 1 + sum(len(ctx.passes) for ctx in comp.context_order) + len(comp.codegen_steps)
         self._text(text)
-        for ctx in comp.context_order:
-            for node in ctx.passes.values():
-                node.parent = None  # with the context's own links, the cycles a pass is in
-            ctx.passes.clear()
-            ctx.roots.clear()
-        comp.contexts.clear()
-        comp.context_order.clear()
-        comp.codegen_steps.clear()
-        comp.incomplete.clear()
-        comp.failing = None
-        comp.failure = None
+        forget(comp)
 
     def _emit(self, events: list[dict[str, Any]]) -> None:
         if not events:
@@ -182,6 +177,11 @@ class ChromeStream:
             self._write(b'{"traceEvents":[' + text.encode())
 
 
+EMIT_BATCH: Final = 20_000
+"""Kernel events encoded and written at a time, so that a large launch is never held as objects
+whole."""
+
+
 def _numbers(processes: list[ProcessNode]) -> dict[ProcessNode, int]:
     """Each process's trace pid: its place among the processes that appeared, from 1."""
     return {process: number for number, process in enumerate(processes, start=1)}
@@ -196,18 +196,19 @@ Placed = tuple[int, int | None]
 from in a process of several (None: the launch is a trace process of its own)."""
 
 
-def _placed(session: Session, launches: list[Launch], numbers: dict[ProcessNode, int]) -> list[Placed]:
+def _placed(
+    session: Session, launches: list[Launch], lanes: list[int], numbers: dict[ProcessNode, int]
+) -> list[Placed]:
     """Each launch's place: a trace process of its own after the compiles' in a recording of one
     process; in one of several, its process's pid and threads numbered after every compile's
-    and every earlier launch's."""
+    and every earlier launch's (``lanes``: each launch's blocks times its widest block's warps)."""
     if not session.tree.several:
         return [(COMPILES_PID + 1 + index, None) for index in range(len(launches))]
     placed: list[Placed] = []
     base = len(session.tree.compiles)
-    for launch in launches:
+    for launch, count in zip(launches, lanes, strict=True):
         placed.append((_pid(numbers, launch_process(session, launch)), base))
-        spans = launch.spans()
-        base += len(spans.blocks) * spans.max_warps
+        base += count
     return placed
 
 
@@ -227,6 +228,7 @@ def _processes(session: Session, launches: list[Launch]) -> list[dict[str, Any]]
 def _other_data(
     session: Session,
     launches: list[Launch],
+    grids: list[tuple[int, int, int]],
     placed: list[Placed],
     compile_origin: int,
     kernel_origin: int,
@@ -234,13 +236,13 @@ def _other_data(
 ) -> dict[str, Any]:
     several = session.tree.several
     described: list[dict[str, Any]] = []
-    for launch, (pid, base) in zip(launches, placed, strict=True):
+    for launch, grid, (pid, base) in zip(launches, grids, placed, strict=True):
         about: dict[str, Any] = {
             "pid": pid,
             "kernel": launch.kernel,
             "launch": launch.key[3],
             "compile": launch.compile,
-            "grid": list(launch.grid()),
+            "grid": list(grid),
             "events": launch.records,
             "first_ns": launch.first_ns,
             "last_ns": launch.last_ns,
@@ -395,22 +397,20 @@ def _step_args(step: CodegenNode) -> dict[str, Any]:
     return args
 
 
-def _launch_events(launch: Launch, pid: int, offset_ns: int, base: int | None = None) -> list[dict[str, Any]]:
+def _launch_events(
+    launch: Launch, spans: Spans, grid: tuple[int, int, int], pid: int, offset_ns: int, base: int | None = None
+) -> Iterator[dict[str, Any]]:
     """A launch's process: a thread per (block, warp), a complete event per range (an unbalanced
     one drawn to the launch's last or from its first event, and flagged), an instant per mark.
-    With ``base``, the launch's threads go in the process ``pid`` of its watched process,
-    numbered from ``base + 1`` and named with the launch."""
-    spans = launch.spans()
-    grid = "x".join(str(size) for size in launch.grid())
-    title = f"{launch.kernel} launch {launch.key[3]} ({grid})"
+    ``spans`` are its ranges and marks paired, ``grid`` its shape. With ``base``, the launch's
+    threads go in the process ``pid`` of its watched process, numbered from ``base + 1`` and
+    named with the launch."""
+    title = f"{launch.kernel} launch {launch.key[3]} ({'x'.join(str(size) for size in grid)})"
     if base is None:
-        events = [
-            _meta("process_name", pid, None, name=title),
-            _meta("process_sort_index", pid, None, sort_index=pid),
-        ]
+        yield _meta("process_name", pid, None, name=title)
+        yield _meta("process_sort_index", pid, None, sort_index=pid)
         first, prefix = 1, ""
     else:
-        events = []
         first, prefix = base + 1, f"{title} "
     names = _event_names(launch)
     max_warps = spans.max_warps
@@ -421,36 +421,37 @@ def _launch_events(launch: Launch, pid: int, offset_ns: int, base: int | None = 
     for lane in np.unique(np.concatenate([range_lanes, mark_lanes])).tolist():
         block, warp = divmod(lane, max_warps)
         x, y, z = blocks[block]
-        events.append(_meta("thread_name", pid, lane + first, name=f"{prefix}block ({x},{y},{z}) warp {warp}"))
-        events.append(_meta("thread_sort_index", pid, lane + first, sort_index=lane + first))
+        yield _meta("thread_name", pid, lane + first, name=f"{prefix}block ({x},{y},{z}) warp {warp}")
+        yield _meta("thread_sort_index", pid, lane + first, sort_index=lane + first)
 
     flags = ranges["flags"]
     begin = np.where(flags & SPAN_NO_START, 0, ranges["start_ns"].astype(np.int64))
     end = np.where(flags & SPAN_NO_END, launch.duration_ns, ranges["end_ns"].astype(np.int64))
     order = np.lexsort((begin - end, begin, range_lanes))  # per thread, by start, outer ranges first
-    for lane, ts, dur, event, flag, sm, depth, payload in zip(
-        range_lanes[order].tolist(),
-        _us_array(offset_ns + begin[order]),
-        _us_array(end[order] - begin[order]),
-        ranges["event"][order].tolist(),
-        flags[order].tolist(),
-        ranges["sm"][order].tolist(),
-        ranges["depth"][order].tolist(),
-        _payloads(ranges["payload"][order], ranges["payload_type"][order]),
-        strict=True,
-    ):
-        args: dict[str, Any] = {"sm": sm, "depth": depth}
-        if payload is not None:
-            args.update(payload)
-        if flag & SPAN_NO_START:
-            args["unbalanced"] = NO_START
-            name = ORPHAN_END_NAME
-        else:
-            name = names(event)
-            if flag & SPAN_NO_END:
-                args["unbalanced"] = NO_END
-        events.append(
-            {
+    for at in range(0, len(order), LAUNCH_SLICE):  # a slice at a time: a launch's lists never whole
+        part = order[at : at + LAUNCH_SLICE]
+        for lane, ts, dur, event, flag, sm, depth, payload in zip(
+            range_lanes[part].tolist(),
+            _us_array(offset_ns + begin[part]),
+            _us_array(end[part] - begin[part]),
+            ranges["event"][part].tolist(),
+            flags[part].tolist(),
+            ranges["sm"][part].tolist(),
+            ranges["depth"][part].tolist(),
+            _payloads(ranges["payload"][part], ranges["payload_type"][part]),
+            strict=True,
+        ):
+            args: dict[str, Any] = {"sm": sm, "depth": depth}
+            if payload is not None:
+                args.update(payload)
+            if flag & SPAN_NO_START:
+                args["unbalanced"] = NO_START
+                name = ORPHAN_END_NAME
+            else:
+                name = names(event)
+                if flag & SPAN_NO_END:
+                    args["unbalanced"] = NO_END
+            yield {
                 "ph": "X",
                 "name": name,
                 "cat": "range",
@@ -460,21 +461,21 @@ def _launch_events(launch: Launch, pid: int, offset_ns: int, base: int | None = 
                 "dur": dur,
                 "args": args,
             }
-        )
 
-    for lane, ts, event, sm, payload in zip(
-        mark_lanes.tolist(),
-        _us_array(offset_ns + marks["t_ns"].astype(np.int64)),
-        marks["event"].tolist(),
-        marks["sm"].tolist(),
-        _payloads(marks["payload"], marks["payload_type"]),
-        strict=True,
-    ):
-        args = {"sm": sm}
-        if payload is not None:
-            args.update(payload)
-        events.append(
-            {
+    for at in range(0, len(marks), LAUNCH_SLICE):
+        some = marks[at : at + LAUNCH_SLICE]
+        for lane, ts, event, sm, payload in zip(
+            mark_lanes[at : at + LAUNCH_SLICE].tolist(),
+            _us_array(offset_ns + some["t_ns"].astype(np.int64)),
+            some["event"].tolist(),
+            some["sm"].tolist(),
+            _payloads(some["payload"], some["payload_type"]),
+            strict=True,
+        ):
+            args = {"sm": sm}
+            if payload is not None:
+                args.update(payload)
+            yield {
                 "ph": "i",
                 "s": "t",
                 "name": names(event),
@@ -484,8 +485,10 @@ def _launch_events(launch: Launch, pid: int, offset_ns: int, base: int | None = 
                 "ts": ts,
                 "args": args,
             }
-        )
-    return events
+
+
+LAUNCH_SLICE: Final = 20_000
+"""Ranges or marks of a launch turned into trace events at a time."""
 
 
 def _event_names(launch: Launch) -> Callable[[int], str]:

@@ -14,9 +14,11 @@ from export_helpers import EXAMPLE
 
 from iket_tui.cli import main
 from iket_tui.export import ChromeStream, ExportError, chrome_trace, recording_session
+from iket_tui.export import stream as stream_module
 from iket_tui.model import synthetic
 from iket_tui.model.nodes import PassNode
 from iket_tui.protocol import messages as m
+from iket_tui.sources.reading import read_recording
 
 
 def test_each_compile_is_written_when_it_ends_and_then_forgotten() -> None:
@@ -91,3 +93,62 @@ def test_standard_output_gets_the_trace(capfd: pytest.CaptureFixture[str], examp
     captured = capfd.readouterr()
     assert json.loads(captured.out)["traceEvents"] == example_chrome["traceEvents"]
     assert captured.err.endswith("events to standard output\n")
+
+
+WAITING = EXAMPLE.with_name("h200-demo-waiting.msgpack")
+
+
+def _streamed_kernels(messages: list[m.Message], chunk: int) -> tuple[list[bytes], ChromeStream, list[bool], list[int]]:
+    """The Chrome trace of ``messages`` fed ``chunk`` at a time, and after each chunk whether the
+    model held any event of a launch none of whose warps was running then, and the most events
+    a running launch held in the model."""
+    written: list[bytes] = []
+    stream = ChromeStream(written.append)
+    held_done: list[bool] = []
+    held_running: list[int] = []
+    for at in range(0, len(messages), chunk):
+        stream.feed(messages[at : at + chunk])
+        launches = [
+            launch for t in stream.session.kernel_processes.timelines.values() for launch in t.launches.values()
+        ]
+        held_done.append(any(launch.parts for launch in launches if not launch.running))
+        held_running.append(max((sum(map(len, launch.parts)) for launch in launches if launch.running), default=0))
+    return written, stream, held_done, held_running
+
+
+def test_a_launch_s_events_leave_the_model_once_its_warps_ended_and_the_trace_is_unchanged() -> None:
+    """The kernel events of a launch whose warps all ended are let go by the model (kept on disk
+    until the launches are written), so that memory is bounded by the launches running, not by
+    the recording; the trace is the whole session's, event for event."""
+    messages, _ = read_recording(WAITING)
+    written, stream, held_done, _ = _streamed_kernels(messages, 16)
+    timelines = list(stream.session.kernel_processes.timelines.values())
+    launches = [launch for timeline in timelines for launch in timeline.launches.values()]
+    assert len(launches) == 4 and sum(launch.records for launch in launches) == 4 * 42_240
+    assert not any(held_done)
+    assert [launch.parts for launch in launches] == [[]] * 4
+    assert sum(timeline.retained for timeline in timelines) == 0
+    assert sum(timeline.evicted_launches for timeline in timelines) == 0
+    count = stream.finish()
+    doc = json.loads(b"".join(written))
+    whole = json.loads(json.dumps(chrome_trace(recording_session(messages))))
+    assert doc == whole
+    assert count == sum(1 for event in doc["traceEvents"] if event["ph"] != "M")
+
+
+def test_a_long_running_launch_moves_its_events_out_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch that runs on (block (3,0) waits 4 s) keeps at most a bounded number of events in
+    the model; the pieces are joined again, in arrival order, when the launch is written."""
+    monkeypatch.setattr(stream_module, "LAUNCH_KEPT_MAX", 1000)
+    messages, _ = read_recording(WAITING)
+    written, stream, _, held_running = _streamed_kernels(messages, 1)
+    assert max(held_running) < 1000
+    waiting = max(
+        (launch for t in stream.session.kernel_processes.timelines.values() for launch in t.launches.values()),
+        key=lambda launch: launch.key[3],
+    )
+    assert waiting.key[3] == 6 and waiting.parts == [] and waiting.records == 42_240
+    stream.finish()
+    doc = json.loads(b"".join(written))
+    whole = json.loads(json.dumps(chrome_trace(recording_session(messages))))
+    assert doc == whole
