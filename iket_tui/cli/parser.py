@@ -138,7 +138,8 @@ agent gets one started in it (through gdb, or sys.remote_exec on Python 3.14) wh
 may trace it. A client that attaches late first gets a backlog of recent events and every
 pass still open. `iket-tui ls` lists the live agents of this user. HOST:PID watches a pid on
 another machine through your own ssh (`iket-tui ls HOST` lists them), with iket-tui installed
-there: nothing listens on a network port. HOST: watches every agent there in one tree.""",
+there: nothing listens on a network port. HOST: watches every agent there in one tree, and
+those that start there while it watches.""",
         "iket-tui attach 12345",
         "iket-tui attach gpu-box:12345",
         "iket-tui attach gpu-box:",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from iket_tui.cli.errors import UsageError, say
 from iket_tui.endpoints import EndpointError, NoAgentError, resolve_target
@@ -29,25 +31,65 @@ def target_source(
     return SshSource(remote, **options)
 
 
+REMOTE_FIND_EVERY_S: Final = 2.0
+"""How often ``attach HOST:`` lists the agents on HOST again, for those that started since."""
+
+
 def every_agent_on(host: str, *, record_to: Path | None, filters: Mapping[str, Any]) -> ProcessStreams:
-    """``HOST:``: every live agent on ``host`` when it is asked, each through its own ssh
-    bridge, in one stream as ``attach --all`` merges this machine's."""
+    """``HOST:``: every live agent on ``host``, each through its own ssh bridge, in one stream
+    as ``attach --all`` merges this machine's, and those that start there while it watches."""
     pids = remote_pids(host)
     if not pids:
         raise SourceError(f"{host}: no live iket-tui agents there (of the user ssh logs in as)")
-
-    remotes = {Path(f"{host}:{pid}"): RemoteTarget(host, pid) for pid in pids}
+    agents = _RemoteAgents(host, pids)
 
     def reader_of(path: Path, frames_to: FramesTo | None) -> SocketSource:
         # Known by its path, never parsed back from it: a file named so here makes it local.
-        return SshSource(remotes[path], frames_to=frames_to, filters=filters)
+        return SshSource(agents.target(path), frames_to=frames_to, filters=filters)
 
     return ProcessStreams(
-        list(remotes),
+        agents.paths(),
         record_to=record_to,
+        find=agents.paths,
+        following=lambda: True,
         description=f"every agent on {host}",
         reader_of=reader_of,
     )
+
+
+class _RemoteAgents:
+    """The agents on a host, listed again through ssh every :data:`REMOTE_FIND_EVERY_S` on a
+    thread of their own, so that the merged stream, which asks for them far more often, never
+    waits for an ssh round trip. A listing that fails (the host went away for a while) is
+    tried again; the streams already followed go on or end by themselves."""
+
+    def __init__(self, host: str, pids: list[int]) -> None:
+        self._host = host
+        self._lock = threading.Lock()
+        self._found: dict[Path, RemoteTarget] = {}
+        self._add(pids)
+        threading.Thread(target=self._list_again, name=f"iket-tui-agents-on-{host}", daemon=True).start()
+
+    def paths(self) -> list[Path]:
+        with self._lock:
+            return list(self._found)
+
+    def target(self, path: Path) -> RemoteTarget:
+        with self._lock:
+            return self._found[path]
+
+    def _add(self, pids: list[int]) -> None:
+        with self._lock:
+            for pid in pids:
+                self._found.setdefault(Path(f"{self._host}:{pid}"), RemoteTarget(self._host, pid))
+
+    def _list_again(self) -> None:
+        while True:
+            time.sleep(REMOTE_FIND_EVERY_S)
+            try:  # in batch mode: never a prompt, and the UI's terminal left alone
+                self._add(remote_pids(self._host, timeout_s=4 * REMOTE_FIND_EVERY_S, batch=True))
+            except SourceError:
+                continue
 
 
 def target_socket(target: str, *, start_agent: bool, before_start: Callable[[], None] | None = None) -> Path:

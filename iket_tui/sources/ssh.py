@@ -174,11 +174,11 @@ def native_stacks_there(target: RemoteTarget, timeout_s: float) -> NativeStacks:
     return NativeStacks(native, None)
 
 
-def remote_pids(host: str, *, timeout_s: float | None = None) -> list[int]:
+def remote_pids(host: str, *, timeout_s: float | None = None, batch: bool | None = None) -> list[int]:
     """The pids of the live agents on ``host`` (of the user ssh logs in as), through ssh.
     Raises :class:`SourceError` with the one-line reason when they cannot be had (within
-    ``timeout_s``, as :func:`run_remote` bounds it)."""
-    code, out, why = run_remote(host, ["completion", "--list-targets"], timeout_s=timeout_s)
+    ``timeout_s``, as :func:`run_remote` bounds it; ``batch`` as there)."""
+    code, out, why = run_remote(host, ["completion", "--list-targets"], timeout_s=timeout_s, batch=batch)
     if code != 0:
         raise SourceError(why)
     return [int(line.split("\t", 1)[0]) for line in out.splitlines() if line.split("\t", 1)[0].isdigit()]

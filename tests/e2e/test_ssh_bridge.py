@@ -211,6 +211,43 @@ def test_attach_host_colon_watches_every_agent_there_in_one_tree(sshd: Sshd, tmp
 
 
 @pytest.mark.tilelang  # skipped, saying why, without the tilelang extra (tests/conftest.py)
+def test_attach_host_colon_follows_an_agent_that_starts_there_while_it_watches(sshd: Sshd, tmp_path: Path) -> None:
+    """As ``attach --all`` does here: the agents on HOST are listed again while it watches, and
+    one that started since joins the tree with its compile."""
+    out = tmp_path / "later.msgpack"
+
+    def hellos() -> set[int]:
+        return {msg["pid"] for msg in _recorded(out) if msg["type"] == m.HELLO}
+
+    first = OnCue()
+    later: OnCue | None = None
+    try:
+        terminal = cli.Terminal("attach", "box:", "--record", str(out))
+        terminal.wait_for(b"Quit")
+        cli.wait_until(lambda: hellos() == {first.pid})
+        later = OnCue()
+        cli.wait_until(lambda: hellos() == {first.pid, later.pid})
+        later.go()
+        cli.wait_until(lambda: _types(out).count(m.COMPILE_END) == 1)
+        terminal.wait_for(b"2 processes")
+        first.finish()
+        later.finish()
+        cli.wait_until(lambda: _types(out).count(m.BYE) == 2)
+        terminal.press(b"q")
+        assert terminal.wait_exit() == 0
+    finally:
+        first.kill()
+        if later is not None:
+            later.kill()
+    cli.assert_no_traceback("\n".join(terminal.lines_after_ui))
+    msgs, info = read_recording(out)
+    assert info.ended
+    ends = [msg for msg in msgs if msg["type"] == m.COMPILE_END]
+    assert len(ends) == 2 and all(end["ok"] for end in ends)  # the first lowers as it is let go
+    assert {msg["pid"] for msg in msgs if msg["type"] == m.PROCESS} == {first.pid, later.pid}
+
+
+@pytest.mark.tilelang  # skipped, saying why, without the tilelang extra (tests/conftest.py)
 def test_serve_attach_host_pid_records_the_remote_compile_with_its_filter(sshd: Sshd, tmp_path: Path) -> None:
     """serve keeps its own ssh bridge to the remote target, asking the agent for the filter the
     tabs ask for, and once the target exits a new tab replays what it recorded."""
