@@ -74,22 +74,9 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a recording as a Chrome trace (for Perfetto), a speedscope profile of pass
-    timings or Perfetto's native protobuf trace; the Chrome trace is written while the
-    recording is read, in bounded memory, with the bytes read shown on stderr when it is a
-    terminal."""
-    import json
-
-    from iket_tui.export import (
-        BINARY_FORMATS,
-        READ_CHUNK,
-        ChromeStream,
-        ExportError,
-        events_in,
-        export,
-        perfetto_trace,
-        recording_session,
-        session_notes,
-    )
+    timings or Perfetto's native protobuf trace, each while the recording is read, in bounded
+    memory, with the bytes read shown on stderr when it is a terminal."""
+    from iket_tui.export import BINARY_FORMATS, READ_CHUNK, ExportError, session_notes, stream_of
     from iket_tui.export.destination import open_destination
 
     check_writable(args.output, stdout=True)
@@ -99,24 +86,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     progress = _ReadProgress(args.file) if sys.stderr.isatty() else None
     try:
         with open_destination(args.output) as out:
-            if args.format == "chrome":
-                stream = ChromeStream(out.write, name=args.file.name)
-                for chunk in reader.chunks():
-                    stream.feed(chunk)
-                    if progress is not None:
-                        progress.show(reader.info.size)
+            stream = stream_of(args.format, out.write, name=args.file.name)
+            for chunk in reader.chunks():
+                stream.feed(chunk)
                 if progress is not None:
-                    progress.clear()
-                count = stream.finish()
-                session = stream.session
-            elif args.format in BINARY_FORMATS:
-                session = recording_session(reader)
-                count = perfetto_trace(session, out.write, name=args.file.name)
-            else:
-                session = recording_session(reader)
-                document = export(session, args.format, name=args.file.name)
-                out.write(json.dumps(document, separators=(",", ":"), allow_nan=False).encode("utf-8"))
-                count = events_in(document)
+                    progress.show(reader.info.size)
+            if progress is not None:
+                progress.clear()
+            count = stream.finish()
+            session = stream.session
     except ExportError as exc:
         raise UsageError(f"{args.file}: {exc}") from None
     except OutputError as exc:

@@ -1,19 +1,21 @@
 """Recordings as files that other viewers open: a Chrome trace (Perfetto, ``chrome://tracing``)
-of every kernel launch and compile, written while the recording is read
-(:mod:`~iket_tui.export.chrome`), and a speedscope profile of the process, its compiles
-holding their passes and codegen steps (:mod:`~iket_tui.export.speedscope`), and Perfetto's
-native protobuf trace of both (:mod:`~iket_tui.export.perfetto`). A recording of several
+of every kernel launch and compile (:mod:`~iket_tui.export.chrome`), a speedscope profile of
+the process, its compiles holding their passes and codegen steps
+(:mod:`~iket_tui.export.speedscope`), and Perfetto's native protobuf trace of both
+(:mod:`~iket_tui.export.perfetto`), each written while the recording is read, in bounded
+memory (:func:`stream_of`). A recording of several
 processes keeps them apart in each: a trace process, a profile and a process track per
 process, holding its own compiles and launches."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from iket_tui.export.chrome import CLOCKS_NOTE, ChromeStream, chrome_trace
 from iket_tui.export.common import STREAM_END, ExportError, recording_session, session_notes
-from iket_tui.export.perfetto import perfetto_trace
-from iket_tui.export.speedscope import SPEEDSCOPE_SCHEMA, speedscope
+from iket_tui.export.perfetto import PerfettoStream, perfetto_trace
+from iket_tui.export.speedscope import SPEEDSCOPE_SCHEMA, SpeedscopeStream, speedscope
 from iket_tui.model.session import Session
 
 READ_CHUNK: Final = 1 << 15
@@ -34,6 +36,8 @@ __all__ = [
     "STREAM_END",
     "ChromeStream",
     "ExportError",
+    "PerfettoStream",
+    "SpeedscopeStream",
     "chrome_trace",
     "events_in",
     "export",
@@ -41,7 +45,23 @@ __all__ = [
     "recording_session",
     "session_notes",
     "speedscope",
+    "stream_of",
 ]
+
+
+def stream_of(
+    fmt: str, write: Callable[[bytes], object], *, name: str = ""
+) -> ChromeStream | SpeedscopeStream | PerfettoStream:
+    """The stream that writes format ``fmt`` through ``write`` while a recording is read: each
+    chunk of its messages goes to ``feed``, then ``finish`` completes the file and gives the
+    number of events written."""
+    if fmt == "chrome":
+        return ChromeStream(write, name=name)
+    if fmt == "speedscope":
+        return SpeedscopeStream(write, name=name)
+    if fmt == "perfetto":
+        return PerfettoStream(write, name=name)
+    raise ExportError(f"unknown export format {fmt!r} (choose {' or '.join(FORMATS + BINARY_FORMATS)})")
 
 
 def export(session: Session, fmt: str, *, name: str = "") -> dict[str, Any]:

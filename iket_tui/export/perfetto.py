@@ -35,7 +35,8 @@ from iket_tui.export.common import (
     process_sort,
     process_title,
 )
-from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
+from iket_tui.export.stream import CompileStream, Spool, forget, grid_of
+from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch, Spans, pair_ranges
 from iket_tui.model.nodes import CompileNode, PassNode, ProcessNode
 from iket_tui.model.session import Session
 
@@ -102,6 +103,8 @@ CHUNK: Final = 1 << 16
 """About how many bytes are gathered before each write."""
 PROCESS_UUID: Final = 1
 MARK_CATEGORY: Final = "mark"
+NAMES_MAX: Final = 100_000
+"""How many (category, name) pairs a trace keeps encoded (a few hundred make a real one)."""
 
 Event = tuple[int, int, str | None]
 """A track's event: its time (ns), its type, and a slice's or instant's name (None for an end)."""
@@ -153,6 +156,11 @@ class _Writer:
         self._names: dict[tuple[str, str], bytes] = {}
         self.events = 0
 
+    def redirect(self, write: Callable[[bytes], object]) -> None:
+        """Hand what is gathered to the current ``write``, and what follows to ``write``."""
+        self.flush()
+        self._write = write
+
     def uuid(self) -> int:
         self._next_uuid += 1
         return self._next_uuid
@@ -191,7 +199,8 @@ class _Writer:
                 label = names.get((cat, name))
                 if label is None:
                     label = _text(EVENT_CATEGORIES, cat) + _text(EVENT_NAME, name)
-                    names[(cat, name)] = label
+                    if len(names) < NAMES_MAX:
+                        names[(cat, name)] = label
                 event = _TYPES[kind] + where + label
                 self.events += 1
             self.packet(_TIMESTAMP + varint(ts) + _SEQUENCE + _TRACK_EVENT + varint(len(event)) + event)
@@ -220,9 +229,111 @@ def perfetto_trace(session: Session, write: Callable[[bytes], object], *, name: 
     for comp in tree.compiles:
         _compile(out, comp, last, PROCESS_UUID)
     for launch in launches:
-        _launch(out, launch, origin + launch.first_ns - kernel_origin)
+        _launch(out, launch, launch.spans(), launch.grid(), origin + launch.first_ns - kernel_origin)
     out.flush()
     return out.events
+
+
+class PerfettoStream(CompileStream):
+    """Perfetto's trace written while a recording is read: :meth:`feed` each chunk of messages,
+    then :meth:`finish`. A compile's packets are encoded when it ends, into a temporary file of
+    runs kept per process (a process's track goes before its compiles' tracks, and processes
+    are ordered by rank, which only the whole recording settles); :meth:`finish` writes the
+    trace's head, each process's track and runs, and the kernel launches, one at a time.
+    Nothing is written before :meth:`finish`, which refuses a recording with nothing to show
+    (:class:`ExportError`) with nothing written."""
+
+    def __init__(self, write: Callable[[bytes], object], *, name: str = "") -> None:
+        super().__init__()
+        self._write = write
+        self._name = name
+        self._spool = Spool()
+        self._target: ProcessNode | None = None  # whose runs the writer fills now
+        self._out = _Writer(self._to_spool)
+        self._tracks: dict[ProcessNode, int] = {}  # each process's track, once a compile of it was written
+
+    @property
+    def events(self) -> int:
+        """Slices and instants written so far."""
+        return self._out.events
+
+    def _to_spool(self, data: bytes) -> None:
+        self._spool.add(self._target, data)
+
+    def _track_of(self, process: ProcessNode) -> int:
+        track = self._tracks.get(process)
+        if track is None:
+            track = self._tracks[process] = PROCESS_UUID if process is self.session.tree.process else self._out.uuid()
+        return track
+
+    def _ended(self, comp: CompileNode) -> None:
+        """Encode a compile's packets into its process's runs, then let go of its passes and steps."""
+        process = comp.process if comp.process is not None else self.session.tree.process
+        if process is not self._target:
+            self._out.flush()
+            self._target = process
+        _compile(self._out, comp, self.session.last_t_ns, self._track_of(process))
+        forget(comp)
+
+    def finish(self) -> int:
+        """Write the trace: its head, each process's track with its compiles, and the kernel
+        launches; the number of slices and instants written."""
+        try:
+            return self._finish()
+        finally:
+            self._spool.close()
+            self.kernel_events.close()
+
+    def _finish(self) -> int:
+        session = self.session
+        launches = self._close()
+        tree = session.tree
+        if not tree.compiles and not launches:
+            raise ExportError(NOTHING)
+        out = self._out
+        out.redirect(self._write)
+        out.packet(_SEQUENCE + _int(PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED))
+        origin = min((comp.begin_ns for comp in tree.compiles), default=0)
+        kernel_origin = min((launch.first_ns for launch in launches), default=0)
+        if not tree.several:
+            process = tree.process
+            if tree.compiles or process.pid is not None:
+                title = process.command or self._name or "process"
+                _process(out, process, self._track_of(process), title, with_pid=True)
+            self._runs(process)
+            for launch in launches:
+                self._launch(launch, origin + launch.first_ns - kernel_origin)
+            out.flush()
+            return out.events
+        own: dict[ProcessNode, list[Launch]] = {}
+        for launch in launches:
+            own.setdefault(launch_process(session, launch), []).append(launch)
+        pids: set[int] = set()
+        for _, process in process_sort(tree.processes):
+            its = own.get(process, [])
+            if not process.compiles and not its:
+                continue
+            track = self._track_of(process)
+            _process(out, process, track, process_title(process), with_pid=process.pid not in pids)
+            if process.pid is not None:
+                pids.add(process.pid)
+            self._runs(process)
+            for launch in its:
+                self._launch(launch, origin - kernel_origin + launch.first_ns, track)
+        out.flush()
+        return out.events
+
+    def _runs(self, process: ProcessNode) -> None:
+        """Write the compiles' packets of ``process`` kept in the spool."""
+        self._out.flush()
+        self._spool.copy(process, self._write)
+
+    def _launch(self, launch: Launch, offset_ns: int, parent: int | None = None) -> None:
+        events = self.kernel_events.events(launch)
+        grid = grid_of(events)
+        spans = pair_ranges(events, launch.first_ns)
+        del events
+        _launch(self._out, launch, spans, grid, offset_ns, parent)
 
 
 def _processes(out: _Writer, session: Session, launches: list[Launch], kernel_offset: int) -> None:
@@ -245,7 +356,7 @@ def _processes(out: _Writer, session: Session, launches: list[Launch], kernel_of
         for comp in process.compiles:
             _compile(out, comp, last, track)
         for launch in its:
-            _launch(out, launch, kernel_offset + launch.first_ns, track)
+            _launch(out, launch, launch.spans(), launch.grid(), kernel_offset + launch.first_ns, track)
 
 
 def _process(out: _Writer, process: ProcessNode, track: int, title: str, *, with_pid: bool) -> None:
@@ -326,13 +437,15 @@ def nested(slices: Iterable[tuple[int, int, str]], instants: Iterable[tuple[int,
         yield (t, TYPE_INSTANT, name)
 
 
-def _launch(out: _Writer, launch: Launch, offset_ns: int, parent: int | None = None) -> None:
+def _launch(
+    out: _Writer, launch: Launch, spans: Spans, grid: tuple[int, int, int], offset_ns: int, parent: int | None = None
+) -> None:
     """A launch's track (under its process's in a recording of several), a track per block under
-    it and a track per warp under that one."""
-    spans = launch.spans()
-    grid = "x".join(str(size) for size in launch.grid())
+    it and a track per warp under that one; ``spans`` are its ranges and marks paired, ``grid``
+    its shape."""
+    shape = "x".join(str(size) for size in grid)
     track = out.uuid()
-    out.track(track, f"{launch.kernel} launch {launch.key[3]} ({grid})", parent)
+    out.track(track, f"{launch.kernel} launch {launch.key[3]} ({shape})", parent)
     max_warps = spans.max_warps
     ranges, marks = spans.spans, spans.marks
     range_lanes = ranges["block"].astype(np.int64) * max_warps + ranges["warp"]

@@ -7,15 +7,21 @@ that a time means the same moment in each."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, Final
+
+import numpy as np
 
 from iket_tui import __version__
 from iket_tui.export.common import ExportError, compile_finish, process_sort, process_title
+from iket_tui.export.stream import CompileStream, Spool, forget
 from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode, ProcessNode
 from iket_tui.model.session import Session
 
 SPEEDSCOPE_SCHEMA: Final = "https://www.speedscope.app/file-format-schema.json"
+NO_COMPILE: Final = "nothing to export: the recording holds no compile (speedscope shows pass timings)"
 
 Item = CompileNode | PassNode | CodegenNode
 """What a frame stands for."""
@@ -27,7 +33,7 @@ def speedscope(session: Session, *, name: str = "") -> dict[str, Any]:
     opened and closed at their begin and end."""
     tree = session.tree
     if not tree.compiles:
-        raise ExportError("nothing to export: the recording holds no compile (speedscope shows pass timings)")
+        raise ExportError(NO_COMPILE)
     frames: dict[str, int] = {}
     origin = min(comp.begin_ns for comp in tree.compiles)
     if tree.several:
@@ -121,3 +127,166 @@ def _balanced(compiles: list[CompileNode], lo: int, hi: int, last: int) -> Itera
         stop = min(max(_end(child, finish), begin), bound)
         yield ("O", begin, child)
         stack.append((iter(_children(child)), stop, [begin], child, finish))
+
+
+EVENT_DTYPE: Final = np.dtype([("at", "<i8"), ("frame", "<i4"), ("close", "u1")])
+"""A profile's event as the spool keeps it: its time (ns, not yet from the origin), its frame
+(numbered as names first appeared while reading), and whether it closes the frame."""
+TEXT_SLICE: Final = 100_000
+"""A profile's events turned into text at a time."""
+_NEVER: Final = 1 << 62
+
+
+@dataclass
+class _Profile:
+    """What the stream knows of one process's profile while the recording is read."""
+
+    key: int
+    compiles: int = 0
+    begin: int = _NEVER
+    end: int = -_NEVER
+    cursor: int | None = None  # where the next compile may begin: the last written one's drawn end
+    ended: list[CompileNode] = field(default_factory=list)  # ended, waiting for an earlier one to end
+
+
+class SpeedscopeStream(CompileStream):
+    """The speedscope file of a recording, read chunk by chunk: :meth:`feed` each chunk of
+    messages, then :meth:`finish`. A compile's events are drawn once it and every compile of
+    its process that began before it ended, kept in a temporary file per process (as times and
+    frame numbers), and the compile forgotten; :meth:`finish` writes the document, the same
+    bytes :func:`speedscope` gives as JSON: the frames first (numbered in the order the
+    profiles use them), then each profile. Nothing is written before :meth:`finish`, which
+    refuses a recording without a compile (:class:`ExportError`) with nothing written."""
+
+    def __init__(self, write: Callable[[bytes], object], *, name: str = "") -> None:
+        super().__init__()
+        self._write = write
+        self._name = name
+        self._spool = Spool()
+        self._frames: dict[str, int] = {}
+        self._profiles: dict[ProcessNode, _Profile] = {}
+
+    def _ended(self, comp: CompileNode) -> None:
+        process = comp.process if comp.process is not None else self.session.tree.process
+        profile = self._profiles.get(process)
+        if profile is None:
+            profile = self._profiles[process] = _Profile(len(self._profiles))
+        profile.ended.append(comp)
+        profile.ended.sort(key=_begin_order)
+        still_open = [_begin_order(other) for other in self._open if _owner(other, self.session) is process]
+        first_open = min(still_open, default=None)
+        while profile.ended and (first_open is None or _begin_order(profile.ended[0]) < first_open):
+            self._draw(profile, profile.ended.pop(0))
+
+    def _draw(self, profile: _Profile, comp: CompileNode) -> None:
+        """Keep the events of ``comp`` and what ran inside it, after the compile drawn before it."""
+        last = self.session.last_t_ns
+        lo = comp.begin_ns if profile.cursor is None else profile.cursor
+        frames = self._frames
+        ats: list[int] = []
+        ids: list[int] = []
+        closes: list[bool] = []
+        for kind, at, item in _balanced([comp], lo, _NEVER, last):
+            name = _frame_name(item)
+            frame = frames.get(name)
+            if frame is None:
+                frame = frames[name] = len(frames)
+            ats.append(at)
+            ids.append(frame)
+            closes.append(kind == "C")
+        rows = np.empty(len(ats), dtype=EVENT_DTYPE)
+        rows["at"], rows["frame"], rows["close"] = ats, ids, closes
+        self._spool.add(profile.key, rows.tobytes())
+        profile.cursor = ats[-1]
+        profile.compiles += 1
+        profile.begin = min(profile.begin, comp.begin_ns)
+        profile.end = max(profile.end, compile_finish(comp, last))
+        forget(comp)
+
+    def finish(self) -> int:
+        """Write the document; the number of events its profiles hold."""
+        try:
+            return self._finish()
+        finally:
+            self._spool.close()
+            self.kernel_events.close()
+
+    def _finish(self) -> int:
+        self._close()
+        tree = self.session.tree
+        if not tree.compiles:
+            raise ExportError(NO_COMPILE)
+        origin = min(comp.begin_ns for comp in tree.compiles)
+        if tree.several:
+            order = [
+                (process, process_title(process)) for _, process in process_sort(tree.processes) if process.compiles
+            ]
+        else:
+            process = tree.process
+            title = f"pid {process.pid}: {process.command}" if process.pid is not None else "compiles"
+            order = [(process, title)]
+        profiles = [(self._profiles[process], title) for process, title in order if process in self._profiles]
+        names = list(self._frames)
+        final = np.full(len(names), -1, dtype=np.int64)
+        shown: list[str] = []
+        for profile, _ in profiles:  # the frames numbered as the profiles use them, in order
+            ids = self._rows(profile)["frame"]
+            found, first = np.unique(ids, return_index=True)
+            for frame in found[np.argsort(first)].tolist():
+                if final[frame] < 0:
+                    final[frame] = len(shown)
+                    shown.append(names[frame])
+        write = self._write
+        write(
+            b'{"$schema":'
+            + _json(SPEEDSCOPE_SCHEMA)
+            + b',"shared":{"frames":['
+            + b",".join(b'{"name":' + _json(name) + b"}" for name in shown)
+            + b']},"profiles":['
+        )
+        events = 0
+        for index, (profile, title) in enumerate(profiles):
+            head = {
+                "type": "evented",
+                "name": f"{title} ({profile.compiles} compiles)",
+                "unit": "nanoseconds",
+                "startValue": profile.begin - origin,
+                "endValue": profile.end - origin,
+            }
+            write((b"," if index else b"") + _json(head)[:-1] + b',"events":[')
+            rows = self._rows(profile)
+            for at in range(0, len(rows), TEXT_SLICE):
+                part = rows[at : at + TEXT_SLICE]
+                text = ",".join(
+                    f'{{"type":"{"C" if close else "O"}","at":{when},"frame":{frame}}}'
+                    for when, frame, close in zip(
+                        (part["at"] - origin).tolist(),
+                        final[part["frame"]].tolist(),
+                        part["close"].tolist(),
+                        strict=True,
+                    )
+                )
+                write((b"," if at else b"") + text.encode())
+            events += len(rows)
+            write(b"]}")
+        tail = b'],"activeProfileIndex":0,"exporter":' + _json(f"iket-tui@{__version__}")
+        if self._name:
+            tail += b',"name":' + _json(self._name)
+        write(tail + b"}")
+        return events
+
+    def _rows(self, profile: _Profile) -> np.ndarray[Any, np.dtype[np.void]]:
+        return np.frombuffer(self._spool.read(profile.key), dtype=EVENT_DTYPE)
+
+
+def _json(value: object) -> bytes:
+    """``value`` as :func:`speedscope`'s document is written (``json.dumps``, compact)."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def _begin_order(comp: CompileNode) -> tuple[int, int]:
+    return (comp.begin_ns, comp.order)
+
+
+def _owner(comp: CompileNode, session: Session) -> ProcessNode:
+    return comp.process if comp.process is not None else session.tree.process
