@@ -132,7 +132,7 @@ def _balanced(compiles: list[CompileNode], lo: int, hi: int, last: int) -> Itera
 EVENT_DTYPE: Final = np.dtype([("at", "<i8"), ("frame", "<i4"), ("close", "u1")])
 """A profile's event as the spool keeps it: its time (ns, not yet from the origin), its frame
 (numbered as names first appeared while reading), and whether it closes the frame."""
-TEXT_SLICE: Final = 100_000
+TEXT_SLICE: Final = 20_000
 """A profile's events turned into text at a time."""
 _NEVER: Final = 1 << 62
 
@@ -230,12 +230,12 @@ class SpeedscopeStream(CompileStream):
         final = np.full(len(names), -1, dtype=np.int64)
         shown: list[str] = []
         for profile, _ in profiles:  # the frames numbered as the profiles use them, in order
-            ids = self._rows(profile)["frame"]
-            found, first = np.unique(ids, return_index=True)
-            for frame in found[np.argsort(first)].tolist():
-                if final[frame] < 0:
-                    final[frame] = len(shown)
-                    shown.append(names[frame])
+            for rows in self._rows(profile):
+                found, first = np.unique(rows["frame"], return_index=True)
+                for frame in found[np.argsort(first)].tolist():
+                    if final[frame] < 0:
+                        final[frame] = len(shown)
+                        shown.append(names[frame])
         write = self._write
         write(
             b'{"$schema":'
@@ -254,20 +254,20 @@ class SpeedscopeStream(CompileStream):
                 "endValue": profile.end - origin,
             }
             write((b"," if index else b"") + _json(head)[:-1] + b',"events":[')
-            rows = self._rows(profile)
-            for at in range(0, len(rows), TEXT_SLICE):
-                part = rows[at : at + TEXT_SLICE]
+            comma = b""
+            for rows in self._rows(profile):
                 text = ",".join(
                     f'{{"type":"{"C" if close else "O"}","at":{when},"frame":{frame}}}'
                     for when, frame, close in zip(
-                        (part["at"] - origin).tolist(),
-                        final[part["frame"]].tolist(),
-                        part["close"].tolist(),
+                        (rows["at"] - origin).tolist(),
+                        final[rows["frame"]].tolist(),
+                        rows["close"].tolist(),
                         strict=True,
                     )
                 )
-                write((b"," if at else b"") + text.encode())
-            events += len(rows)
+                write(comma + text.encode())
+                comma = b","
+                events += len(rows)
             write(b"]}")
         tail = b'],"activeProfileIndex":0,"exporter":' + _json(f"iket-tui@{__version__}")
         if self._name:
@@ -275,8 +275,10 @@ class SpeedscopeStream(CompileStream):
         write(tail + b"}")
         return events
 
-    def _rows(self, profile: _Profile) -> np.ndarray[Any, np.dtype[np.void]]:
-        return np.frombuffer(self._spool.read(profile.key), dtype=EVENT_DTYPE)
+    def _rows(self, profile: _Profile) -> Iterator[np.ndarray[Any, np.dtype[np.void]]]:
+        """A profile's events as kept, :data:`TEXT_SLICE` at most at a time."""
+        for piece in self._spool.runs(profile.key, TEXT_SLICE * EVENT_DTYPE.itemsize):
+            yield np.frombuffer(piece, dtype=EVENT_DTYPE)
 
 
 def _json(value: object) -> bytes:

@@ -51,14 +51,16 @@ class Spool:
     def has(self, key: object) -> bool:
         return key in self._runs
 
-    def runs(self, key: object) -> Iterator[bytes]:
-        """The runs of ``key``, in the order they were added, in pieces of at most :data:`COPY_CHUNK`."""
+    def runs(self, key: object, piece_size: int = COPY_CHUNK) -> Iterator[bytes]:
+        """The runs of ``key``, in the order they were added, in pieces of at most ``piece_size``
+        bytes (a run of whole records read in pieces of a multiple of their size stays in whole
+        records)."""
         if self._file is None:
             return
-        for at, size in self._runs.get(key, ()):
+        for at, size in _joined(self._runs.get(key, [])):
             self._file.seek(at)
             while size > 0:
-                piece = self._file.read(min(size, COPY_CHUNK))
+                piece = self._file.read(min(size, piece_size))
                 if not piece:
                     raise OSError(f"export spool cut short: {size} bytes missing")
                 size -= len(piece)
@@ -77,6 +79,17 @@ class Spool:
             self._file.close()
             self._file = None
         self._runs.clear()
+
+
+def _joined(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Runs that follow each other in the file, as one."""
+    out: list[tuple[int, int]] = []
+    for at, size in runs:
+        if out and out[-1][0] + out[-1][1] == at:
+            out[-1] = (out[-1][0], out[-1][1] + size)
+        else:
+            out.append((at, size))
+    return out
 
 
 def forget(comp: CompileNode) -> None:
