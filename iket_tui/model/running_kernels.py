@@ -11,8 +11,9 @@ warp without an event: "not ended, no event yet". A warp (block and warp of one 
 begins and ends once.
 
 :func:`unfinished` turns those rows into what a user reads: per block, the warps with the same
-last event grouped into ranges (``warps 4-7``), the longest quiet first, each with how long ago
-it was on the device's clock (see :class:`DeviceClock`).
+last event grouped into ranges (``warps 4-7``), those quiet past the threshold apart from the
+others, the longest quiet first, each with how long ago it was on the device's clock (see
+:class:`DeviceClock`).
 """
 
 from __future__ import annotations
@@ -176,7 +177,8 @@ class DeviceClock:
 
 @dataclass(frozen=True)
 class WarpGroup:
-    """Warps of one block that have not ended and whose last event is the same."""
+    """Warps of one block that have not ended, whose last event is the same, all quiet past
+    the threshold or all not."""
 
     block: tuple[int, int, int]
     warps: tuple[int, ...]
@@ -299,16 +301,21 @@ def unfinished(
     stuck_after_ns: int,
     limit: int = 200,
 ) -> Unfinished:
-    """The unfinished warps of a launch grouped per block by their last event, the longest
-    quiet first (warps with the same last event at different times share a group, dated by its
-    newest event); Python runs only for the ``limit`` groups returned."""
+    """The unfinished warps of a launch grouped per block by their last event and by whether
+    they are quiet past ``stuck_after_ns``, the longest quiet first; Python runs only for the
+    ``limit`` groups returned.
+
+    Warps with the same last event at different times share a group, dated by its newest event,
+    only on the same side of the threshold: a warp quiet for 10 s is never hidden in a group
+    with one that ran that event just now."""
     rows = progress.open
     if not len(rows):
         return Unfinished([], 0, 0, 0)
+    stale = (device_now_ns - rows["t_ns"].astype(np.int64)) > stuck_after_ns
     keys = [rows[name] for name in reversed(_SIGNATURE)]
-    order = np.lexsort((*keys, rows["block_x"], rows["block_y"], rows["block_z"]))
+    order = np.lexsort((*keys, stale, rows["block_x"], rows["block_y"], rows["block_z"]))
     ordered = rows[order]
-    starts = _starts(ordered, ("block_x", "block_y", "block_z", *_SIGNATURE))
+    starts = _starts(ordered, ("block_x", "block_y", "block_z", *_SIGNATURE), also=stale[order])
     blocks = len(_starts(ordered, ("block_x", "block_y", "block_z")))
     newest = np.maximum.reduceat(ordered["t_ns"], starts)
     by_age = np.argsort(newest, kind="stable")[:limit]  # the oldest newest event first
@@ -349,12 +356,18 @@ def open_lanes(progress: WarpProgress, blocks: np.ndarray[Any, np.dtype[np.uint3
     return frozenset(zip(index[found].tolist(), rows["warp"][found].tolist(), strict=True))
 
 
-def _starts(rows: np.ndarray[Any, np.dtype[np.void]], fields: tuple[str, ...]) -> np.ndarray[Any, np.dtype[np.intp]]:
-    """Where each run of equal ``fields`` begins in ``rows`` (sorted so that equal rows are together)."""
+def _starts(
+    rows: np.ndarray[Any, np.dtype[np.void]],
+    fields: tuple[str, ...],
+    *,
+    also: np.ndarray[Any, np.dtype[np.bool_]] | None = None,
+) -> np.ndarray[Any, np.dtype[np.intp]]:
+    """Where each run of equal ``fields`` (and equal ``also``, one value per row) begins in
+    ``rows`` (sorted so that equal rows are together)."""
     if not len(rows):
         return np.zeros(0, dtype=np.intp)
     change = np.zeros(len(rows), dtype=bool)
     change[0] = True
-    for name in fields:
-        change[1:] |= rows[name][1:] != rows[name][:-1]
+    for column in [rows[name] for name in fields] + ([] if also is None else [also]):
+        change[1:] |= column[1:] != column[:-1]
     return np.flatnonzero(change)

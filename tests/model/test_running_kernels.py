@@ -110,6 +110,24 @@ def test_warps_with_the_same_last_event_group_into_ranges_the_longest_quiet_firs
     assert len(limited.groups) == 1 and limited.group_count == 4
 
 
+def test_a_warp_quiet_past_the_threshold_never_shares_a_group_with_one_that_ran_its_event_just_now() -> None:
+    """Warps 4 and 5 of block (3,0) both last ran `k_step` 5, warp 4 10 s ago and warp 5 just
+    now: dated together by the newer, warp 4 would read "0 ns ago" and not stuck."""
+    progress = WarpProgress()
+    progress.add(events((100, 3, 4, KIND_MARK, K_STEP, 5), (100 + 10 * S, 3, 5, KIND_MARK, K_STEP, 5)))
+    found = unfinished(progress, TABLE, device_now_ns=100 + 10 * S, stuck_after_ns=2 * S)
+    assert [(g.describe(), g.stuck) for g in found.groups] == [
+        ("block (3,0), warp 4 last at `k_step` 5, 10.0 s ago", True),
+        ("block (3,0), warp 5 last at `k_step` 5, 0 ns ago", False),
+    ]
+    assert (found.blocks, found.warps, found.group_count) == (1, 2, 2)
+    # Both quiet past it: one group again, dated by its newest event.
+    later = unfinished(progress, TABLE, device_now_ns=100 + 13 * S, stuck_after_ns=2 * S)
+    assert [(g.describe(), g.stuck) for g in later.groups] == [
+        ("block (3,0), warps 4-5 last at `k_step` 5, 3.00 s ago", True)
+    ]
+
+
 def test_warp_ranges_read_as_a_user_writes_them() -> None:
     assert warp_ranges([7, 4, 5, 6]) == "4-7"
     assert warp_ranges([0, 2, 3, 9]) == "0, 2-3, 9"
