@@ -97,7 +97,7 @@ class KernelTimeline:
         self.waiting_events = 0
         """Events of records whose module's event table has not arrived: held, not yet shown."""
         self.stuck_after_ns = stuck_after_ns
-        """A launch with unfinished warps and no event for longer than this is running past the threshold."""
+        """A launch with an unfinished warp that has run no event for longer than this is running past the threshold."""
         self.clocks: dict[int, DeviceClock] = {}
         """Each ring's device timer as of its latest records, by ring id."""
         self.version = 0
@@ -240,13 +240,27 @@ class KernelTimeline:
         return clock.now_ns(agent_now_ns) if clock is not None else None
 
     def quiet_ns(self, launch: Launch, agent_now_ns: int) -> int:
-        """How long the launch has had no event, on its device's clock (0 when unknown)."""
+        """How long the launch's longest quiet unfinished warp has run no event, on its device's
+        clock: a warp that waits is quiet however busy the launch's other warps are (0 when every
+        warp ended or the clock is unknown)."""
         now = self.device_now_ns(launch.key[0], agent_now_ns)
-        return max(0, now - launch.last_ns) if now is not None else 0
+        open_warps = launch.progress.open
+        if now is None or not len(open_warps):
+            return 0
+        return max(0, now - int(open_warps["t_ns"].min()))
 
     def running_past(self, launch: Launch, agent_now_ns: int) -> bool:
-        """Whether the launch has unfinished warps and no event for longer than ``stuck_after_ns``."""
+        """Whether one of the launch's unfinished warps has run no event for longer than ``stuck_after_ns``."""
         return launch.running and self.quiet_ns(launch, agent_now_ns) > self.stuck_after_ns
+
+    def running_ns(self, launch: Launch, agent_now_ns: int) -> int:
+        """How long the launch has run at agent time ``agent_now_ns``: from its first event to the
+        device's now while it runs (its events' span says only when the last one came), from its
+        first event to its last once it finished or where the device's clock is unknown."""
+        now = self.device_now_ns(launch.key[0], agent_now_ns)
+        if not launch.running or now is None:
+            return launch.duration_ns
+        return max(launch.duration_ns, now - launch.first_ns)
 
     def unfinished(self, launch: Launch, agent_now_ns: int, *, limit: int = 200) -> Unfinished:
         """The launch's warps that have not ended, grouped per block by their last event, the
@@ -310,11 +324,7 @@ class KernelTimeline:
             text += f", {lost:,} lost"
         if self.torn:
             text += f" ({self.torn:,} torn)"
-        quiet = self.quiet(agent_now_ns) if agent_now_ns is not None else []
-        if quiet:
-            longest = max(self.quiet_ns(launch, agent_now_ns or 0) for launch in quiet)
-            text += f", {len(quiet)} launch{'es' if len(quiet) > 1 else ''} quiet {duration(longest)}"
-        return text
+        return text + _quiet_words(self, agent_now_ns)
 
     def title(self, *, following: bool, quiet: int = 0) -> str:
         """The kernels screen's title line: where the ring is, launches, events read and lost,
@@ -332,8 +342,21 @@ class KernelTimeline:
         if self.evicted_launches:
             text += f" · {self.evicted_launches} older launches summarised (events kept at most {self.max_events:,})"
         if quiet:
-            text += f" · {quiet} running, quiet for over {duration(self.stuck_after_ns)}"
+            text += f" · {quiet} running with a warp quiet for over {duration(self.stuck_after_ns)}"
         return text + ("  follow" if following else "")
+
+
+def _quiet_words(kernels: KernelTimeline | ProcessKernels, agent_now_ns: int | None) -> str:
+    """The header's words for the launches with a warp quiet past the threshold at agent time
+    ``agent_now_ns`` and the longest such quiet: ``, 1 launch with a warp quiet 12.4 s``; empty
+    without a time or without such a launch."""
+    if agent_now_ns is None:
+        return ""
+    quiet = kernels.quiet(agent_now_ns)
+    if not quiet:
+        return ""
+    longest = max(kernels.quiet_ns(launch, agent_now_ns) for launch in quiet)
+    return f", {len(quiet)} launch{'es' if len(quiet) > 1 else ''} with a warp quiet {duration(longest)}"
 
 
 def _ring_words(tracing: KernelTracing | None) -> str:
@@ -413,6 +436,9 @@ class ProcessKernels:
     def quiet_ns(self, launch: Launch, agent_now_ns: int) -> int:
         return self.timeline_of(launch).quiet_ns(launch, agent_now_ns)
 
+    def running_ns(self, launch: Launch, agent_now_ns: int) -> int:
+        return self.timeline_of(launch).running_ns(launch, agent_now_ns)
+
     def unfinished(self, launch: Launch, agent_now_ns: int, *, limit: int = 200) -> Unfinished:
         """As :meth:`KernelTimeline.unfinished`, its summary naming the process where several trace kernels."""
         found = self.timeline_of(launch).unfinished(launch, agent_now_ns, limit=limit)
@@ -457,7 +483,7 @@ class ProcessKernels:
         if evicted:
             text += f" · {evicted} older launches summarised (events kept at most {self.first.max_events:,})"
         if quiet:
-            text += f" · {quiet} running, quiet for over {duration(self.first.stuck_after_ns)}"
+            text += f" · {quiet} running with a warp quiet for over {duration(self.first.stuck_after_ns)}"
         return text + ("  follow" if following else "")
 
     def headline(self, agent_now_ns: int | None = None) -> str:
@@ -473,8 +499,4 @@ class ProcessKernels:
             text += f", {lost:,} lost"
         if torn:
             text += f" ({torn:,} torn)"
-        quiet = self.quiet(agent_now_ns) if agent_now_ns is not None else []
-        if quiet:
-            longest = max(self.quiet_ns(launch, agent_now_ns or 0) for launch in quiet)
-            text += f", {len(quiet)} launch{'es' if len(quiet) > 1 else ''} quiet {duration(longest)}"
-        return text
+        return text + _quiet_words(self, agent_now_ns)

@@ -29,7 +29,7 @@ from iket_tui.ring.events import ModuleEvents
 from iket_tui.ring.layout import EVENT_WARP_BEGIN, EVENT_WARP_END, KIND_END, KIND_MASK
 
 DEFAULT_STUCK_AFTER_NS: Final = 2_000_000_000
-"""A launch with unfinished warps and no event for this long is running past the threshold."""
+"""A launch with an unfinished warp that has run no event for this long is running past the threshold."""
 
 NO_EVENT: Final = 0xFF
 """``kind`` of a warp that began without an event yet."""

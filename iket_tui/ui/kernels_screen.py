@@ -2,10 +2,12 @@
 selected one, with what is under its cursor. It follows the session the app keeps up to date,
 told by :class:`~iket_tui.ui.messages.ModelChanged`, redrawing at most 10 times a second.
 
-A launch with warps that have not ended is marked running; once it has had no event for longer
-than the threshold (``--kernel-stuck-after``), it is marked quiet, and for the selected one the
-warps that have not ended are listed with their last events above the flame view. A clock tick
-(a ``ModelChanged`` with no new records) repaints only those marks and times.
+A launch with warps that have not ended is marked running, with how long it has run on its
+device's clock; once one of those warps has run no event for longer than the threshold
+(``--kernel-stuck-after``), however busy the others are, it is marked with that warp's quiet,
+and for the selected one the warps that have not ended are listed with their last events above
+the flame view. A clock tick (a ``ModelChanged`` with no new records) repaints only those marks
+and times.
 
 Watching several processes that trace kernels, each launch row names its process (``pid 123
 (rank 3)``), the title says which processes trace kernels, on which ring, with the launches and
@@ -199,21 +201,20 @@ class KernelsScreen(Screen[None]):
         return self.now_ns()
 
     def _duration_cell(self, launch: Launch, now: int) -> str | Text:
-        """How long the launch ran; for one still running, ``running``, and how long it has
-        been quiet once that is past the threshold."""
+        """How long the launch ran; for one still running, ``running`` and how long it has run
+        on its device's clock (``running 12.4 s``), and once a warp of it has run no event for
+        longer than the threshold, how long the longest quiet one has (``, warp quiet 12.4 s``)."""
         if not launch.running:
             return format_ns(launch.duration_ns)
         self._marked.add(_row_key(launch))
         kernels = self.kernels
+        text = f"running {format_ns(kernels.running_ns(launch, now))}"
         if kernels.running_past(launch, now):
-            quiet = format_ns(kernels.quiet_ns(launch, now))
             return Text(
-                f"running, quiet {quiet}", style=self.get_component_rich_style("kernels-screen--quiet", partial=True)
+                f"{text}, warp quiet {format_ns(kernels.quiet_ns(launch, now))}",
+                style=self.get_component_rich_style("kernels-screen--quiet", partial=True),
             )
-        return Text(
-            f"running {format_ns(launch.duration_ns)}",
-            style=self.get_component_rich_style("kernels-screen--running", partial=True),
-        )
+        return Text(text, style=self.get_component_rich_style("kernels-screen--running", partial=True))
 
     def _show_running(self, now: int) -> None:
         """Repaint what the clock changes: the running launches' marks and the unfinished warps' times."""

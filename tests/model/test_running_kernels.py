@@ -14,6 +14,7 @@ from iket_tui.model.running_kernels import NO_EVENT, WarpProgress, open_lanes, u
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
 from iket_tui.ring.buffer import RingView
+from iket_tui.ring.cpu_producer import WarpWriter
 from iket_tui.ring.drain import RingDrain
 from iket_tui.ring.layout import (
     DEFAULT_LAYOUT,
@@ -21,10 +22,12 @@ from iket_tui.ring.layout import (
     EVENT_WARP_BEGIN,
     EVENT_WARP_END,
     EVENT_WARP_ROW,
+    ID_BITS_MIN,
     KIND_END,
     KIND_MARK,
     KIND_START,
     KIND_UNKNOWN,
+    WARP_SLOTS,
     RingGeometry,
 )
 from iket_tui.ring.wire import kernel_module, kernel_records
@@ -201,13 +204,16 @@ def test_a_launch_runs_past_the_threshold_only_once_quiet_for_longer_than_it(dev
     (launch,) = timeline.launches.values()
     assert launch.running and launch.progress.unfinished == 4 and launch.blocks() == 64
     lead = 1_000_000 if device_now else 0
-    at_threshold = AGENT + 2 * S - lead  # quiet for exactly 2 s: not past it
+    # The waiting warps' last event came before the launch's newest one (another block's).
+    behind = newest - held_since
+    assert behind > 0
+    at_threshold = AGENT + 2 * S - lead - behind  # its waiting warps quiet for exactly 2 s: not past it
     assert timeline.quiet_ns(launch, at_threshold) == 2 * S
     assert not timeline.running_past(launch, at_threshold)
     assert timeline.running_past(launch, at_threshold + 1)
     assert timeline.running() == [launch] and timeline.quiet(at_threshold) == []
     assert timeline.quiet(at_threshold + 1) == [launch]
-    assert timeline.headline(at_threshold + S) == "kernels: 41,952 ev, 1 launch quiet 3.00 s"
+    assert timeline.headline(at_threshold + S) == "kernels: 41,952 ev, 1 launch with a warp quiet 3.00 s"
     assert timeline.headline() == "kernels: 41,952 ev"  # without a time, nothing about the clock
     found = timeline.unfinished(launch, AGENT + 12 * S)
     ago = newest + lead + 12 * S - held_since
@@ -215,13 +221,59 @@ def test_a_launch_runs_past_the_threshold_only_once_quiet_for_longer_than_it(dev
         "1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), "
     )
     assert found.groups[0].ago_ns == ago
+    # Running 12 s, though its events span only the microseconds before the block began to wait.
+    assert launch.duration_ns == newest - launch.first_ns < 100_000
+    assert timeline.running_ns(launch, AGENT + 12 * S) == newest + lead + 12 * S - launch.first_ns
 
     launch_writer.release(newest + 5 * S)
     timeline.apply(kernel_records(drain.drain(), t_ns=AGENT + 5 * S))
     assert not launch.running and launch.progress.ended == 512
     assert not timeline.running_past(launch, AGENT + 60 * S)
+    assert timeline.running_ns(launch, AGENT + 60 * S) == launch.duration_ns  # done: its first event to its last
     assert timeline.running() == [] and timeline.headline(AGENT + 60 * S) == "kernels: 42,240 ev"
     assert launch.records == 42_240 and timeline.events_read == 42_240 and timeline.events_lost == 0
+
+
+def test_a_warp_that_waits_runs_past_the_threshold_however_busy_the_launchs_other_warps_are() -> None:
+    """Block (3,0)'s warp 4 stops at `mma` while block (0,0)'s warp 4 polls, a `k_step` mark
+    every second: the launch's newest event is never old, its waiting warp is."""
+    geometry = RingGeometry.for_sms(8, 16)
+    ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, 7)
+    drain = RingDrain(ring)
+
+    def writer(sm: int, block: int) -> WarpWriter:
+        return WarpWriter(
+            ring, segment=sm * WARP_SLOTS + 4, module=1, launch=6, block=(block, 0, 0), warp=4,
+            id_bits=ID_BITS_MIN, clock=lambda: 0, start_ns=T0,
+        )  # fmt: skip
+
+    stuck, busy = writer(3, 3), writer(0, 0)
+    stuck.event(TILE, 3, t_ns=T0 + 64)
+    stuck.event(MMA, t_ns=T0 + 128)  # and nothing after it
+    busy.event(TILE, 0, t_ns=T0 + 64)
+    timeline = _timeline(stuck_after_ns=2 * S)
+    past = []
+    for second in range(1, 11):
+        busy.event(K_STEP, second, t_ns=T0 + second * S)
+        msg = kernel_records(drain.drain(), t_ns=AGENT + second * S)
+        msg["device_now_ns"] = T0 + second * S + 1000
+        timeline.apply(msg)
+        (launch,) = timeline.launches.values()
+        past.append(timeline.running_past(launch, AGENT + second * S))
+    assert past == [False] + [True] * 9  # past 2 s from the second drain on (quiet 2 s + 872 ns then)
+    now = AGENT + 10 * S
+    assert launch.last_ns == T0 + 10 * S  # the launch's newest event: the busy warp's, just now
+    assert timeline.quiet_ns(launch, now) == 10 * S + 1000 - 128
+    assert timeline.running_past(launch, now) and timeline.quiet(now) == [launch]
+    assert timeline.headline(now) == "kernels: 13 ev, 1 launch with a warp quiet 10.0 s"
+    assert timeline.title(following=False, quiet=1).endswith(" · 1 running with a warp quiet for over 2.00 s")
+    found = timeline.unfinished(launch, now)
+    assert [(g.describe(), g.stuck) for g in found.groups] == [
+        ("block (3,0), warp 4 last at `mma` (tile 3), 10.0 s ago", True),
+        ("block (0,0), warp 4 last at `k_step` 10, 1.00 µs ago", False),
+    ]
+    assert launch.first_ns == T0 + 64 and launch.duration_ns == 10 * S - 64  # its events span 10 s
+    assert timeline.running_ns(launch, now) == 10 * S + 1000 - 64  # from its first event to the device's now
 
 
 def test_a_launch_let_go_for_the_bound_still_follows_its_warps_and_completes() -> None:

@@ -45,9 +45,9 @@ def test_the_stuck_launch_is_named_with_its_process_and_the_title_counts_per_pro
     assert kernels.title(following=True, quiet=1) == (
         "kernels of 2 processes, each with its ring on NVIDIA H200"
         f" · pid 101 (rank 0): 1 launch, {ALL:,} events · pid 102 (rank 1): 1 launch, {HELD:,} events"
-        " · 0 lost · 1 running, quiet for over 2.00 s  follow"
+        " · 0 lost · 1 running with a warp quiet for over 2.00 s  follow"
     )
-    assert kernels.headline(now).startswith(f"kernels of 2 processes: {ALL + HELD:,} ev, 1 launch quiet ")
+    assert kernels.headline(now).startswith(f"kernels of 2 processes: {ALL + HELD:,} ev, 1 launch with a warp quiet ")
 
 
 def test_one_process_reads_as_before() -> None:

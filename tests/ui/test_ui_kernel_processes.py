@@ -70,13 +70,13 @@ async def test_each_launch_row_names_its_process_and_the_stuck_one_is_named_with
         assert title(screen) == (
             "kernels of 2 processes, each with its ring on NVIDIA H200"
             f" · pid 101 (rank 0): 1 launch, {ALL:,} events · pid 102 (rank 1): 1 launch, {HELD:,} events"
-            " · 0 lost · 1 running, quiet for over 2.00 s  follow"
+            " · 0 lost · 1 running with a warp quiet for over 2.00 s  follow"
         )
         clock.advance(12.0)
         running = screen.query_one(RunningWarps)
         await wait_until(pilot, lambda: bool(running.summary), "the unfinished warps")
         assert running.summary.startswith(SUMMARY)
-        assert f"kernels of 2 processes: {ALL + HELD:,} ev, 1 launch quiet " in app.header.text()
+        assert f"kernels of 2 processes: {ALL + HELD:,} ev, 1 launch with a warp quiet " in app.header.text()
 
 
 @app_test

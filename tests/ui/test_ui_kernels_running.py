@@ -68,8 +68,8 @@ async def test_a_waiting_block_is_marked_then_listed_with_its_warps_last_events_
     async with app.run_test(size=WIDE) as pilot:
         screen = await open_kernels(pilot, app)
         running = screen.query_one(RunningWarps)
-        # 50 ms after the launch began: running, not yet past the 2 s threshold.
-        assert duration_cell(screen).startswith("running ") and not running.display
+        # 50 ms after the launch began (its events span 20.8 µs): running, not yet past the 2 s threshold.
+        assert duration_cell(screen) == "running 50.0 ms" and not running.display
         assert "quiet" not in title(screen)
 
         versions = app.session.kernels.version
@@ -82,9 +82,9 @@ async def test_a_waiting_block_is_marked_then_listed_with_its_warps_last_events_
             "1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17), 3.05 s ago"
         )
         assert running.rows == ["block (3,0)  warps 4-7  `mma` (k_step 17)  3.05 s ago"]
-        assert duration_cell(screen) == "running, quiet 3.05 s"
-        assert " · 1 running, quiet for over 2.00 s" in title(screen)
-        assert "kernels: 41,952 ev, 1 launch quiet 3.05 s" in app.header.text()
+        assert duration_cell(screen) == "running 3.05 s, warp quiet 3.05 s"
+        assert " · 1 running with a warp quiet for over 2.00 s" in title(screen)
+        assert "kernels: 41,952 ev, 1 launch with a warp quiet 3.05 s" in app.header.text()
         flame = screen.query_one(FlameView)
         assert flame.running == {(3, 4), (3, 5), (3, 6), (3, 7)}  # block (3,0) is the 4th block
         assert flame.jump_to_block(3)
@@ -94,7 +94,7 @@ async def test_a_waiting_block_is_marked_then_listed_with_its_warps_last_events_
 
         clock.advance(1.0)  # a tick repaints the times
         await settle(pilot, lambda: running.rows[0].endswith("4.05 s ago"), "the time to move on")
-        assert duration_cell(screen) == "running, quiet 4.05 s"
+        assert duration_cell(screen) == "running 4.05 s, warp quiet 4.05 s"
 
         source.feed(batch([stream.released], state=SourceState.LIVE))
         await wait_for_batches(pilot, app, 2)
@@ -140,7 +140,7 @@ async def test_the_threshold_is_the_apps() -> None:
         assert not running.display and duration_cell(screen).startswith("running ")
         clock.advance(0.2)
         await settle(pilot, lambda: bool(running.summary), "the unfinished warps after 10 s")
-        assert " · 1 running, quiet for over 10.0 s" in title(screen)
+        assert " · 1 running with a warp quiet for over 10.0 s" in title(screen)
 
 
 def test_kernels_screen_with_a_quiet_launch(snap_compare: Callable[..., bool]) -> None:
@@ -167,7 +167,7 @@ async def test_a_replayed_h200_run_killed_while_a_block_waits_shows_the_block_as
     app = IketApp(RecordingSource(killed, speed=0.0))
     async with app.run_test(size=WIDE) as pilot:
         await wait_until(pilot, lambda: app.session.ended is not None, "the replay to end")
-        assert "1 launch quiet 3.04 s" in app.header.text()
+        assert "1 launch with a warp quiet 3.04 s" in app.header.text()
         await pilot.press("K")
         await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), "the kernels screen")
         screen = app.screen
@@ -177,4 +177,4 @@ async def test_a_replayed_h200_run_killed_while_a_block_waits_shows_the_block_as
         assert running.summary == (
             "1 of 64 blocks not finished: block (3,0), warps 0-3 last at `wait` (k_step 17), 3.04 s ago"
         )
-        assert duration_cell(screen) == "running, quiet 3.04 s"
+        assert duration_cell(screen) == "running 3.04 s, warp quiet 3.04 s"
