@@ -9,6 +9,7 @@ running, whatever the size of the recording.
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Final
@@ -16,6 +17,7 @@ from typing import IO, Any, Final
 import numpy as np
 
 from iket_tui.export.common import STREAM_END, launches_of
+from iket_tui.model.kernels import KernelTimeline
 from iket_tui.model.launches import Launch
 from iket_tui.model.nodes import CompileNode
 from iket_tui.model.session import Session
@@ -119,22 +121,37 @@ class LaunchSpool:
     def __init__(self, session: Session) -> None:
         self._session = session
         self._spool = Spool()
+        self._holding: dict[KernelTimeline, list[Launch]] = {}  # launches left holding events, per timeline
+        self._known: dict[KernelTimeline, int] = {}  # launches of each timeline looked at so far
 
     def take(self) -> None:
-        """Move the events of every launch that is done (or holds many) into the spool."""
+        """Move the events of every launch that is done (or holds many) into the spool. Only the
+        launches left holding events and those new since are looked at, unless the timeline
+        holds more events than those have (records of an older launch came again)."""
         for timeline in self._session.kernel_processes.timelines.values():
             if not timeline.retained:
                 continue
-            for launch in timeline.launches.values():
+            launches = timeline.launches
+            known = self._known.get(timeline, 0)
+            looked = self._holding.get(timeline, [])
+            if len(launches) > known:
+                looked = looked + list(itertools.islice(launches.values(), known, None))
+            if sum(len(part) for launch in looked for part in launch.parts) < timeline.retained:
+                looked = list(launches.values())
+            self._known[timeline] = len(launches)
+            holding: list[Launch] = []
+            for launch in looked:
                 if not launch.parts:
                     continue
                 kept = sum(len(part) for part in launch.parts)
                 if launch.running and kept < LAUNCH_KEPT_MAX:
+                    holding.append(launch)
                     continue
                 for part in launch.parts:
                     self._spool.add(launch.order, part.tobytes())
                 launch.parts = []
                 timeline.retained -= kept  # held on disk now: never a reason to summarise a launch
+            self._holding[timeline] = holding
 
     def events(self, launch: Launch) -> np.ndarray[Any, np.dtype[np.void]]:
         """Every event of ``launch``: those spooled, then those it still holds."""

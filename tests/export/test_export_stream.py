@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from export_helpers import EXAMPLE
+from export_helpers import EXAMPLE, SMALL_TABLE
 
 from iket_tui.cli import main
 from iket_tui.export import ChromeStream, ExportError, chrome_trace, recording_session
@@ -18,6 +18,11 @@ from iket_tui.export import stream as stream_module
 from iket_tui.model import synthetic
 from iket_tui.model.nodes import PassNode
 from iket_tui.protocol import messages as m
+from iket_tui.ring.buffer import MappedRing
+from iket_tui.ring.cpu_producer import WarpWriter
+from iket_tui.ring.drain import RingDrain
+from iket_tui.ring.layout import RingGeometry
+from iket_tui.ring.wire import kernel_module, kernel_records
 from iket_tui.sources.reading import read_recording
 
 
@@ -95,6 +100,10 @@ def test_standard_output_gets_the_trace(capfd: pytest.CaptureFixture[str], examp
     assert captured.err.endswith("events to standard output\n")
 
 
+def _never() -> int:
+    raise AssertionError("every event time is given")
+
+
 WAITING = EXAMPLE.with_name("h200-demo-waiting.msgpack")
 
 
@@ -152,3 +161,44 @@ def test_a_long_running_launch_moves_its_events_out_in_pieces(monkeypatch: pytes
     doc = json.loads(b"".join(written))
     whole = json.loads(json.dumps(chrome_trace(recording_session(messages))))
     assert doc == whole
+
+
+def test_records_of_a_launch_that_come_after_its_warps_all_ended_join_it(tmp_path: Path) -> None:
+    """A grid larger than the GPU runs in waves: between two drains every warp that began may have
+    ended, so the launch looks done and its events leave the model; the next wave's records
+    join them, and the launch is written whole, as the whole session writes it."""
+    ring = MappedRing.create(tmp_path / "ring", RingGeometry.for_sms(1, 16))
+    try:
+        common: dict[str, Any] = {"module": 1, "launch": 7, "clock": _never}
+        with WarpWriter(ring.view, segment=0, warp=0, start_ns=1000, block=(0, 0, 0), **common) as warp:
+            warp.event(1, t_ns=1000)
+            warp.end(t_ns=1100)
+        drain = RingDrain(ring.view)
+        first = drain.drain()
+        with WarpWriter(ring.view, segment=1, warp=0, start_ns=2000, block=(1, 0, 0), **common) as warp:
+            warp.event(1, t_ns=2000)
+            warp.event(2, 2.5, t_ns=2050)
+            warp.end(t_ns=2100)
+        second = drain.drain()
+        messages = [
+            kernel_module(SMALL_TABLE, ring_id=first.ring_id, layout=first.layout, t_ns=0),
+            kernel_records(first, t_ns=1),
+            kernel_records(second, t_ns=2),
+        ]
+    finally:
+        ring.close()
+    written: list[bytes] = []
+    stream = ChromeStream(written.append)
+    stream.feed(messages[:2])
+    (launch,) = stream.session.kernels.launches.values()
+    assert (launch.running, launch.parts, launch.records) == (False, [], 2)
+    stream.feed(messages[2:])
+    assert launch.parts == [] and launch.records == 5
+    stream.finish()
+    doc = json.loads(b"".join(written))
+    assert doc == json.loads(json.dumps(chrome_trace(recording_session(messages))))
+    assert doc["otherData"]["launches"][0]["grid"] == [2, 1, 1]
+    ranges = [event for event in doc["traceEvents"] if event.get("cat") == "range"]
+    assert [event["name"] for event in ranges] == ["outer", "outer"]
+    assert len({event["tid"] for event in ranges}) == 2, "a thread per block's warp"
+    assert [event["name"] for event in doc["traceEvents"] if event.get("cat") == "mark"] == ["tick"]
