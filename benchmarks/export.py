@@ -1,4 +1,5 @@
-"""Export of a 1,000,000-event recording to a Chrome trace, each run in a fresh subprocess.
+"""Export of a 1,000,000-event recording to a Chrome trace, a speedscope profile and a Perfetto
+trace, each run in a fresh subprocess.
 
 The recording is the replay benchmark's (``benchmarks.replay.write_recording``): back-to-back
 compiles shaped like a TileLang GEMM lowering, written as ``iket-tui record`` writes them. The
@@ -29,6 +30,7 @@ from iket_tui.sources.recorder import RecordingWriter
 
 PROCESSES = 8
 """Ranks of the recording of several processes."""
+FORMAT_NAMES = {"speedscope": "speedscope profile", "perfetto": "Perfetto trace"}
 
 CHILD = """
 import json, resource, sys, time
@@ -36,10 +38,10 @@ from pathlib import Path
 from iket_tui.cli import main
 from iket_tui.export import READ_CHUNK, ChromeStream
 from iket_tui.sources.reading import RecordingReader
-task, recording, out, report = sys.argv[1:5]
+task, recording, out, report, fmt = sys.argv[1:6]
 t0, c0 = time.perf_counter(), time.process_time()
 if task == "export":
-    code = main(["export", recording, "-o", out])
+    code = main(["export", recording, "-o", out, "--format", fmt])
     assert code == 0, code
 elif task == "read":
     sum(len(chunk) for chunk in RecordingReader(Path(recording), rows=True, chunk_size=READ_CHUNK).chunks())
@@ -49,10 +51,10 @@ Path(report).write_text(json.dumps({"s": elapsed, "cpu": cpu, "peak": peak}))
 """
 
 
-def _child(task: str, recording: Path, out: Path, tmp: Path) -> tuple[float, float, int]:
+def _child(task: str, recording: Path, out: Path, tmp: Path, fmt: str = "chrome") -> tuple[float, float, int]:
     report = tmp / f"{task}.json"
     subprocess.run(
-        [sys.executable, "-c", CHILD, task, str(recording), str(out), str(report)],
+        [sys.executable, "-c", CHILD, task, str(recording), str(out), str(report), fmt],
         check=True,
         stderr=subprocess.DEVNULL,
     )
@@ -113,6 +115,10 @@ def run() -> list[Figure]:
         write_processes_recording(ranks)
         ranks_read_s, ranks_read_cpu, _ = _child("read", ranks, tmp / "none", tmp)
         ranks_s, ranks_cpu, ranks_peak = _child("export", ranks, tmp / "ranks.json", tmp)
+        others = {
+            fmt: (*_child("export", recording, tmp / f"trace.{fmt}", tmp, fmt), (tmp / f"trace.{fmt}").stat().st_size)
+            for fmt in ("speedscope", "perfetto")
+        }
     grew_mb = (export_peak - base_peak) / 1e6
     detail = (
         f"recording {size_mb:.0f} MB, trace {trace_mb:.0f} MB; reading alone {read_s:.2f} s, so "
@@ -136,4 +142,24 @@ def run() -> list[Figure]:
             f"reading alone {ranks_read_s:.2f} s, so {ranks_s / ranks_read_s:.1f} x reading (CPU {ranks_cpu:.2f} s, "
             f"{ranks_cpu / ranks_read_cpu:.1f} x reading's); {(ranks_peak - base_peak) / 1e6:.0f} MB above baseline",
         ),
+    ] + [
+        figure
+        for fmt, (seconds, cpu, peak, size) in others.items()
+        for figure in (
+            Figure(
+                f"export 1M pass events to a {FORMAT_NAMES[fmt]}",
+                seconds,
+                "s",
+                None,
+                f"file {size / 1e6:.0f} MB; {seconds / read_s:.1f} x reading alone (CPU {cpu:.2f} s, "
+                f"{cpu / read_cpu:.1f} x reading's)",
+            ),
+            Figure(
+                f"export 1M pass events to a {FORMAT_NAMES[fmt]}: peak memory above the interpreter's",
+                (peak - base_peak) / 1e6,
+                "MB",
+                150.0,
+                f"peak {peak / 1e6:.0f} MB, baseline {base_peak / 1e6:.0f} MB",
+            ),
+        )
     ]
