@@ -6,15 +6,18 @@ user's live agents (the script asks ``iket-tui completion --list-targets`` each 
 a word that starts with a letter the hosts of ``~/.ssh/config`` as ``HOST:`` (``--list-hosts``), a
 positional ``FILE`` with recordings (``*.msgpack``), an option's ``FILE`` or ``OUT`` with any
 file, a ``DIR`` with directories, choices with themselves, anything else (a number) with
-nothing. The words after ``run`` (or ``--``) are a program and its arguments; those after
-``serve`` start with the command it serves.
+nothing. A positional that takes several words (``attach``'s pids) is completed again for each,
+less the words already given; one that a flag widens (``repro --stuck`` also takes a live
+TARGET) is completed with both once the flag is on the line. The words after ``run`` (or
+``--``) are a program and its arguments; those after ``serve`` start with the command it
+serves, and from its name on are completed as that command's, serve's own options added.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
@@ -32,6 +35,7 @@ class Completes(Enum):
 
     TARGETS = "targets"
     RECORDINGS = "recordings"
+    TARGETS_OR_RECORDINGS = "targets-or-recordings"
     FILES = "files"
     DIRECTORIES = "directories"
     PROGRAM = "program"
@@ -41,14 +45,21 @@ class Completes(Enum):
 
 POSITIONALS = {"TARGET": Completes.TARGETS, "FILE": Completes.RECORDINGS}
 OPTION_VALUES = {"FILE": Completes.FILES, "OUT": Completes.FILES, "DIR": Completes.DIRECTORIES}
+FLAGGED_POSITIONALS = {("repro", "FILE"): ("--stuck", Completes.TARGETS_OR_RECORDINGS)}
+"""Positionals that a flag on the line widens: ``repro --stuck`` takes a live TARGET as well as a
+recording. A flag the command no longer has is an error when a script is made."""
 
 
 @dataclass(frozen=True)
 class Value:
-    """A value a command line takes, and what completes it."""
+    """A value a command line takes, and what completes it: ``repeats`` for a positional that
+    takes several words (``attach``'s pids), ``flagged`` for one that a flag on the line makes
+    complete otherwise (the flag, and what completes it then)."""
 
     completes: Completes
     choices: tuple[str, ...] = ()
+    repeats: bool = False
+    flagged: tuple[str, Completes] | None = None
 
 
 @dataclass(frozen=True)
@@ -62,14 +73,16 @@ class Option:
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand as the scripts complete it: options, positional values in order, and what
-    the rest of the line is (``run``'s program) if it takes one."""
+    """A subcommand as the scripts complete it: options, positional values in order, what the
+    rest of the line is (``run``'s program) if it takes one, and the commands it serves (``serve
+    attach ...``), each completed as itself with the server's options added, named ``serve attach``."""
 
     name: str
     help: str
     options: tuple[Option, ...]
     positionals: tuple[Value, ...]
     rest: Value | None
+    serves: tuple[Command, ...] = ()
 
     @property
     def valued(self) -> tuple[str, ...]:
@@ -127,15 +140,28 @@ def _commands(parser: argparse.ArgumentParser) -> tuple[tuple[Option, ...], tupl
     """The program's own options, and its subcommands."""
     subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
     helps = {choice.dest: choice.help or "" for choice in subparsers._choices_actions}
-    commands = []
+    commands: dict[str, Command] = {}
     for name, sub in subparsers.choices.items():
         options = tuple(_option(action) for action in sub._actions if action.option_strings)
         positionals = [action for action in sub._actions if not action.option_strings]
         rest = next((action for action in positionals if action.nargs == argparse.REMAINDER), None)
-        values = tuple(_positional(action) for action in positionals if action is not rest)
-        commands.append(Command(name, helps.get(name, ""), options, values, None if rest is None else _rest(rest)))
+        values = tuple(_positional(name, action, options) for action in positionals if action is not rest)
+        commands[name] = Command(name, helps.get(name, ""), options, values, None if rest is None else _rest(rest))
+    for name, command in commands.items():
+        if command.rest is not None and command.rest.choices and set(command.rest.choices) <= commands.keys():
+            serves = tuple(_served(command, commands[served]) for served in command.rest.choices)
+            commands[name] = replace(command, serves=serves)
     top = tuple(_option(action) for action in parser._actions if action.option_strings)
-    return top, tuple(commands)
+    return top, tuple(commands.values())
+
+
+def _served(server: Command, served: Command) -> Command:
+    """``served`` as ``server`` runs it: its own options and those of the server, and one value
+    for each positional (``serve attach`` shows one process)."""
+    names = {name for option in served.options for name in option.names}
+    options = served.options + tuple(option for option in server.options if not set(option.names) & names)
+    positionals = tuple(replace(value, repeats=False) for value in served.positionals)
+    return Command(f"{server.name} {served.name}", served.help, options, positionals, served.rest)
 
 
 def _option(action: argparse.Action) -> Option:
@@ -148,10 +174,14 @@ def _option(action: argparse.Action) -> Option:
     return Option(tuple(action.option_strings), help, Value(completes))
 
 
-def _positional(action: argparse.Action) -> Value:
+def _positional(command: str, action: argparse.Action, options: tuple[Option, ...]) -> Value:
+    repeats = action.nargs in (argparse.ZERO_OR_MORE, argparse.ONE_OR_MORE)
     if action.choices is not None:
-        return Value(Completes.CHOICES, tuple(map(str, action.choices)))
-    return Value(POSITIONALS.get(str(action.metavar), Completes.NOTHING))
+        return Value(Completes.CHOICES, tuple(map(str, action.choices)), repeats)
+    flagged = FLAGGED_POSITIONALS.get((command, str(action.metavar)))
+    if flagged is not None and not any(flagged[0] in option.names and option.value is None for option in options):
+        raise ValueError(f"{command} has no flag {flagged[0]} to widen its {action.metavar}")
+    return Value(POSITIONALS.get(str(action.metavar), Completes.NOTHING), (), repeats, flagged)
 
 
 def _rest(action: argparse.Action) -> Value:
@@ -196,8 +226,8 @@ _BASH_HEAD = """\
 # ~/.local/share/bash-completion/completions/{prog}
 
 {f}_offer() {{
-    # $1: what completes the word (targets, recordings, files, directories, program, words:...),
-    # $2: the word so far, $3: the {prog} command (to ask it for the live agents)
+    # $1: what completes the word (targets, recordings, targets-or-recordings, files, directories,
+    # program, words:...), $2: the word so far, $3: the {prog} command (to ask it for the live agents)
     local IFS=$'\\n'
     case $1 in
         targets)
@@ -205,14 +235,20 @@ _BASH_HEAD = """\
                 compopt -o filenames 2>/dev/null
                 COMPREPLY=($(compgen -f -- "$2"))
             elif [[ $2 == [A-Za-z]* ]]; then
-                compopt -o nospace 2>/dev/null
                 COMPREPLY=($(compgen -W "$("$3" completion --list-hosts 2>/dev/null)" -- "$2"))
+                ((${{#COMPREPLY[@]}})) && compopt -o nospace 2>/dev/null
             else
                 COMPREPLY=($(compgen -W "$("$3" completion --list-targets 2>/dev/null | cut -f1)" -- "$2"))
             fi ;;
         recordings)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -X '!*.msgpack' -- "$2") $(compgen -d -- "$2")) ;;
+        targets-or-recordings)
+            {f}_offer recordings "$2" "$3"
+            local -a recordings=("${{COMPREPLY[@]}}")
+            COMPREPLY=()
+            [[ $2 == */* ]] || {f}_offer targets "$2" "$3"
+            COMPREPLY+=("${{recordings[@]}}") ;;
         files)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$2")) ;;
@@ -225,6 +261,18 @@ _BASH_HEAD = """\
         words:*)
             IFS=$' \\t\\n'
             COMPREPLY=($(compgen -W "${{1#words:}}" -- "$2")) ;;
+    esac
+}}
+
+{f}_describe() {{
+    # what the command $1 takes, set in the caller's variables: its options, those of them that
+    # take a value, its positionals (the last one repeating when repeats=1), the rest of its line,
+    # and the commands it serves
+    case $1 in
+"""
+
+_BASH_MAIN = """\
+        *) return 1 ;;
     esac
 }}
 
@@ -246,16 +294,26 @@ _BASH_HEAD = """\
         fi
         return
     fi
-    local options="" valued="" rest="" after=files
-    local -a positionals=()
-    case $command in
-"""
-
-_BASH_TAIL = """\
-        *) return ;;
-    esac
+    local options="" valued="" rest="" served="" repeats=0 after=files word
+    local -a positionals=() given=()
+    {f}_describe "$command" || return
+    if [[ -n $served ]]; then
+        # the command served (serve attach ...) is completed as itself from its name on
+        for ((i = at + 1; i < COMP_CWORD; i++)); do
+            word=${{COMP_WORDS[i]}}
+            if [[ $word == -* ]]; then
+                [[ " $valued " == *" $word "* ]] && ((i++))
+            else
+                if [[ " $served " == *" $word "* ]]; then
+                    command="$command $word" at=$i options="" valued="" rest="" served="" repeats=0 positionals=()
+                    {f}_describe "$command"
+                fi
+                break
+            fi
+        done
+    fi
     # which positional the word is, how far into the rest of the line, or an option's value
-    local count=0 inrest=0 word
+    local count=0 inrest=0
     for ((i = at + 1; i < COMP_CWORD; i++)); do
         word=${{COMP_WORDS[i]}}
         if ((inrest)); then
@@ -272,6 +330,9 @@ _BASH_TAIL = """\
             fi
         elif ((count < ${{#positionals[@]}})); then
             ((count++))
+            ((count == ${{#positionals[@]}})) && given+=("$word")
+        elif ((repeats)); then
+            given+=("$word")
         elif [[ -n $rest ]]; then
             inrest=2
         fi
@@ -284,6 +345,14 @@ _BASH_TAIL = """\
         {f}_offer "words:$options" "$cur"
     elif ((count < ${{#positionals[@]}})); then
         {f}_offer "${{positionals[count]}}" "$cur" "$prog"
+    elif ((repeats)); then
+        # the last positional again, less the words it was already given
+        {f}_offer "${{positionals[-1]}}" "$cur" "$prog"
+        local -a kept=()
+        for word in "${{COMPREPLY[@]}}"; do
+            [[ " ${{given[*]}} " == *" $word "* ]] || kept+=("$word")
+        done
+        COMPREPLY=("${{kept[@]}}")
     elif [[ -n $rest ]]; then
         {f}_offer "$rest" "$cur" "$prog"
     fi
@@ -295,29 +364,39 @@ complete -F {f} {prog}
 
 def _bash(prog: str, top: tuple[Option, ...], commands: tuple[Command, ...]) -> str:
     f = _function(prog)
-    lines = [
-        _BASH_HEAD.rstrip("\n").format(
-            prog=prog,
-            f=f,
-            top_options=_words([name for option in top for name in option.names]),
-            commands=_words([command.name for command in commands]),
-        )
-    ]
+    lines = [_BASH_HEAD.rstrip("\n").format(prog=prog, f=f)]
     values = []
-    for command in commands:
-        lines.append(f"        {_word(command.name)})")
+    for command in _every(commands):
+        lines.append(f'        "{_words(command.name.split())}")')
         lines.append(f'            options="{_words([name for option in command.options for name in option.names])}"')
         if command.valued:
             lines.append(f'            valued="{_words(command.valued)}"')
         if command.positionals:
             lines.append(f"            positionals=({' '.join(repr(_kind(value)) for value in command.positionals)})")
+            if command.positionals[-1].repeats:
+                lines.append("            repeats=1")
+        for n, value in enumerate(command.positionals):
+            if value.flagged is not None:
+                flag, completes = value.flagged
+                lines.append(
+                    f'            if [[ " ${{COMP_WORDS[*]:at}} " == *" {_word(flag)} "* ]]; then'
+                    f" positionals[{n}]={completes.value!r}; fi"
+                )
         if command.rest is not None:
             lines.append(f"            rest={_kind(command.rest)!r}")
+        if command.serves:
+            lines.append(f'            served="{_words([served.name.split()[-1] for served in command.serves])}"')
         lines.append("            ;;")
         for option in command.options:
             if option.value is not None:
                 pattern = "|".join(f'"{command.name} {name}"' for name in option.names)
                 values.append(f'        {pattern}) {f}_offer {_kind(option.value)!r} "$3" "$4" ;;')
+    main = _BASH_MAIN.format(
+        f=f,
+        prog=prog,
+        top_options=_words([name for option in top for name in option.names]),
+        commands=_words([command.name for command in commands]),
+    )
     value_function = [
         f"{f}_value() {{",
         "    # $1: the command, $2: the option, $3: the word so far, $4: the program",
@@ -327,7 +406,12 @@ def _bash(prog: str, top: tuple[Option, ...], commands: tuple[Command, ...]) -> 
         "}",
         "",
     ]
-    return "\n".join(lines) + "\n" + _BASH_TAIL.format(f=f, prog=prog) + "\n" + "\n".join(value_function)
+    return "\n".join(lines) + "\n" + main + "\n" + "\n".join(value_function)
+
+
+def _every(commands: tuple[Command, ...]) -> list[Command]:
+    """The commands, and after each one those it serves."""
+    return [each for command in commands for each in (command, *command.serves)]
 
 
 # zsh
@@ -338,12 +422,22 @@ _ZSH_HEAD = """\
 # or save it as _{prog} in a directory of $fpath
 
 {f}_targets() {{
-    local -a targets
+    # the last argument (after those of _arguments) is more for a further TARGET of a command that
+    # takes several: those already given are left out
+    local -a targets given kept
+    local target tab=$'\\t'
     if [[ $PREFIX == [A-Za-z]* ]]; then
         compadd -S '' -- ${{(f)"$(${{{f}_prog:-{prog}}} completion --list-hosts 2>/dev/null)"}}
         return
     fi
     targets=(${{(f)"$(${{{f}_prog:-{prog}}} completion --list-targets 2>/dev/null)"}})
+    if [[ ${{argv[-1]}} == more ]]; then
+        given=(${{words[1,CURRENT-1]}} ${{words[CURRENT+1,-1]}})
+        for target in $targets; do
+            (( ${{given[(Ie)${{target%%$tab*}}]}} )) || kept+=($target)
+        done
+        targets=($kept)
+    fi
     targets=(${{targets//:/\\\\:}})
     targets=(${{targets/$'\\t'/:}})
     _describe -t targets 'live agent' targets
@@ -351,6 +445,10 @@ _ZSH_HEAD = """\
 
 {f}_recordings() {{
     _files -g '*.msgpack'
+}}
+
+{f}_targets_or_recordings() {{
+    _alternative 'targets:live agent:{f}_targets' 'recordings:recording:{f}_recordings'
 }}
 
 {f}_program() {{
@@ -402,17 +500,20 @@ def _zsh_quoted(text: str) -> str:
     return text.replace("'", "'\\''")
 
 
-def _zsh_action(value: Value, f: str) -> str:
-    if value.completes is Completes.CHOICES:
+def _zsh_action(value: Value, f: str, completes: Completes | None = None) -> str:
+    """What ``_arguments`` runs to complete ``value`` (as ``completes`` where a flag widens it)."""
+    completes = value.completes if completes is None else completes
+    if completes is Completes.CHOICES:
         return f"({_words(value.choices)})"
     return {
         Completes.TARGETS: f"{f}_targets",
         Completes.RECORDINGS: f"{f}_recordings",
+        Completes.TARGETS_OR_RECORDINGS: f"{f}_targets_or_recordings",
         Completes.FILES: "_files",
         Completes.DIRECTORIES: "_files -/",
         Completes.PROGRAM: f"{f}_program",
         Completes.NOTHING: " ",
-    }[value.completes]
+    }[completes]
 
 
 def _zsh_specs(options: tuple[Option, ...], f: str) -> list[str]:
@@ -426,25 +527,68 @@ def _zsh_specs(options: tuple[Option, ...], f: str) -> list[str]:
     return specs
 
 
+def _zsh_arguments(command: Command, f: str, flagged: bool) -> str:
+    """The ``_arguments`` call of ``command``, its positionals widened by their flag if ``flagged``."""
+    label = _word(command.name.split()[-1])
+    specs = _zsh_specs(command.options, f)
+    for n, value in enumerate(command.positionals, 1):
+        completes = value.flagged[1] if flagged and value.flagged is not None else None
+        action = _zsh_action(value, f, completes)
+        if value.repeats and n == len(command.positionals):
+            more = " more" if action == f"{f}_targets" else ""
+            specs.append(f"'*:{label}:{action}{more}'")
+        else:
+            specs.append(f"'{n}:{label}:{action}'")
+    if command.rest is not None:
+        rest = command.rest
+        if rest.completes is Completes.PROGRAM:
+            specs.append(f"'*::program:{f}_program'")
+        elif command.serves:
+            specs.append(f"'{len(command.positionals) + 1}:command:{_zsh_action(rest, f)}'")
+            specs.append("'*::served:->served'")
+        else:
+            specs.append(f"'{len(command.positionals) + 1}:command:{_zsh_action(rest, f)}'")
+            specs.append("'*:file:_files'")
+    options = "-C -S" if command.serves else "-S"
+    return " \\\n    ".join([f"_arguments {options}", *specs])
+
+
+def _zsh_branch(command: Command, f: str, prog: str) -> list[str]:
+    """The lines that complete the words after ``command``: a flag that widens a positional
+    chooses between two ``_arguments``; a command that serves others hands on to the one named."""
+    flags = {value.flagged[0] for value in command.positionals if value.flagged is not None}
+    if len(flags) > 1:
+        raise ValueError(f"{command.name}: one flag may widen its positionals, not {sorted(flags)}")
+    if flags:
+        (flag,) = flags
+        lines = [f"if (( ${{words[(I){_word(flag)}]}} )); then"]
+        lines += _indent(_zsh_arguments(command, f, True).splitlines())
+        lines.append("else")
+        lines += _indent(_zsh_arguments(command, f, False).splitlines())
+        lines.append("fi")
+    else:
+        lines = _zsh_arguments(command, f, False).splitlines()
+    if command.serves:
+        lines = ["state=", *lines, "[[ $state == served ]] || return"]
+        lines.append("curcontext=${curcontext%:*}-$words[1]:")
+        lines.append("case $words[1] in")
+        for served in command.serves:
+            lines += _indent([f"{_word(served.name.split()[-1])})", *_indent(_zsh_branch(served, f, prog)), ";;"])
+        lines.append("esac")
+    return lines
+
+
+def _indent(lines: list[str], by: str = "    ") -> list[str]:
+    return [by + line for line in lines]
+
+
 def _zsh(prog: str, top: tuple[Option, ...], commands: tuple[Command, ...]) -> str:
     f = _function(prog)
     command_list = "\n".join(f"        '{_word(c.name)}:{_zsh_quoted(c.help)}'" for c in commands)
     top_specs = "".join(f"        {spec} \\\n" for spec in _zsh_specs(top, f))
     lines = [_ZSH_HEAD.rstrip("\n").format(prog=prog, f=f, command_list=command_list, top_specs=top_specs)]
     for command in commands:
-        specs = _zsh_specs(command.options, f)
-        specs += [
-            f"'{n}:{_word(command.name)}:{_zsh_action(value, f)}'" for n, value in enumerate(command.positionals, 1)
-        ]
-        if command.rest is not None:
-            rest = command.rest
-            if rest.completes is Completes.PROGRAM:
-                specs.append(f"'*::program:{f}_program'")
-            else:
-                specs.append(f"'{len(command.positionals) + 1}:command:{_zsh_action(rest, f)}'")
-                specs.append("'*:file:_files'")
-        body = " \\\n                ".join(["_arguments -S", *specs])
-        lines.append(f"        {_word(command.name)})\n            {body} ;;")
+        lines += _indent([f"{_word(command.name)})", *_indent(_zsh_branch(command, f, prog)), ";;"], "        ")
     return "\n".join(lines) + "\n" + _ZSH_TAIL.format(f=f, prog=prog)
 
 
@@ -455,9 +599,33 @@ _FISH_HEAD = """\
 # ~/.config/fish/completions/{prog}.fish
 
 function {f}_command --description 'the {prog} command on the line, and where it is'
+    # a command that serves another (serve attach ...) is that one, named after both, from its name on
     set -l words (commandline -opc)
     for i in (seq 2 (count $words))
         if not string match -q -- '-*' $words[$i]
+            set -l served
+            set -l valued
+            switch $words[$i]
+{serving}
+            end
+            set -l skip 0
+            for j in (seq (math $i + 1) (count $words))
+                if test -z "$served"
+                    break
+                else if test $skip = 1
+                    set skip 0
+                else if string match -q -- '-*' $words[$j]
+                    contains -- $words[$j] $valued
+                    and set skip 1
+                else
+                    if contains -- $words[$j] $served
+                        echo "$words[$i] $words[$j]"
+                        echo $j
+                        return 0
+                    end
+                    break
+                end
+            end
             echo $words[$i]
             echo $i
             return 0
@@ -468,13 +636,14 @@ end
 
 function {f}_using --description 'whether the command on the line is $argv[1]'
     set -l found ({f}_command)
-    and test "$found[1]" = $argv[1]
+    and test "$found[1]" = "$argv[1]"
 end
 
 function {f}_at --description 'whether the word typed is one of $argv[4..]'
     # what the word typed is: positional 1, 2, ..., rest (the first word of the rest of the line),
-    # more (a later one), value (an option's) or none; given $argv[1]: the options that take a
-    # value, $argv[2]: how many positionals, $argv[3]: 1 if a rest of the line follows them
+    # more (a later one), extra (one after the positionals where no rest follows them), value (an
+    # option's) or none; given $argv[1]: the options that take a value, $argv[2]: how many
+    # positionals, $argv[3]: 1 if a rest of the line follows them
     set -l found ({f}_command)
     or return 1
     set -l words (commandline -opc)
@@ -510,6 +679,8 @@ function {f}_at --description 'whether the word typed is one of $argv[4..]'
         set at (math $count + 1)
     else if test $argv[3] = 1
         set at rest
+    else
+        set at extra
     end
     contains -- $at $argv[4..-1]
 end
@@ -519,12 +690,24 @@ function {f}_recordings --description 'recordings (*.msgpack), and directories t
 end
 
 function {f}_targets --description 'the live agents of this user, or HOST: of ~/.ssh/config'
+    # given more: a further TARGET of a command that takes several, those on the line left out
     set -l words (commandline -opc)
     if string match -qr -- '^[A-Za-z]' (commandline -ct)
         $words[1] completion --list-hosts 2>/dev/null
+    else if test "$argv[1]" = more
+        for target in ($words[1] completion --list-targets 2>/dev/null)
+            contains -- (string split -f1 \\t -- $target) $words[2..-1]
+            or echo $target
+        end
     else
         $words[1] completion --list-targets 2>/dev/null
     end
+end
+
+function {f}_targets_or_recordings --description 'the live agents, HOST: of ~/.ssh/config, and recordings'
+    string match -q -- '*/*' (commandline -ct)
+    or {f}_targets
+    {f}_recordings
 end
 
 complete -c {prog} -f
@@ -535,18 +718,20 @@ def _fish_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
-def _fish_value(value: Value, f: str) -> str:
-    """The ``complete`` arguments that offer ``value``."""
-    if value.completes is Completes.CHOICES:
+def _fish_value(value: Value, f: str, completes: Completes | None = None) -> str:
+    """The ``complete`` arguments that offer ``value`` (as ``completes`` where a flag widens it)."""
+    completes = value.completes if completes is None else completes
+    if completes is Completes.CHOICES:
         return f"-x -a '{_words(value.choices)}'"
     return {
         Completes.TARGETS: f"-x -a '({f}_targets)'",
         Completes.RECORDINGS: f"-x -a '({f}_recordings)'",
+        Completes.TARGETS_OR_RECORDINGS: f"-x -a '({f}_targets_or_recordings)'",
         Completes.FILES: "-r -F",
         Completes.DIRECTORIES: "-x -a '(__fish_complete_directories)'",
         Completes.PROGRAM: "-x -a '(__fish_complete_command)'",
         Completes.NOTHING: "-x",
-    }[value.completes]
+    }[completes]
 
 
 def _fish_option(option: Option, condition: str, prog: str, f: str) -> str:
@@ -557,22 +742,44 @@ def _fish_option(option: Option, condition: str, prog: str, f: str) -> str:
     return f"complete -c {prog} -n '{condition}' {names}{value} -d '{_fish_text(option.help)}'"
 
 
+def _fish_positional(value: Value, n: int, last: bool, condition: str, at: str, prog: str, f: str) -> list[str]:
+    """The ``complete`` lines of positional ``n``: for each word after it too where it repeats,
+    and otherwise where its flag is on the line."""
+    where = f"{at} {n} extra" if value.repeats and last else f"{at} {n}"
+    if value.flagged is None:
+        if value.repeats and last and value.completes is Completes.TARGETS:
+            return [f"complete -c {prog} -n '{condition}; and {where}' -x -a '({f}_targets more)'"]
+        return [f"complete -c {prog} -n '{condition}; and {where}' {_fish_value(value, f)}"]
+    flag, completes = value.flagged
+    on = f"contains -- {_word(flag)} (commandline -opc)"
+    return [
+        f"complete -c {prog} -n '{condition}; and {where}; and {on}' {_fish_value(value, f, completes)}",
+        f"complete -c {prog} -n '{condition}; and {where}; and not {on}' {_fish_value(value, f)}",
+    ]
+
+
 def _fish(prog: str, top: tuple[Option, ...], commands: tuple[Command, ...]) -> str:
     f = _function(prog)
-    lines = [_FISH_HEAD.format(prog=prog, f=f)]
+    serving = []
+    for command in commands:
+        if command.serves:
+            serving.append(f"                case {_word(command.name)}")
+            serving.append(f"                    set served {_words([s.name.split()[-1] for s in command.serves])}")
+            serving.append(f"                    set valued {_words(command.valued)}")
+    lines = [_FISH_HEAD.format(prog=prog, f=f, serving="\n".join(serving))]
     first = f"not {f}_command"
     for option in top:
         lines.append(_fish_option(option, first, prog, f))
     for command in commands:
         lines.append(f"complete -c {prog} -n '{first}' -a {_word(command.name)} -d '{_fish_text(command.help)}'")
-    for command in commands:
-        using = f"{f}_using {_word(command.name)}"
+    for command in _every(commands):
+        using = f'{f}_using "{_words(command.name.split())}"'
         at = f'{f}_at "{_words(command.valued)}" {len(command.positionals)} {int(command.rest is not None)}'
         lines.append("")
         for option in command.options:
             lines.append(_fish_option(option, f"{using}; and not {at} rest more", prog, f))
         for n, value in enumerate(command.positionals, 1):
-            lines.append(f"complete -c {prog} -n '{using}; and {at} {n}' {_fish_value(value, f)}")
+            lines += _fish_positional(value, n, n == len(command.positionals), using, at, prog, f)
         if command.rest is not None:
             lines.append(f"complete -c {prog} -n '{using}; and {at} rest' {_fish_value(command.rest, f)}")
             lines.append(f"complete -c {prog} -n '{using}; and {at} more' -F")
