@@ -221,8 +221,8 @@ class KernelTimeline:
             if kept <= self.max_events:
                 break
             if not launch.evicted:
-                kept -= launch.records
-                timeline.retained -= launch.records
+                kept -= launch.rows
+                timeline.retained -= launch.rows
                 timeline.evicted_events += launch.records
                 timeline.evicted_launches += 1
                 timeline.version += 1

@@ -90,6 +90,10 @@ class Launch:
     """The process that ran it, in a session that names its processes (None for a recording's sample)."""
     parts: list[np.ndarray[Any, np.dtype[np.void]]] = field(default_factory=list)
     records: int = 0
+    """Its events that arrived: rows that only say a warp began or ended (where that came in a
+    later drain than the warp's last event) are not events."""
+    rows: int = 0
+    """Decoded rows kept for it (events and those warp rows), until it is let go."""
     first_ns: int = 0
     last_ns: int = 0
     version: int = 0
@@ -119,13 +123,15 @@ class Launch:
     def add(self, events: np.ndarray[Any, np.dtype[np.void]]) -> None:
         self.progress.add(events)
         first, last = int(events["t_ns"].min()), int(events["t_ns"].max())
+        real = len(events) - int(np.count_nonzero(events["kind"] & EVENT_WARP_ROW))
         if self.evicted:
-            self.records += len(events)  # late records of a launch already let go: counted, and their warps followed
+            self.records += real  # late records of a launch already let go: counted, and their warps followed
             self.last_ns = max(self.last_ns, last)
             return
-        self.first_ns = first if not self.records else min(self.first_ns, first)
+        self.first_ns = first if not self.rows else min(self.first_ns, first)
         self.last_ns = max(self.last_ns, last)
-        self.records += len(events)
+        self.records += real
+        self.rows += len(events)
         self.parts.append(events)
         self._events = None
         self.version += 1
