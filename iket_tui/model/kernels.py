@@ -161,11 +161,11 @@ class KernelTimeline:
             self._add(records)
 
     def _records(self, records: Records) -> None:
+        self._add(records)  # first: a batch that cannot be decoded is counted by nothing here
         self.batches += 1
         self.chunks += len(records.chunks)
         self.events_received += int(records.chunks["n_events"].sum(dtype=np.int64))
         self.counters[records.ring_id] = records.counters
-        self._add(records)
 
     def _add(self, records: Records) -> None:
         if not len(records.chunks):
