@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
             type=_positive,
             default=2.0,
             metavar="S",
-            help="mark a kernel launch quiet once its unfinished warps have run no event for S seconds (default 2)",
+            help="mark a kernel launch quiet once one of its unfinished warps has run no event for S s (default 2)",
         )
 
     def start_agent(sub: argparse.ArgumentParser) -> None:

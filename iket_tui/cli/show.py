@@ -32,7 +32,7 @@ def show(
     """The live UI over ``source`` until the user quits, or a signal (SIGINT, SIGTERM, SIGHUP)
     asks it to close; its exit code and that signal. ``by_rank``: the processes are ranks
     (``run --ranks``), named and ordered by rank. ``kernel_stuck_after_s``: the kernels screen
-    marks a launch quiet once its unfinished warps have run no event for that long.
+    marks a launch quiet once one of its unfinished warps has run no event for that long.
 
     Textual is imported here, so that only the commands that show the UI pay for it.
     """
