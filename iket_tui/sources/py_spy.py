@@ -39,6 +39,7 @@ def native_stacks(pid: int, timeout_s: float = NATIVE_TIMEOUT_S) -> NativeStacks
             [py_spy, "dump", "--pid", str(pid), "--native"],
             capture_output=True,
             text=True,
+            errors="replace",  # a frame's name in another encoding must not lose the whole dump
             timeout=timeout_s,
             stdin=subprocess.DEVNULL,
         )

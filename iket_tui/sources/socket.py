@@ -138,6 +138,7 @@ class SocketSource:
         self._asked: dict[int, tuple[float, float]] = {}  # request id -> (deadline, timeout), under _send_lock
         self._answers: list[Answer] = []  # settled requests not yet handed out; the reader's thread only
         self._answered_aside: list[Answer] = []  # answers of the source's own, under _send_lock, to settle
+        self._reading_native = False  # py-spy runs for a request now (one at a time), under _send_lock
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -222,6 +223,11 @@ class SocketSource:
             hello = self.agent_hello
             assert hello is not None
             request_id = self._new_request(timeout_s + self.native_margin_s, timeout_s)
+            busy = self._reading_native
+            self._reading_native = True
+        if busy:  # py-spy pauses the target while it reads it: one at a time
+            self._answer_aside(Answer(request_id, error="native stacks are being read already: wait for them"))
+            return request_id
         threading.Thread(
             target=self._answer_native,
             args=(request_id, hello, timeout_s),
@@ -231,7 +237,10 @@ class SocketSource:
         return request_id
 
     def _answer_native(self, request_id: int, hello: m.Message, timeout_s: float) -> None:
-        found = self._native_stacks(hello, timeout_s)
+        try:
+            found = self._native_stacks(hello, timeout_s)
+        except Exception as exc:  # whatever went wrong is this request's one-line answer, not a traceback
+            found = NativeStacks(None, f"native stacks failed: {type(exc).__name__}: {exc}".splitlines()[0])
         if found.text is None:
             answer = Answer(request_id, error=found.why or "no native stacks")
         else:
@@ -246,9 +255,15 @@ class SocketSource:
             }
             answer = Answer(request_id, response=response)
         with self._send_lock:
+            self._reading_native = False
+        self._answer_aside(answer)
+
+    def _answer_aside(self, answer: Answer) -> None:
+        """Hand ``answer`` out in the reader's next batch, woken for it."""
+        with self._send_lock:
             self._answered_aside.append(answer)
         with contextlib.suppress(OSError):
-            self._wake_w.send(b"r")  # the reader hands the answer out in its next batch
+            self._wake_w.send(b"r")
 
     def _native_stacks(self, hello: m.Message, timeout_s: float) -> NativeStacks:
         """py-spy's dump of the process whose hello this is, when it serves the connection on

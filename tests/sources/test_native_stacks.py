@@ -218,3 +218,34 @@ def test_a_recording_refuses_native_stacks_without_running_py_spy(stand_in: Stan
         RecordingSource(EXAMPLE).request(NATIVE_STACKS, timeout_s=30)
     assert str(refused.value) == NOT_LIVE
     assert stand_in.runs() == []
+
+
+def test_a_second_ask_while_py_spy_reads_is_refused_and_a_failure_is_one_line(
+    agents: list[subprocess.Popen[str]], stand_in: StandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """py-spy pauses the target while it reads it: a second ask meanwhile is answered at once
+    that it is under way, and runs nothing. Whatever goes wrong reading is the request's own
+    one-line answer, never a traceback on the reader's thread."""
+    source = SocketSource(socket_of(agents[0]))
+    try:
+        source.connect()
+        batches = iter(source.batches())
+        first = source.request(NATIVE_STACKS, timeout_s=40)
+        second = source.request(NATIVE_STACKS, timeout_s=40)
+        assert answer_to(batches, second) == Answer(second, error="native stacks are being read already: wait for them")
+        stand_in.release.touch()
+        assert answer_to(batches, first).error is None
+        assert stand_in.runs() == [f"dump --pid {agents[0].pid} --native"]
+
+        def broken(pid: int, timeout_s: float) -> py_spy.NativeStacks:
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+        monkeypatch.setattr(source, "_native_stacks", lambda hello, timeout_s: broken(hello["pid"], timeout_s))
+        third = source.request(NATIVE_STACKS, timeout_s=40)
+        assert answer_to(batches, third) == Answer(
+            third,
+            error="native stacks failed: UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: "
+            "invalid start byte",
+        )
+    finally:
+        source.close_and_wait()
