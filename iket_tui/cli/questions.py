@@ -9,6 +9,7 @@ from iket_tui.cli.errors import UsageError, say
 from iket_tui.cli.targets import target_source
 from iket_tui.durations import duration
 from iket_tui.endpoints import list_endpoints, process_argv, runtime_dir, runtime_dir_problem, uptime_seconds
+from iket_tui.sources.base import SourceError
 from iket_tui.sources.ssh import NATIVE_HEADING, RemoteTarget, remote_target
 
 
@@ -22,22 +23,36 @@ def cmd_stacks(args: argparse.Namespace) -> int:
         return _stacks_there(args, remote)  # py-spy must run on the target's machine
     source = target_source(args.target, start_agent=args.start_agent)
     native: NativeStacks | None = None
+    no_python: str | None = None
     try:
-        source.connect()
+        try:
+            source.connect()
+        except SourceError as exc:
+            if not (args.native and args.target.isdigit()):
+                raise
+            return _native_only(int(args.target), str(exc), args.timeout)
         if args.native:  # read by the source, of the process it verified it is connected to
-            response, native = fetch_stacks_and_native(source, timeout_s=args.timeout)
+            response, no_python, native = fetch_stacks_and_native(source, timeout_s=args.timeout)
         else:
             response = fetch_stacks(source, timeout_s=args.timeout)
     finally:
         source.close_and_wait("done")
-    print(f"{source.description}: Python stacks")
-    print("\n".join(stack_lines(response, include_agent=args.all)).rstrip())
+    if response is not None:
+        print(f"{source.description}: Python stacks")
+        print("\n".join(stack_lines(response, include_agent=args.all)).rstrip())
     if native is None:
         return 0
     if native.text is None:
+        if no_python is not None:
+            raise SourceError(f"{no_python}; and no native stacks: {native.why}")
         raise UsageError(str(native.why))
-    print(f"\n{source.description}{NATIVE_HEADING}")
+    if response is not None:
+        print()
+    print(f"{source.description}{NATIVE_HEADING}")
     print(native.text.rstrip())
+    if no_python is not None:  # the native stacks came, the agent did not answer (a C++ pass holding the GIL?)
+        say(f"no Python stacks: {no_python}")
+        return 1
     return 0
 
 
@@ -79,14 +94,29 @@ def cmd_ls(args: argparse.Namespace) -> int:
     return 0
 
 
+def _native_only(pid: int, no_python: str, timeout_s: float) -> int:
+    """``stacks PID --native`` where the agent did not even greet (a C++ pass holding the GIL
+    keeps its thread from answering): py-spy on the pid the user named, which is when native
+    stacks matter most; exit code 1, the Python stacks being missing."""
+    from iket_tui.sources.py_spy import native_stacks
+
+    native = native_stacks(pid, timeout_s)
+    if native.text is None:
+        raise SourceError(f"{no_python}; and no native stacks: {native.why}")
+    print(f"pid {pid}{NATIVE_HEADING}")
+    print(native.text.rstrip())
+    say(f"no Python stacks: {no_python}")
+    return 1
+
+
 def _stacks_there(args: argparse.Namespace, remote: RemoteTarget) -> int:
     """``stacks --native`` of a pid on another machine: the command run there, through ssh."""
     from iket_tui.sources.ssh import stacks_there
 
     code, out, why = stacks_there(remote, timeout_s=args.timeout, include_agent=args.all)
+    sys.stdout.write(out)  # what came, native stacks included where the agent there did not answer
     if code != 0:
         raise UsageError(why)
-    sys.stdout.write(out)
     return 0
 
 

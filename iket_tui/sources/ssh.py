@@ -163,15 +163,13 @@ def native_stacks_there(target: RemoteTarget, timeout_s: float) -> NativeStacks:
     """The native stacks of a process on another machine, from :func:`stacks_there` run in
     batch mode (never prompting), or why there are none in one line."""
     try:
-        code, out, why = stacks_there(target, timeout_s=timeout_s, batch=True)
+        _code, out, why = stacks_there(target, timeout_s=timeout_s, batch=True)
     except SourceError as exc:
         return NativeStacks(None, str(exc))
-    if code != 0:
-        return NativeStacks(None, why)
     _, heading, native = out.partition(NATIVE_HEADING + "\n")
-    if not heading:
-        return NativeStacks(None, f"{target}: the remote iket-tui printed no native stacks")
-    return NativeStacks(native, None)
+    if heading:  # also where the agent there did not answer: that is when native stacks matter
+        return NativeStacks(native, None)
+    return NativeStacks(None, why or f"{target}: the remote iket-tui printed no native stacks")
 
 
 def remote_pids(host: str, *, timeout_s: float | None = None, batch: bool | None = None) -> list[int]:

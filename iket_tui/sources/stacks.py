@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from iket_tui.protocol import messages as m
-from iket_tui.sources.base import NATIVE_STACKS, Answer, SourceError, SourceState
+from iket_tui.sources.base import NATIVE_STACKS, Answer, SourceState
 from iket_tui.sources.py_spy import NATIVE_TIMEOUT_S, NativeStacks, native_stacks, py_spy_path
 from iket_tui.sources.requests import DEFAULT_TIMEOUT_S, ask
 from iket_tui.sources.socket import SocketSource
@@ -22,10 +22,12 @@ def fetch_stacks(source: SocketSource, timeout_s: float = DEFAULT_TIMEOUT_S) -> 
 
 def fetch_stacks_and_native(
     source: SocketSource, timeout_s: float = DEFAULT_TIMEOUT_S, native_timeout_s: float = NATIVE_TIMEOUT_S
-) -> tuple[m.Message, NativeStacks]:
+) -> tuple[m.Message | None, str | None, NativeStacks]:
     """Ask a connected target for its Python stacks and its source for its native ones (read
-    by the source, of the process it verified), and wait for both. Raises :class:`SourceError`
-    when the Python stacks do not come; the native ones say why they did not."""
+    by the source, of the process it verified), and wait for both: the Python stacks'
+    response, or why it did not come (one line), and the native stacks or why there are none.
+    The native stacks matter most when the agent cannot answer (a C++ pass holding the GIL), so
+    a missing Python answer never loses them."""
     python = source.request(m.WHAT_STACKS, timeout_s=timeout_s)
     native = source.request(NATIVE_STACKS, timeout_s=native_timeout_s)
     answers: dict[int, Answer] = {}
@@ -34,13 +36,16 @@ def fetch_stacks_and_native(
         if {python, native} <= answers.keys() or batch.state in (SourceState.ENDED, SourceState.FAILED):
             break
     said = answers.get(python)
-    if said is None or said.response is None:
-        why = said.error if said is not None else source.error
-        raise SourceError(why or f"{source.who} did not answer within {timeout_s:g} s")
+    response = said.response if said is not None else None
+    why: str | None = None
+    if response is None:
+        why = (
+            said.error if said is not None else source.error
+        ) or f"{source.who} did not answer within {timeout_s:g} s"
     dumped = answers.get(native)
     if dumped is None or dumped.response is None:
-        return said.response, NativeStacks(None, dumped.error if dumped is not None else "no native stacks")
-    return said.response, NativeStacks(str(dumped.response.get("text") or ""), None)
+        return response, why, NativeStacks(None, dumped.error if dumped is not None else "no native stacks")
+    return response, why, NativeStacks(str(dumped.response.get("text") or ""), None)
 
 
 def stack_lines(response: m.Message, *, include_agent: bool = False) -> list[str]:
