@@ -617,8 +617,16 @@ def pass_definitions(source: str, filename: str, function: str, line: int | None
     ``line`` where there are several), top-level definitions and assignments that name the pass
     (``pass_name``), the script's top-level imports, and the top-level definitions and plain
     assignments (to names only) these use, in the script's order and at their own lines. Nothing
-    else of the program runs. Raises LookupError when the script holds no such definition."""
+    else of the program runs. Raises LookupError when the script holds no such definition.
+
+    What a kept statement uses are the module's names it reads: at the top level (decorators,
+    default values, base classes, the right-hand side) and, inside the functions, classes, lambdas
+    and comprehensions it defines, only the names that resolve to the module (Python's own scoping,
+    through ``symtable``). A parameter or local variable of the pass that shares its name with a
+    top-level assignment (``mod`` beside ``mod = build()``) keeps no part of the program; a name
+    the pass declares ``global`` is the module's, and kept, since ``X += 1`` reads it."""
     import ast
+    import symtable
 
     body = ast.parse(source, filename).body
     definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -661,11 +669,27 @@ def pass_definitions(source: str, filename: str, function: str, line: int | None
     kept = {id(node) for node in (around or holding)} | {id(node) for node in body if names_pass(node)}
     if not kept:
         raise LookupError(f"{filename} has no top-level definition of {function} or of {pass_name}")
+
+    def reads_module(symbol: symtable.Symbol, top: bool) -> bool:
+        if top:
+            return symbol.is_referenced()
+        return symbol.is_global() and (symbol.is_referenced() or symbol.is_declared_global())
+
+    def module_names(table: symtable.SymbolTable) -> set[str]:
+        top = table.get_type() == "module"
+        names = {symbol.get_name() for symbol in table.get_symbols() if reads_module(symbol, top)}
+        for child in table.get_children():
+            names |= module_names(child)
+        return names
+
+    read: set[int] = set()
     needed: set[str] = set()
     while True:
         for node in body:
-            if id(node) in kept:
-                needed.update(name.id for name in ast.walk(node) if isinstance(name, ast.Name))
+            if id(node) in kept and id(node) not in read:
+                alone = ast.unparse(ast.Module(body=[node], type_ignores=[]))
+                needed |= module_names(symtable.symtable(alone, filename, "exec"))
+                read.add(id(node))
         more = {id(node) for node in body if id(node) not in kept and bound(node) & needed}
         if not more:
             break

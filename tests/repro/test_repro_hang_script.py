@@ -127,6 +127,161 @@ def test_a_pass_made_by_a_call_or_held_in_a_class_is_found_by_its_name() -> None
         pass_definitions("import os\nos.getcwd()\n", "other.py", "my_spin", 2, "mine.Spin")
 
 
+PROGRAM = textwrap.dedent(
+    """\
+    def build():
+        seen.append("the program ran")
+        return {"main": "the program's module"}
+    """
+)
+"""The program's work, at the top of each script below: a reproducer that kept a statement calling
+``build()`` would run it (and say so in ``seen``)."""
+
+
+def _run_pass(script: str, function: str) -> tuple[list[str], list[str], object]:
+    """What ``pass_definitions`` keeps of ``script`` for ``function`` (whose definition holds the
+    line ``# the pass``), what running the kept code said in ``seen``, and what the pass returns
+    for the module ``{"main": 5}``."""
+    source = PROGRAM + textwrap.dedent(script)
+    line = next(number for number, text in enumerate(source.splitlines(), 1) if "# the pass" in text)
+    tree = pass_definitions(source, "mine.py", function, line, "mine.Pass")
+    seen: list[str] = []
+    namespace: dict[str, object] = {"__name__": "__pass_source__", "seen": seen}
+    exec(compile(tree, "mine.py", "exec"), namespace)
+    the_pass = namespace[function]
+    assert callable(the_pass)
+    return _kept(tree), seen, the_pass({"main": 5}, None)
+
+
+def test_a_parameter_or_local_named_as_the_programs_module_keeps_nothing_of_the_program() -> None:
+    """The clash the hang reproducer met: the pass's ``mod`` and ``func`` are its own, the
+    script's top-level ``mod = build()`` and ``func = compile(mod)`` the program's."""
+    kept, seen, returned = _run_pass(
+        """\
+        import json
+
+        def my_slow_pass(mod, ctx):  # the pass
+            func = mod["main"]
+            return json.dumps([func, func])
+
+        mod = build()
+        func = compile(mod, "mine.py", "exec")
+        print("more program")
+        """,
+        "my_slow_pass",
+    )
+    assert kept == ["import json", "def my_slow_pass(mod, ctx):"]
+    assert (seen, returned) == ([], "[5, 5]")
+
+
+def test_a_parameter_shadowing_a_global_is_the_pass_s_own_but_its_default_value_is_the_module_s() -> None:
+    kept, seen, returned = _run_pass(
+        """\
+        LIMIT = 3
+
+        def my_pass(mod, ctx, limit=LIMIT, build=None):  # the pass
+            return [mod["main"], limit, build]
+
+        limit = build()
+        """,
+        "my_pass",
+    )
+    assert kept == ["LIMIT = 3", "def my_pass(mod, ctx, limit=LIMIT, build=None):"]
+    assert (seen, returned) == ([], [5, 3, None])
+
+
+def test_a_local_assigned_before_use_is_the_pass_s_own_wherever_it_is_assigned() -> None:
+    kept, seen, returned = _run_pass(
+        """\
+        def my_pass(mod, ctx):  # the pass
+            result = [mod["main"]]
+            for item in range(2):
+                result.append(item)
+            with memoryview(b"ab") as handle:
+                first = handle.nbytes
+            try:
+                pass
+            except ValueError as error:
+                result.append(error)
+            import json as coder
+            return coder.dumps(result + [total := first + 1, total])
+
+        result = build()
+        item, handle = build(), build()
+        first: dict = build()
+        error = coder = total = build()
+        """,
+        "my_pass",
+    )
+    assert kept == ["def my_pass(mod, ctx):"]
+    assert (seen, returned) == ([], "[5, 0, 1, 3, 3]")
+
+
+def test_a_global_statement_in_the_pass_keeps_the_top_level_name_it_needs() -> None:
+    kept, seen, returned = _run_pass(
+        """\
+        calls = 0
+        only_read = 10
+        mod = build()
+
+        def my_pass(mod, ctx):  # the pass
+            global calls
+            calls += 1
+            return [calls, only_read, mod["main"]]
+        """,
+        "my_pass",
+    )
+    assert kept == ["calls = 0", "only_read = 10", "def my_pass(mod, ctx):"]
+    assert (seen, returned) == ([], [1, 10, 5])
+
+
+def test_names_of_nested_functions_lambdas_and_comprehensions_resolve_as_python_does() -> None:
+    """A nested function's free names are the pass's locals unless nothing around binds them;
+    a comprehension's variable is its own; a lambda's parameter is its own; a top-level helper
+    kept for the pass brings what it reads of the module, and not its own locals; a decorator
+    and its arguments are read at the top level."""
+    kept, seen, returned = _run_pass(
+        """\
+        def pass_decorator(name):
+            def wrap(function):
+                function.pass_name = name
+                return function
+            return wrap
+
+        def scale(value):
+            step = FACTOR * value
+            return step
+
+        FACTOR = 2
+        NAME = "mine.Pass"
+
+        @pass_decorator(NAME)
+        def my_pass(mod, ctx):  # the pass
+            limit = 3
+
+            def visit(node):
+                return scale(node) + limit
+
+            double = lambda x: visit(x) * 2
+            return [visit(mod["main"]), double(1), [step * 2 for step in range(limit)], {x for x in [limit]}]
+
+        limit = build()
+        step = build()
+        x = build()
+        node = build()
+        """,
+        "my_pass",
+    )
+    assert kept == [
+        "def pass_decorator(name):",
+        "def scale(value):",
+        "FACTOR = 2",
+        "NAME = 'mine.Pass'",
+        "@pass_decorator(NAME)",
+    ]
+    assert (seen, returned) == ([], [13, 10, [0, 2, 4], {3}])
+
+
 def test_a_module_of_a_package_is_imported_by_its_dotted_name(tmp_path: Path) -> None:
     package = tmp_path / "top" / "mypkg"
     (package / "sub").mkdir(parents=True)
