@@ -329,7 +329,7 @@ def test_a_pass_in_the_programs_main_script_is_reproduced_without_running_the_pr
         "main script: only the pass's definition and the script's imports are taken from it, never the program "
         f"itself; python {out}/repro.py needs that file too (--pass-source FILE where it lives elsewhere)"
     ), said
-    assert hanging.output_until(SEEN) == ["the program runs", SEEN]
+    assert hanging.output_until(SEEN) == ["the program runs", "the program builds its module", SEEN]
     script = (out / "repro.py").read_text()
     (context,) = [line for line in script.splitlines() if line.startswith("CONTEXT = ")]
     assert ast.literal_eval(context.removeprefix("CONTEXT = ")) == {
@@ -340,7 +340,8 @@ def test_a_pass_in_the_programs_main_script_is_reproduced_without_running_the_pr
     config = (out / "config.json").read_text()
     assert '"tl.disable_tma_lower"' in config and '"tirx.disable_vectorize"' in config
 
-    # The pass alone, under the program's pass context, and nothing of the program ("the program runs").
+    # The pass alone, under the program's pass context, and nothing of the program ("the program runs", nor
+    # the top-level "mod = gemm_module()" though the pass's parameter is named mod too).
     ran, took = _fresh_python(str(out / "repro.py"), "--timeout", "5", cwd=tmp_path)
     assert ran.returncode == 3, ran.stderr[-3000:]
     lines = ran.stdout.splitlines()

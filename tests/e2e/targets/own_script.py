@@ -3,7 +3,8 @@
 loops in Python; the program lowers the demo's GEMM with that pass under a pass context of its
 own (opt level 2, a configuration, a required and a disabled pass), says what became of it,
 lowers vector_add, and waits for the file ``IKET_TEST_GATE``. A reproducer of the pass must take
-the pass from here without running the program."""
+the pass from here without running the program, though the program's module is ``mod``, as the
+pass's first parameter is."""
 
 from __future__ import annotations
 
@@ -43,12 +44,19 @@ def spin_in_script(mod: Any, ctx: Any) -> Any:
     return mod
 
 
+def gemm_module() -> Any:
+    """The demo's GEMM, which the program builds to lower (a reproducer that ran this would say so)."""
+    print("the program builds its module", flush=True)
+    return kernels.kernel("gemm").build()
+
+
 tilelang.disable_cache()
 target = tvm.target.Target(dict(kernels.TARGET))
+mod = gemm_module()  # the same name as the pass's parameter: the pass does not use this one
 with before_pipelining(spin_in_script):
     try:
         with tvm.transform.PassContext(config=CONFIG, **CONTEXT), target:
-            tilelang.lower(kernels.kernel("gemm").build(), target=target, enable_device_compile=False)
+            tilelang.lower(mod, target=target, enable_device_compile=False)
         print("gemm lowered", flush=True)
     except CompileAborted as exc:
         print(f"caught CompileAborted: {exc}", flush=True)
