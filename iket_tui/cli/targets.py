@@ -67,11 +67,13 @@ class _RemoteAgents:
         self._host = host
         self._lock = threading.Lock()
         self._found: dict[Path, RemoteTarget] = {}
+        self._asked = time.monotonic()  # when the merged stream last asked: it stops asking once closed
         self._add(pids)
         threading.Thread(target=self._list_again, name=f"iket-tui-agents-on-{host}", daemon=True).start()
 
     def paths(self) -> list[Path]:
         with self._lock:
+            self._asked = time.monotonic()
             return list(self._found)
 
     def target(self, path: Path) -> RemoteTarget:
@@ -84,7 +86,8 @@ class _RemoteAgents:
                 self._found.setdefault(Path(f"{self._host}:{pid}"), RemoteTarget(self._host, pid))
 
     def _list_again(self) -> None:
-        while True:
+        """List again until the merged stream has not asked for a while (it was closed)."""
+        while time.monotonic() - self._asked < 5 * REMOTE_FIND_EVERY_S:
             time.sleep(REMOTE_FIND_EVERY_S)
             try:  # in batch mode: never a prompt, and the UI's terminal left alone
                 self._add(remote_pids(self._host, timeout_s=4 * REMOTE_FIND_EVERY_S, batch=True))
