@@ -35,6 +35,11 @@ def launch_process(session: Session, launch: Launch) -> ProcessNode:
     return launch.process if launch.process is not None else session.tree.process
 
 
+def compile_process(session: Session, comp: CompileNode) -> ProcessNode:
+    """The process a compile ran in (the first process for a compile that names none)."""
+    return comp.process if comp.process is not None else session.tree.process
+
+
 def recording_session(messages: Iterable[Any]) -> Session:
     """The session of a whole recording: its pass tree and kernel timeline; whatever was still
     open when the recording ends is closed as incomplete at the last time seen."""

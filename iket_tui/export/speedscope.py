@@ -7,6 +7,7 @@ that a time means the same moment in each."""
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from typing import Any, Final
 import numpy as np
 
 from iket_tui import __version__
-from iket_tui.export.common import ExportError, compile_finish, process_sort, process_title
+from iket_tui.export.common import ExportError, compile_finish, compile_process, process_sort, process_title
 from iket_tui.export.stream import CompileStream, Spool, forget
 from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode, ProcessNode
 from iket_tui.model.session import Session
@@ -145,17 +146,24 @@ class _Profile:
     compiles: int = 0
     begin: int = _NEVER
     end: int = -_NEVER
-    cursor: int | None = None  # where the next compile may begin: the last written one's drawn end
-    ended: list[CompileNode] = field(default_factory=list)  # ended, waiting for an earlier one to end
+    cursor: int | None = None  # where the next compile may begin: the last drawn one's drawn end
+    runs: list[tuple[object, int | None]] = field(default_factory=list)
+    """The spool keys of its events in the order they are written, each with the time its
+    events are clipped to at least (None for events kept already clipped)."""
+    waiting: list[tuple[int, int, object, int]] = field(default_factory=list)
+    """A heap of the compiles that ended while one of the process that began before them was
+    still open: (begin, order, spool key, drawn end), their events kept unclipped, each under a
+    key of its own, until every compile that began before them ended."""
 
 
 class SpeedscopeStream(CompileStream):
     """The speedscope file of a recording, read chunk by chunk: :meth:`feed` each chunk of
-    messages, then :meth:`finish`. A compile's events are drawn once it and every compile of
-    its process that began before it ended, kept in a temporary file per process (as times and
-    frame numbers), and the compile forgotten; :meth:`finish` writes the document, the same
-    bytes :func:`speedscope` gives as JSON: the frames first (numbered in the order the
-    profiles use them), then each profile. Nothing is written before :meth:`finish`, which
+    messages, then :meth:`finish`. A compile's events are kept in a temporary file (as times and
+    frame numbers) once it ended, and the compile forgotten; one that ended while a compile of
+    its process that began before it still runs is kept apart, and placed after that one once
+    it ended, so that a compile that never ends holds nothing of those after it. :meth:`finish`
+    writes the document, the same bytes :func:`speedscope` gives as JSON: the frames first
+    (numbered in the order the profiles use them), then each profile. Nothing is written before :meth:`finish`, which
     refuses a recording without a compile (:class:`ExportError`) with nothing written."""
 
     def __init__(self, write: Callable[[bytes], object], *, name: str = "") -> None:
@@ -167,21 +175,39 @@ class SpeedscopeStream(CompileStream):
         self._profiles: dict[ProcessNode, _Profile] = {}
 
     def _ended(self, comp: CompileNode) -> None:
-        process = comp.process if comp.process is not None else self.session.tree.process
+        process = compile_process(self.session, comp)
         profile = self._profiles.get(process)
         if profile is None:
             profile = self._profiles[process] = _Profile(len(self._profiles))
-        profile.ended.append(comp)
-        profile.ended.sort(key=_begin_order)
-        still_open = [_begin_order(other) for other in self._open if _owner(other, self.session) is process]
+        session = self.session
+        still_open = [_begin_order(other) for other in self._open if compile_process(session, other) is process]
         first_open = min(still_open, default=None)
-        while profile.ended and (first_open is None or _begin_order(profile.ended[0]) < first_open):
-            self._draw(profile, profile.ended.pop(0))
+        order = _begin_order(comp)
+        if not profile.waiting and (first_open is None or order < first_open):
+            self._draw(profile, comp)
+            return
+        # Drawn once every compile that began before it ended: kept now, unclipped, under a key
+        # of its own, and clipped to the drawn end of the compile before it when written.
+        key = (profile.key, comp.order)
+        end = self._keep(profile, comp, key, comp.begin_ns)
+        heapq.heappush(profile.waiting, (*order, key, end))
+        while profile.waiting and (first_open is None or profile.waiting[0][:2] < first_open):
+            _, _, waited, drawn_end = heapq.heappop(profile.waiting)
+            clip = profile.cursor
+            profile.runs.append((waited, clip))
+            profile.cursor = drawn_end if clip is None else max(drawn_end, clip)
 
     def _draw(self, profile: _Profile, comp: CompileNode) -> None:
         """Keep the events of ``comp`` and what ran inside it, after the compile drawn before it."""
-        last = self.session.last_t_ns
+        if not profile.runs or profile.runs[-1][1] is not None:
+            profile.runs.append(((profile.key, -len(profile.runs) - 1), None))
         lo = comp.begin_ns if profile.cursor is None else profile.cursor
+        profile.cursor = self._keep(profile, comp, profile.runs[-1][0], lo)
+
+    def _keep(self, profile: _Profile, comp: CompileNode, key: object, lo: int) -> int:
+        """Keep the events of ``comp`` under ``key``, none before ``lo``, and forget the
+        compile; when it closes as drawn."""
+        last = self.session.last_t_ns
         frames = self._frames
         ats: list[int] = []
         ids: list[int] = []
@@ -196,12 +222,12 @@ class SpeedscopeStream(CompileStream):
             closes.append(kind == "C")
         rows = np.empty(len(ats), dtype=EVENT_DTYPE)
         rows["at"], rows["frame"], rows["close"] = ats, ids, closes
-        self._spool.add(profile.key, rows.tobytes())
-        profile.cursor = ats[-1]
+        self._spool.add(key, rows.tobytes())
         profile.compiles += 1
         profile.begin = min(profile.begin, comp.begin_ns)
         profile.end = max(profile.end, compile_finish(comp, last))
         forget(comp)
+        return ats[-1]
 
     def finish(self) -> int:
         """Write the document; the number of events its profiles hold."""
@@ -276,9 +302,16 @@ class SpeedscopeStream(CompileStream):
         return events
 
     def _rows(self, profile: _Profile) -> Iterator[np.ndarray[Any, np.dtype[np.void]]]:
-        """A profile's events as kept, :data:`TEXT_SLICE` at most at a time."""
-        for piece in self._spool.runs(profile.key, TEXT_SLICE * EVENT_DTYPE.itemsize):
-            yield np.frombuffer(piece, dtype=EVENT_DTYPE)
+        """A profile's events as written, :data:`TEXT_SLICE` at most at a time: a compile drawn
+        later than it ended begins no earlier than the drawn end of the compile before it, as
+        every time inside it (drawing it from there would give the same times)."""
+        for key, clip in profile.runs:
+            for piece in self._spool.runs(key, TEXT_SLICE * EVENT_DTYPE.itemsize):
+                rows = np.frombuffer(piece, dtype=EVENT_DTYPE)
+                if clip is not None:
+                    rows = rows.copy()
+                    np.maximum(rows["at"], clip, out=rows["at"])
+                yield rows
 
 
 def _json(value: object) -> bytes:
@@ -288,7 +321,3 @@ def _json(value: object) -> bytes:
 
 def _begin_order(comp: CompileNode) -> tuple[int, int]:
     return (comp.begin_ns, comp.order)
-
-
-def _owner(comp: CompileNode, session: Session) -> ProcessNode:
-    return comp.process if comp.process is not None else session.tree.process
