@@ -10,6 +10,7 @@ running, whatever the size of the recording.
 from __future__ import annotations
 
 import itertools
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Final
@@ -25,6 +26,9 @@ from iket_tui.ring.layout import EVENT_DTYPE
 
 COPY_CHUNK: Final = 1 << 20
 """Bytes read back from a spool at a time."""
+UNBOUNDED: Final = sys.maxsize
+"""The export's session keeps every kernel event it is given: a launch holds its events only
+until they go to disk, and a launch summarised to stay within a bound would lose them."""
 LAUNCH_KEPT_MAX: Final = 1 << 16
 """Events a running launch keeps in the model before they go to the spool (2 MiB decoded)."""
 
@@ -147,14 +151,14 @@ class LaunchSpool:
                 if launch.running and kept < LAUNCH_KEPT_MAX:
                     holding.append(launch)
                     continue
-                for part in launch.parts:
+                for part in timeline.release(launch):
                     self._spool.add(launch.order, part.tobytes())
-                launch.parts = []
-                timeline.retained -= kept  # held on disk now: never a reason to summarise a launch
             self._holding[timeline] = holding
 
     def events(self, launch: Launch) -> np.ndarray[Any, np.dtype[np.void]]:
-        """Every event of ``launch``: those spooled, then those it still holds."""
+        """Every event of ``launch``: those spooled, then those it still holds. It is read
+        whole (its ranges are paired over all its warps at once), so the largest launch sets
+        the export's peak memory."""
         spooled = np.frombuffer(self._spool.read(launch.order), dtype=EVENT_DTYPE)
         return np.concatenate([spooled, *launch.parts]) if launch.parts else spooled.copy()
 
@@ -185,7 +189,7 @@ class CompileStream:
     it is done. :meth:`_close` ends the stream and hands over the compiles still open."""
 
     def __init__(self) -> None:
-        self.session = Session()
+        self.session = Session(max_kernel_events=UNBOUNDED)
         self.kernel_events = LaunchSpool(self.session)
         self._seen = 0  # compiles of the tree looked at so far
         self._open: dict[CompileNode, None] = {}  # compiles not yet handed over, oldest first

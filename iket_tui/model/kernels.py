@@ -228,6 +228,15 @@ class KernelTimeline:
                 timeline.version += 1
                 launch.evict()
 
+    def release(self, launch: Launch) -> list[np.ndarray[Any, np.dtype[np.void]]]:
+        """Take the events ``launch`` holds out of the timeline, for a reader that keeps them
+        itself (an export, on disk): they no longer count against the bound, and a later
+        eviction of the launch counts only what it holds then."""
+        parts = launch.release()
+        self.retained -= sum(len(part) for part in parts)
+        self.version += 1
+        return parts
+
     # Derived state
 
     def newest_first(self) -> list[Launch]:

@@ -128,7 +128,7 @@ class Launch:
             self.records += real  # late records of a launch already let go: counted, and their warps followed
             self.last_ns = max(self.last_ns, last)
             return
-        self.first_ns = first if not self.rows else min(self.first_ns, first)
+        self.first_ns = first if not self.version else min(self.first_ns, first)  # version 0: nothing added yet
         self.last_ns = max(self.last_ns, last)
         self.records += real
         self.rows += len(events)
@@ -143,6 +143,15 @@ class Launch:
                 self.parts = [np.concatenate(self.parts)]
             self._events = self.parts[0] if self.parts else np.empty(0, dtype=EVENT_DTYPE)
         return self._events
+
+    def release(self) -> list[np.ndarray[Any, np.dtype[np.void]]]:
+        """Hand over the events it holds, which are kept elsewhere from now on (an export keeps
+        them on disk): its rows count only those it still holds; its summary stays."""
+        parts, self.parts = self.parts, []
+        self.rows -= sum(len(part) for part in parts)
+        self._events, self._spans = None, None
+        self.version += 1
+        return parts
 
     def evict(self) -> None:
         """Let the events go, keeping the summary (records, times, grid)."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from iket_tui.model.counters import StreamCounters
 from iket_tui.model.fields import MALFORMED, MALFORMED_ERRORS, Malformed, int_field, opt_str_field
-from iket_tui.model.kernels import KernelMessageError, KernelTimeline, ProcessKernels
+from iket_tui.model.kernels import DEFAULT_MAX_EVENTS, KernelMessageError, KernelTimeline, ProcessKernels
 from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.pass_tree import DEFAULT_STUCK_AFTER_NS, STUCK_FACTOR, PassTree
 from iket_tui.protocol import messages as m
@@ -48,12 +48,19 @@ class Session:
     """
 
     def __init__(
-        self, *, stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS, stuck_factor: float = STUCK_FACTOR, by_rank: bool = False
+        self,
+        *,
+        stuck_after_ns: int = DEFAULT_STUCK_AFTER_NS,
+        stuck_factor: float = STUCK_FACTOR,
+        by_rank: bool = False,
+        max_kernel_events: int = DEFAULT_MAX_EVENTS,
     ) -> None:
-        """``by_rank``: the processes are ranks of a distributed launch, named and ordered by rank."""
+        """``by_rank``: the processes are ranks of a distributed launch, named and ordered by rank.
+        ``max_kernel_events``: kernel events kept at most, over every process (the oldest
+        launches beyond it keep only their summary)."""
         self.tree = PassTree(stuck_after_ns=stuck_after_ns, stuck_factor=stuck_factor)
         self.tree.by_rank = by_rank
-        self.kernels = KernelTimeline(process=self.tree.process)
+        self.kernels = KernelTimeline(max_kernel_events, process=self.tree.process)
         """The first process's kernel timeline: the session's, where it watches one process."""
         self.kernel_processes = ProcessKernels(self.kernels)
         """Every process's kernel timeline: a stream of several processes routes each one's

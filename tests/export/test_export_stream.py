@@ -202,3 +202,21 @@ def test_records_of_a_launch_that_come_after_its_warps_all_ended_join_it(tmp_pat
     assert [event["name"] for event in ranges] == ["outer", "outer"]
     assert len({event["tid"] for event in ranges}) == 2, "a thread per block's warp"
     assert [event["name"] for event in doc["traceEvents"] if event.get("cat") == "mark"] == ["tick"]
+
+
+def test_events_moved_to_disk_leave_the_model_s_counts_true(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events the export keeps on disk are taken out through the timeline, so that what each
+    launch and timeline count as held is what they hold (a launch summarised later would
+    otherwise take its spooled rows off the count again); the export's session summarises no
+    launch, since a summarised launch drops the records that come after."""
+    monkeypatch.setattr(stream_module, "LAUNCH_KEPT_MAX", 1000)
+    messages, _ = read_recording(WAITING)
+    stream = ChromeStream(lambda data: None)
+    for at in range(0, len(messages), 4):
+        stream.feed(messages[at : at + 4])
+        for timeline in stream.session.kernel_processes.timelines.values():
+            held = [sum(map(len, launch.parts)) for launch in timeline.launches.values()]
+            assert [launch.rows for launch in timeline.launches.values()] == held
+            assert timeline.retained == sum(held)
+            assert timeline.max_events == stream_module.UNBOUNDED
+    stream.finish()
