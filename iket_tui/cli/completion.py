@@ -158,8 +158,13 @@ def _commands(parser: argparse.ArgumentParser) -> tuple[tuple[Option, ...], tupl
 def _served(server: Command, served: Command) -> Command:
     """``served`` as ``server`` runs it: its own options and those of the server, and one value
     for each positional (``serve attach`` shows one process)."""
-    names = {name for option in served.options for name in option.names}
-    options = served.options + tuple(option for option in server.options if not set(option.names) & names)
+    from iket_tui.cli.serve import REFUSED_UNDER_SERVE
+
+    refused = REFUSED_UNDER_SERVE.get(served.name, frozenset()) if server.name == "serve" else frozenset()
+    names = {name for option in served.options for name in option.names} | refused
+    options = tuple(option for option in served.options if not set(option.names) & refused) + tuple(
+        option for option in server.options if not set(option.names) & names
+    )
     positionals = tuple(replace(value, repeats=False) for value in served.positionals)
     return Command(f"{server.name} {served.name}", served.help, options, positionals, served.rest)
 

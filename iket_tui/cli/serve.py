@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from iket_tui.cli.errors import UsageError, check_writable, say
 from iket_tui.cli.filters import filters_of
@@ -26,6 +26,14 @@ from iket_tui.sources.ssh import remote_target
 
 if TYPE_CHECKING:
     from iket_tui.cli.browser_server import BrowserServer
+
+REFUSED_UNDER_SERVE: Final = {
+    "replay": frozenset({"--record"}),
+    "attach": frozenset({"--all"}),
+    "run": frozenset({"--no-ui"}),
+}
+"""Options of a served command that serve refuses (each with its own one-line reason below),
+which completion therefore never offers after ``serve``."""
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000

@@ -11,7 +11,7 @@ from test_cli_completion import _bash, _fish, _Zsh, agent, files, needs_fish, ne
 
 __all__ = ["agent", "files"]  # fixtures, shared with the first completion tests
 
-REPLAY_OPTIONS = ["--help", "--host", "--kernel-stuck-after", "--paused", "--port", "--record", "--speed"]
+REPLAY_OPTIONS = ["--help", "--host", "--kernel-stuck-after", "--paused", "--port", "--speed"]  # no --record: refused
 REPLAY_OPTIONS += ["--stuck-after", "-h"]
 
 
@@ -33,6 +33,8 @@ def test_bash_completes_the_served_command_as_itself(files: Path, agent: int) ->
         ("serve", "run", "--kern"),
         ("serve", "run", "--", "bash", "no"),
         ("serve", "--port", ""),
+        ("serve", "attach", "--a"),  # serve shows one process: no --all
+        ("serve", "run", "--no"),  # nor a run without its UI
     ) == [
         ["attach", "replay", "run"],
         [pid],
@@ -48,6 +50,8 @@ def test_bash_completes_the_served_command_as_itself(files: Path, agent: int) ->
         ["--kernel-stuck-after", "--kernels"],
         ["notes.txt"],
         [],  # a port is a number
+        [],
+        ["--no-follow"],
     ]
 
 

@@ -16,6 +16,7 @@ import pytest
 from cli_helpers import assert_no_traceback, assert_one_line_error, iket_command, run_iket, wait_until
 
 from iket_tui.cli import main
+from iket_tui.cli.serve import REFUSED_UNDER_SERVE
 from iket_tui.sources.reading import read_recording
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "h200-demo.msgpack"
@@ -149,3 +150,18 @@ def test_a_tab_asks_the_agent_for_the_filter_serve_records_with() -> None:
     assert options == ["--passes", "tl.*", "--passes", "tir.*", "--depth", "0"]
     assert filters_of(build_parser().parse_args(["attach", "123", *options])) == filters_of(args)
     assert _filter_options({}) == []
+
+
+@needs_textual_serve
+@pytest.mark.parametrize(
+    ("served", "option"),
+    [(served, option) for served, options in sorted(REFUSED_UNDER_SERVE.items()) for option in sorted(options)],
+)
+def test_each_option_completion_leaves_out_under_serve_is_refused_by_serve(served: str, option: str) -> None:
+    words = {"replay": [str(EXAMPLE)], "attach": [], "run": []}[served]
+    value = ["x.msgpack"] if option == "--record" else []
+    rest = ["--", "true"] if served == "run" else []
+    result = run_iket("serve", served, *words, option, *value, *rest)
+    assert result.returncode == 2, result.stderr
+    assert_no_traceback(result.stderr)
+    assert len(result.stderr.splitlines()) == 1
