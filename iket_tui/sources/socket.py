@@ -11,7 +11,8 @@ stream. Pass events batched as pass rows are handed out as rows, as a replay doe
 
 An agent that goes away while its process runs on (stopped and started again in the same
 process, or hanging up without a bye) is reconnected to at the same socket for a while: the
-new connection takes the stream up where the old one left it (nothing twice), and the gap is
+new connection takes the stream up where the old one left it (see docs/protocol.md
+"Reconnecting" for the few events that may come twice), and the gap is
 shown in the batches' notes and counted (:attr:`SocketSource.reconnections`; the events of
 the gap that the agent no longer held, as its ``sync``'s ``backlog_lost``).
 
