@@ -9,14 +9,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from live_target import socket_of
-from ssh_server import NoSshd, Sshd, start_sshd
+from ssh_server import Sshd
 
 from iket_tui.sources import py_spy
 from iket_tui.sources.base import NATIVE_STACKS, Answer
@@ -29,31 +27,6 @@ def only_in_the_remote_program():
     sys.stdin.readline()
 only_in_the_remote_program()
 """
-
-
-@pytest.fixture(scope="module")
-def sshd() -> Iterator[Sshd]:
-    """The server, with this process (and what it starts) pointed at it and at a private runtime directory."""
-    iket_bin = Path(sys.executable).parent
-    if not (iket_bin / "iket-tui").exists():
-        pytest.skip(f"no iket-tui beside {sys.executable} to put on the remote PATH")
-    home = Path(tempfile.mkdtemp(prefix="iks"))
-    runtime = Path(tempfile.mkdtemp(prefix="ik"))  # short: socket paths are limited to 107 bytes
-    try:
-        server = start_sshd(home, iket_bin=iket_bin, runtime_dir=runtime)
-    except NoSshd as exc:
-        pytest.skip(str(exc))
-    patch = pytest.MonkeyPatch()
-    patch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    patch.setenv("IKET_TUI_SSH", f"ssh -F {server.client_config}")
-    patch.delenv("IKET_TUI_REMOTE", raising=False)
-    try:
-        yield server
-    finally:
-        server.stop()
-        patch.undo()
-        for path in (home, runtime):
-            subprocess.run(["rm", "-rf", str(path)], check=False)
 
 
 def test_native_stacks_of_a_remote_pid_are_read_on_its_machine(
