@@ -167,7 +167,7 @@ class SpeedscopeStream(CompileStream):
     refuses a recording without a compile (:class:`ExportError`) with nothing written."""
 
     def __init__(self, write: Callable[[bytes], object], *, name: str = "") -> None:
-        super().__init__()
+        super().__init__(keep_kernels=False)  # a profile of compiles: kernel events are let go
         self._write = write
         self._name = name
         self._spool = Spool()

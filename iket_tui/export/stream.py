@@ -17,7 +17,7 @@ from typing import IO, Any, Final
 
 import numpy as np
 
-from iket_tui.export.common import STREAM_END, launches_of
+from iket_tui.export.common import STREAM_END, ExportError, launches_of
 from iket_tui.model.kernels import KernelTimeline
 from iket_tui.model.launches import Launch
 from iket_tui.model.nodes import CompileNode
@@ -33,10 +33,16 @@ LAUNCH_KEPT_MAX: Final = 1 << 16
 """Events a running launch keeps in the model before they go to the spool (2 MiB decoded)."""
 
 
+class SpoolError(ExportError):
+    """The temporary file an export keeps its events in could not be written or read back (the
+    temporary directory is full, or gone): the message names that directory, not the output."""
+
+
 class Spool:
     """A temporary file written in runs, each under a key; :meth:`copy` writes one key's runs
     out again in the order they were added. The file is created at the first run and removed
-    when closed (or when the process ends)."""
+    when closed (or when the process ends). It is unbuffered, so that a write that fails does
+    so in :meth:`add`, never later; a failure is a :class:`SpoolError`."""
 
     def __init__(self) -> None:
         self._file: IO[bytes] | None = None
@@ -47,10 +53,15 @@ class Spool:
         """Keep ``data`` as the next run of ``key``."""
         if not data:
             return
-        if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="iket-export-")  # noqa: SIM115 (lives until close())
-        self._file.seek(self._size)
-        self._file.write(data)
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="iket-export-", buffering=0)  # noqa: SIM115 (lives until close())
+            self._file.seek(self._size)
+            view = memoryview(data)
+            while view:
+                view = view[self._file.write(view) or 0 :]
+        except OSError as exc:
+            raise _spool_error(exc) from None
         self._runs.setdefault(key, []).append((self._size, len(data)))
         self._size += len(data)
 
@@ -61,14 +72,19 @@ class Spool:
         """The runs of ``key``, in the order they were added, in pieces of at most ``piece_size``
         bytes (a run of whole records read in pieces of a multiple of their size stays in whole
         records)."""
-        if self._file is None:
+        file = self._file
+        if file is None:
             return
         for at, size in _joined(self._runs.get(key, [])):
-            self._file.seek(at)
             while size > 0:
-                piece = self._file.read(min(size, piece_size))
+                try:
+                    file.seek(at)
+                    piece = file.read(min(size, piece_size))
+                except OSError as exc:
+                    raise _spool_error(exc) from None
                 if not piece:
-                    raise OSError(f"export spool cut short: {size} bytes missing")
+                    raise SpoolError(f"temporary file in {tempfile.gettempdir()} cut short: {size} bytes missing")
+                at += len(piece)
                 size -= len(piece)
                 yield piece
 
@@ -85,6 +101,16 @@ class Spool:
             self._file.close()
             self._file = None
         self._runs.clear()
+
+
+def _spool_error(exc: OSError) -> SpoolError:
+    """The one line for a temporary file that failed: where it lives, and how to choose another
+    place."""
+    try:
+        where = f"temporary file in {tempfile.gettempdir()}"
+    except OSError:  # no usable temporary directory at all
+        where = "temporary file"
+    return SpoolError(f"{where}: {exc.strerror or exc}; TMPDIR names another directory")
 
 
 def _joined(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -120,10 +146,12 @@ class LaunchSpool:
     a launch's events go there once none of its warps is running (records that come later, of
     warps that had not begun, join them) or once it holds :data:`LAUNCH_KEPT_MAX` of them.
     :meth:`events` gives a launch's events back whole, in arrival order, as
-    :meth:`~iket_tui.model.launches.Launch.events` would have."""
+    :meth:`~iket_tui.model.launches.Launch.events` would have. For an export that shows no
+    kernel event (``keep=False``) every event is let go as it comes, and none is kept."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, *, keep: bool = True) -> None:
         self._session = session
+        self._keep = keep
         self._spool = Spool()
         self._holding: dict[KernelTimeline, list[Launch]] = {}  # launches left holding events, per timeline
         self._known: dict[KernelTimeline, int] = {}  # launches of each timeline looked at so far
@@ -148,11 +176,13 @@ class LaunchSpool:
                 if not launch.parts:
                     continue
                 kept = sum(len(part) for part in launch.parts)
-                if launch.running and kept < LAUNCH_KEPT_MAX:
+                if self._keep and launch.running and kept < LAUNCH_KEPT_MAX:
                     holding.append(launch)
                     continue
-                for part in timeline.release(launch):
-                    self._spool.add(launch.order, part.tobytes())
+                parts = timeline.release(launch)
+                if self._keep:
+                    for part in parts:
+                        self._spool.add(launch.order, part.tobytes())
             self._holding[timeline] = holding
 
     def events(self, launch: Launch) -> np.ndarray[Any, np.dtype[np.void]]:
@@ -186,11 +216,12 @@ def lanes_of(events: np.ndarray[Any, np.dtype[np.void]]) -> int:
 class CompileStream:
     """A recording's messages applied chunk by chunk (:meth:`feed`): each compile is handed to
     :meth:`_ended` once it ended, and every launch's events move to a :class:`LaunchSpool` when
-    it is done. :meth:`_close` ends the stream and hands over the compiles still open."""
+    it is done (``keep_kernels``; otherwise they are let go). :meth:`_close` ends the stream and
+    hands over the compiles still open."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_kernels: bool = True) -> None:
         self.session = Session(max_kernel_events=UNBOUNDED)
-        self.kernel_events = LaunchSpool(self.session)
+        self.kernel_events = LaunchSpool(self.session, keep=keep_kernels)
         self._seen = 0  # compiles of the tree looked at so far
         self._open: dict[CompileNode, None] = {}  # compiles not yet handed over, oldest first
 
