@@ -58,8 +58,9 @@ def session_notes(session: Session) -> tuple[str, ...]:
 
 
 def compile_finish(comp: CompileNode, last_ns: int) -> int:
-    """When a compile ended, or the last time seen for one that never did."""
-    return comp.end_ns if comp.end_ns is not None else max(comp.begin_ns, last_ns)
+    """When a compile ended, or the last time seen for one that never did; never before it began
+    (a recording that lies can end it earlier), so that every export draws it from its begin."""
+    return max(comp.begin_ns, comp.end_ns if comp.end_ns is not None else last_ns)
 
 
 def micros(ns: int) -> float:
