@@ -242,8 +242,10 @@ opens, with a process per kernel launch, a thread per block and warp, and the co
 passes on their own track; Perfetto's native protobuf trace (--format perfetto), with a track
 per compile holding its passes as nested slices and a track per kernel launch, block and
 warp; or a speedscope profile of the process, its compiles as top frames holding their passes
-and codegen steps (nvcc included). The Chrome trace is written while the recording is read, in
-bounded memory; a name ending in .gz is written gzipped, and `-o -` writes to standard output.""",
+and codegen steps (nvcc included). Every format is written while the recording is read, in
+bounded memory (kernel events wait in a temporary file, under TMPDIR, until the launches are
+written), with the bytes read shown on a terminal; a name ending in .gz is written gzipped,
+and `-o -` writes to standard output.""",
         "iket-tui export run.msgpack -o trace.json.gz",
         "iket-tui export run.msgpack -o trace.perfetto-trace --format perfetto",
         "iket-tui export run.msgpack -o passes.speedscope.json --format speedscope",

@@ -108,15 +108,9 @@ class ChromeStream(CompileStream):
         self._quoted: dict[str | None, str] = {}
         self._numbers: dict[ProcessNode, int] = {}
 
-    def finish(self) -> int:
+    def _finish(self) -> int:
         """Write what is still open (as incomplete, to the last time seen), the kernel launches
         and the trace's metadata; the number of timed events written."""
-        try:
-            return self._finish()
-        finally:
-            self.kernel_events.close()
-
-    def _finish(self) -> int:
         session = self.session
         launches = self._close()
         if not self._started and not launches:

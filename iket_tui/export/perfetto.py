@@ -30,12 +30,13 @@ from iket_tui.export.chrome import NOTHING, ORPHAN_END_NAME
 from iket_tui.export.common import (
     ExportError,
     compile_finish,
+    compile_process,
     launch_process,
     launches_of,
     process_sort,
     process_title,
 )
-from iket_tui.export.stream import CompileStream, Spool, forget, grid_of
+from iket_tui.export.stream import CompileStream, forget, grid_of
 from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch, Spans, pair_ranges
 from iket_tui.model.nodes import CompileNode, PassNode, ProcessNode
 from iket_tui.model.session import Session
@@ -247,7 +248,7 @@ class PerfettoStream(CompileStream):
         super().__init__()
         self._write = write
         self._name = name
-        self._spool = Spool()
+        self._spool = self.spool()
         self._target: ProcessNode | None = None  # whose runs the writer fills now
         self._out = _Writer(self._to_spool)
         self._tracks: dict[ProcessNode, int] = {}  # each process's track, once a compile of it was written
@@ -268,23 +269,16 @@ class PerfettoStream(CompileStream):
 
     def _ended(self, comp: CompileNode) -> None:
         """Encode a compile's packets into its process's runs, then let go of its passes and steps."""
-        process = comp.process if comp.process is not None else self.session.tree.process
+        process = compile_process(self.session, comp)
         if process is not self._target:
             self._out.flush()
             self._target = process
         _compile(self._out, comp, self.session.last_t_ns, self._track_of(process))
         forget(comp)
 
-    def finish(self) -> int:
+    def _finish(self) -> int:
         """Write the trace: its head, each process's track with its compiles, and the kernel
         launches; the number of slices and instants written."""
-        try:
-            return self._finish()
-        finally:
-            self._spool.close()
-            self.kernel_events.close()
-
-    def _finish(self) -> int:
         session = self.session
         launches = self._close()
         tree = session.tree

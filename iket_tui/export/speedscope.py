@@ -17,7 +17,7 @@ import numpy as np
 
 from iket_tui import __version__
 from iket_tui.export.common import ExportError, compile_finish, compile_process, process_sort, process_title
-from iket_tui.export.stream import CompileStream, Spool, forget
+from iket_tui.export.stream import CompileStream, forget
 from iket_tui.model.nodes import CodegenNode, CompileNode, PassNode, ProcessNode
 from iket_tui.model.session import Session
 
@@ -170,7 +170,7 @@ class SpeedscopeStream(CompileStream):
         super().__init__(keep_kernels=False)  # a profile of compiles: kernel events are let go
         self._write = write
         self._name = name
-        self._spool = Spool()
+        self._spool = self.spool()
         self._frames: dict[str, int] = {}
         self._profiles: dict[ProcessNode, _Profile] = {}
 
@@ -229,15 +229,8 @@ class SpeedscopeStream(CompileStream):
         forget(comp)
         return ats[-1]
 
-    def finish(self) -> int:
-        """Write the document; the number of events its profiles hold."""
-        try:
-            return self._finish()
-        finally:
-            self._spool.close()
-            self.kernel_events.close()
-
     def _finish(self) -> int:
+        """Write the document; the number of events its profiles hold."""
         self._close()
         tree = self.session.tree
         if not tree.compiles:

@@ -222,6 +222,7 @@ class CompileStream:
     def __init__(self, *, keep_kernels: bool = True) -> None:
         self.session = Session(max_kernel_events=UNBOUNDED)
         self.kernel_events = LaunchSpool(self.session, keep=keep_kernels)
+        self._spools: list[Spool] = []  # the format's own temporary files, removed at finish
         self._seen = 0  # compiles of the tree looked at so far
         self._open: dict[CompileNode, None] = {}  # compiles not yet handed over, oldest first
 
@@ -241,6 +242,25 @@ class CompileStream:
                 self._ended(comp)
             tree.passes.clear()  # every pass ever seen, in tree order: no export needs it
         self.kernel_events.take()
+
+    def spool(self) -> Spool:
+        """A temporary file for the format's own runs, removed by :meth:`finish`."""
+        spool = Spool()
+        self._spools.append(spool)
+        return spool
+
+    def finish(self) -> int:
+        """Write the rest of the file; the number of events it holds. The temporary files go
+        however it ends (a recording refused, a full disk)."""
+        try:
+            return self._finish()
+        finally:
+            for spool in self._spools:
+                spool.close()
+            self.kernel_events.close()
+
+    def _finish(self) -> int:
+        raise NotImplementedError
 
     def _close(self) -> list[Launch]:
         """End the stream: the compiles still open are handed over (as incomplete, to the last

@@ -109,3 +109,11 @@ def test_speedscope_of_a_recording_without_compiles_is_one_line(
     assert not out.exists()
     code, lines = export(capsys, str(recording), "-o", str(out))
     assert (code, lines) == (0, [f"iket-tui: wrote 6 events to {out}"])
+
+
+def test_help_says_every_format_is_written_while_read(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Every format is written while the recording is read, in bounded memory" in text
+    assert "temporary file, under TMPDIR" in text
+    assert "The Chrome trace is written while" not in text
