@@ -22,12 +22,22 @@ from pathlib import Path
 from typing import Any
 
 from peak_memory import PeakMemory, Way, best_way
-from perfetto_reader import decode
+from perfetto_reader import Trace, decode
 
-from iket_tui.export import FORMATS, ChromeStream, ExportError, export, perfetto_trace, recording_session
+from iket_tui.export import (
+    BINARY_FORMATS,
+    FORMATS,
+    READ_CHUNK,
+    ExportError,
+    export,
+    perfetto_trace,
+    recording_session,
+    session_notes,
+    stream_of,
+)
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.codec import MessageDecoder, ProtocolError
+from iket_tui.protocol.codec import MessageDecoder, ProtocolError, encode_message
 from iket_tui.protocol.frames import HEADER_SIZE, FrameDecoder, FrameError, encode_frame
 from iket_tui.protocol.recording import MAGIC, RecordingDecoder
 from iket_tui.sources.base import SourceError
@@ -157,15 +167,18 @@ def frames_resync(data: bytes) -> None:
 # -- recordings --------------------------------------------------------------------------------
 
 
-def _file(data: bytes) -> Path:
-    path = _TMP / "input.msgpack"
+def _file(data: bytes, name: str = "input.msgpack") -> Path:
+    path = _TMP / name
     path.write_bytes(data)
     return path
 
 
 def _read(data: bytes, *, rows: bool = False) -> tuple[list[Any], RecordingReader[Any]] | None:
     """Every message of the recording, or None when it is not one (a one-line error)."""
-    path = _file(data)
+    return _read_file(_file(data), rows=rows)
+
+
+def _read_file(path: Path, *, rows: bool = False) -> tuple[list[Any], RecordingReader[Any]] | None:
     reader: RecordingReader[Any] = RecordingReader(path, rows=rows, chunk_size=4096)
     try:
         return list(reader), reader
@@ -327,92 +340,217 @@ def dump(data: bytes) -> None:
 
 
 def exports(data: bytes) -> None:
-    """Every export, of the recording and of its messages told as a stream of several processes
-    (:func:`_several`): a document JSON can write (no NaN), a Chrome trace written while read
-    that JSON reads with as many timed events as it counted, a Perfetto trace that reads back
-    against Perfetto's protos with every track's slices balanced, nested and in time order and
-    as many slices and instants as the exporter counted, or a one-line :class:`ExportError`. Of
-    several processes, every compile is in the Chrome trace under a named process and in the
-    Perfetto trace under a process track. Each of the two is a pass over the input within its
-    own bounds: the model, then each format written and read back, a pass over the input each."""
-    passes = 2 + len(FORMATS)
+    """``iket-tui export`` in every format, of the recording and of the same frames told as a
+    recording of several processes (:func:`_several`), each written as the command writes it:
+    the stream of its format fed the reader's chunks of :data:`READ_CHUNK` bytes. Each gives a
+    one-line :class:`ExportError` (with nothing written, as the whole-session exporter refuses
+    it) or a file that reads back: a Chrome trace with as many timed events as it counted and
+    the whole session's events, a speedscope file that is the whole session's document byte for
+    byte, and a Perfetto trace that reads back against Perfetto's protos with every track's
+    slices balanced, nested and in time order, as many slices and instants as it counted, the
+    whole session's tracks and events (its bytes when it holds one process whose compiles came
+    in the same order). Of several processes, every compile is in the Chrome trace under a
+    named process and in the Perfetto trace under a process track.
+
+    The streamed file is compared with the whole session's only where both sessions closed every
+    compile at the same time (:func:`_closed`) and nothing came late (:func:`_late`), two cases
+    still open (docs/reliability.md). The model takes a batch's time from its last message
+    (messages come in time order), so a recording whose times run backwards, whose chunk ends in
+    a malformed message, or where a process's stream ends amid a chunk (its open compiles close
+    at the time the chunk before ended: 0 when the recording is applied whole) closes them at a
+    time that depends on where the chunks end. A pass or codegen step that came after its
+    compile was written (its process's stream ended, or its compile ended, and its messages
+    went on) is left out by the stream and shown by the whole session.
+
+    Each of the two is a pass over its input within its own bounds: reading it, the whole
+    session, and for each format the whole-session export, the stream (reading and applying the
+    recording again) and the file read back, a pass each."""
+    passes = 2 + 3 * len(STREAMED)
     with within_bounds(len(data), passes):
-        read = _read(data)
-        if read is None:
+        if not _exports(_file(data)):
             return
-        messages, _ = read
-        _exports(messages)
-    with within_bounds(len(data), passes):
-        _exports(_several(messages, data))
+    several = _several(data)
+    with within_bounds(len(several), passes):
+        _exports(_file(several, "several.msgpack"))
 
 
-def _several(messages: list[Any], data: bytes) -> list[Any]:
-    """The messages as the stream of several processes that ``attach PID PID`` records: runs of 1
-    to 13 messages, each behind a ``process`` message naming one of three pids, drawn from the
-    input's bytes; some of those lie (a pid as text, a process whose stream ended whose messages
-    go on), and the last names a process with no message after it."""
+STREAMED: tuple[str, ...] = FORMATS + BINARY_FORMATS
+"""Every format ``iket-tui export`` writes."""
+
+
+def _several(data: bytes) -> bytes:
+    """The recording's frames as ``attach PID PID`` records several processes: its first frame
+    (the recording's header), then runs of 1 to 13 of its other frames, each behind a ``process``
+    message naming one of three pids, drawn from the input's bytes; some of those lie (a pid as
+    text, a process whose stream ended whose messages go on), and the last names a process with
+    no message after it (a recording that reads holds a frame)."""
+    found = FrameDecoder(resync=True)
+    found.feed(_stream(data))
+    bodies = [*found, *found.finish()]
     digest = hashlib.sha256(data).digest()
-    out: list[Any] = []
-    at = 0
+    out = [MAGIC, encode_frame(bodies[0])]
+    at = 1
     for index in itertools.count():
-        if at >= len(messages):
+        if at >= len(bodies):
             break
         byte = digest[index % len(digest)] ^ (index // len(digest))
         pid = 5001 + byte % 3
         if byte % 8 == 0:
-            out.append({"type": m.PROCESS, "pid": str(pid), "start_time": 1})
+            out.append(encode_message({"type": m.PROCESS, "pid": str(pid), "start_time": 1}))
         elif byte % 8 == 1:
-            out.append(m.process(pid=pid, start_time=1, state=m.PROCESS_ENDED, reason="gone"))
+            out.append(encode_message(m.process(pid=pid, start_time=1, state=m.PROCESS_ENDED, reason="gone")))
         else:
-            out.append(m.process(pid=pid, start_time=1))
+            out.append(encode_message(m.process(pid=pid, start_time=1)))
         size = 1 + byte % 13
-        out += messages[at : at + size]
+        out += (encode_frame(body) for body in bodies[at : at + size])
         at += size
-    out.append(m.process(pid=5004, start_time=1))
-    return out
+    out.append(encode_message(m.process(pid=5004, start_time=1)))
+    return b"".join(out)
 
 
-def _exports(messages: list[Any]) -> None:
-    model = recording_session(messages)
-    several = model.tree.several
-    for fmt in FORMATS:
-        try:
-            document = export(model, fmt, name="fuzz")
-        except ExportError as exc:
-            _one_line(exc)
-            continue
-        json.dumps(document, allow_nan=False)
-        if fmt == "chrome" and several:
-            events = document["traceEvents"]
-            named = {event["pid"] for event in events if event["ph"] == "M" and event["name"] == "process_name"}
-            assert {event["pid"] for event in events} <= named, "an event outside every named process"
-            compiles = sum(1 for event in events if event.get("cat") == "compile")
-            assert compiles == len(model.tree.compiles), f"{len(model.tree.compiles)} compiles, {compiles} written"
-    written_text: list[bytes] = []
-    stream = ChromeStream(written_text.append, name="fuzz")
+def _streamed(fmt: str, path: Path) -> tuple[bytes, int, Session] | str:
+    """What ``iket-tui export --format fmt`` writes for the recording at ``path``, the number of
+    events it says it wrote and the session it applied the recording to, or its one-line
+    refusal (having written nothing)."""
+    written: list[bytes] = []
+    reader: RecordingReader[Any] = RecordingReader(path, rows=True, chunk_size=READ_CHUNK)
+    stream = stream_of(fmt, written.append, name=path.name)
     try:
-        for start in range(0, len(messages), 64):
-            stream.feed(messages[start : start + 64])
+        for chunk in reader.chunks():
+            stream.feed(chunk)
         count = stream.finish()
     except ExportError as exc:
-        _one_line(exc)
-        assert not written_text, "a refused export wrote something"
-    else:
-        streamed = json.loads(b"".join(written_text))["traceEvents"]
-        assert count == sum(1 for event in streamed if event["ph"] != "M")
-    out = bytearray()
+        assert not written, f"a refused {fmt} export wrote something"
+        return _one_line(exc)
+    for note in recording_notes(reader.info, verb="read") + session_notes(stream.session):
+        _one_line(ValueError(note))
+    return b"".join(written), count, stream.session
+
+
+def _whole(fmt: str, model: Session, name: str) -> bytes | str:
+    """The whole-session exporter's file of format ``fmt``, or its one-line refusal."""
     try:
-        counted = perfetto_trace(model, out.extend, name="fuzz")
+        if fmt in FORMATS:
+            document = export(model, fmt, name=name)
+            return json.dumps(document, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        out = bytearray()
+        perfetto_trace(model, out.extend, name=name)
+        return bytes(out)
     except ExportError as exc:
-        _one_line(exc)
-        assert not out, "a refused export wrote something"
+        return _one_line(exc)
+
+
+def _exports(path: Path) -> bool:
+    """Every format of the recording at ``path`` checked; False when it is not a recording (a
+    one-line error)."""
+    read = _read_file(path)
+    if read is None:
+        return False
+    model = recording_session(read[0])
+    for fmt in STREAMED:
+        whole = _whole(fmt, model, path.name)
+        streamed = _streamed(fmt, path)
+        if isinstance(streamed, str) or isinstance(whole, str):
+            assert streamed == whole, f"{fmt}: the stream gave {streamed!r:.200}, the whole session {whole!r:.200}"
+            continue
+        written, count, applied = streamed
+        alike = _closed(applied) == _closed(model) and not _late(applied)
+        if fmt == "chrome":
+            _chrome(
+                json.loads(written)["traceEvents"], count, json.loads(whole)["traceEvents"] if alike else None, model
+            )
+        elif fmt == "speedscope":
+            assert written == whole or not alike, "the speedscope file written while read is not the whole session's"
+        else:
+            _perfetto(written, count, whole if alike else None, model)
+    return True
+
+
+def _closed(session: Session) -> tuple[Any, ...]:
+    """When the session saw its last message, and when and how it closed each compile."""
+    return session.last_t_ns, [(comp.begin_ns, comp.end_ns, comp.status) for comp in session.tree.compiles]
+
+
+def _late(applied: Session) -> int:
+    """Passes and codegen steps that came after their compile was written: every compile is
+    written and forgotten by the end, so what one holds then came later."""
+    compiles = applied.tree.compiles
+    return sum(len(ctx.passes) for comp in compiles for ctx in comp.context_order) + sum(
+        len(comp.codegen_steps) for comp in compiles
+    )
+
+
+def _chrome(events: list[Any], count: int, whole: list[Any] | None, model: Session) -> None:
+    """The Chrome trace written while read: as many timed events as counted, and the whole
+    session's events: for one process every event (the stream writes a compile when it ends, the
+    whole session in the order they began), of several the same timed events and what a viewer
+    shows as each process's and thread's name and place (a process named before a second one
+    appeared is named again); of several, each inside a named process."""
+    timed = [event for event in events if event["ph"] != "M"]
+    assert count == len(timed), f"counted {count} timed events, wrote {len(timed)}"
+    if whole is not None and not model.tree.several:
+        assert sorted(map(_key, events)) == sorted(map(_key, whole)), "not the whole session's Chrome trace"
+    elif whole is not None:
+        assert sorted(map(_key, timed)) == sorted(map(_key, (event for event in whole if event["ph"] != "M")))
+        for kind in ("process_name", "process_sort_index", "thread_name", "thread_sort_index"):
+            assert _shown(events, kind) == _shown(whole, kind), f"{kind} differs from the whole session's"
+    if not model.tree.several:
         return
-    trace = decode(bytes(out))
-    written = sum(len(trace.slices(track)) + len(trace.instants(track)) for track in trace.tracks.values())
-    assert written == counted, f"the exporter counted {counted} slices and instants, the trace holds {written}"
-    if several:
-        tracks = [track for track in trace.tracks.values() if track.name.startswith("compile ")]
-        assert all(trace.process_of(track) is not None for track in tracks), "a compile outside every process"
+    named = {event["pid"] for event in events if event["ph"] == "M" and event["name"] == "process_name"}
+    assert {event["pid"] for event in events} <= named, "an event outside every named process"
+    compiles = sum(1 for event in events if event.get("cat") == "compile")
+    assert compiles == len(model.tree.compiles), f"{len(model.tree.compiles)} compiles, {compiles} written"
+
+
+def _shape(trace: Trace) -> list[Any]:
+    """Every track of ``trace`` by its path of names from its process, with its events (a track's
+    number may differ)."""
+    out = []
+    for track in trace.tracks.values():
+        path, at = [], track
+        while at is not None:
+            path.append(at.name)
+            at = trace.tracks[at.parent] if at.parent is not None else None
+        out.append((tuple(reversed(path)), track.events))
+    return sorted(out)
+
+
+def _key(event: dict[str, Any]) -> str:
+    return json.dumps(event, sort_keys=True)
+
+
+def _shown(events: list[Any], kind: str) -> dict[tuple[Any, Any], Any]:
+    """What a viewer shows for each metadata event of ``kind``: the last one written for its
+    process (and thread)."""
+    return {
+        (event["pid"], event.get("tid")): _key(event["args"])
+        for event in events
+        if event["ph"] == "M" and event["name"] == kind
+    }
+
+
+def _perfetto(written: bytes, count: int, whole: bytes | None, model: Session) -> None:
+    """The Perfetto trace written while read: it reads back against Perfetto's protos (every
+    track's slices balanced, nested and in time order) with as many slices and instants as
+    counted, and the whole session's tracks (by their names from their process) with the same
+    events; the whole session's bytes when it holds one process whose tracks came in the same
+    order (the stream writes a compile when it ends, the whole session in the order they began,
+    so compiles of threads that overlap may come in another order); of several, every compile
+    under a process track."""
+    trace = decode(written)
+    found = sum(len(trace.slices(track)) + len(trace.instants(track)) for track in trace.tracks.values())
+    assert found == count, f"the exporter counted {count} slices and instants, the trace holds {found}"
+    if whole is not None and written != whole:
+        again = decode(whole)
+        assert _shape(trace) == _shape(again), "the Perfetto trace written while read is not the whole session's"
+        order = [track.name for track in trace.tracks.values()]
+        assert model.tree.several or order != [track.name for track in again.tracks.values()], (
+            "the Perfetto trace written while read is not the whole session's bytes, its tracks in the same order"
+        )
+    if not model.tree.several:
+        return
+    tracks = [track for track in trace.tracks.values() if track.name.startswith("compile ")]
+    assert all(trace.process_of(track) is not None for track in tracks), "a compile outside every process"
 
 
 TARGETS: dict[str, Target] = {
