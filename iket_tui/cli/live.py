@@ -167,9 +167,9 @@ def _attached(args: argparse.Namespace) -> LiveSource:
             resolve_target(target)
         except NoAgentError:
             without_agent.append(target)
-    if without_agent:
-        require_terminal()  # before an agent is started in any of them, not after
-    paths = [target_socket(target, start_agent=target in without_agent) for target in targets]
+    paths = [
+        target_socket(target, start_agent=target in without_agent, before_start=require_terminal) for target in targets
+    ]
     return ProcessStreams(
         paths,
         record_to=args.record,

@@ -97,16 +97,18 @@ class _RemoteAgents:
 
 def target_socket(target: str, *, start_agent: bool, before_start: Callable[[], None] | None = None) -> Path:
     """The socket of a pid or socket path; with ``start_agent`` a Python process without the
-    agent gets one started in it, once ``before_start`` (a last check that may refuse) passed."""
+    agent gets one started in it, once ``before_start`` (a last check that may refuse) passed:
+    after the checks that it can be, before the process is touched."""
     try:
         return resolve_target(target)
     except NoAgentError as exc:
         if not start_agent:
             raise EndpointError(f"{exc}; `iket-tui attach {target}` or --start-agent starts one in it") from None
-    if before_start is not None:
-        before_start()
     from iket_tui.sources.inject import inject_agent
 
-    return inject_agent(
-        int(target), on_start=lambda: say(f"process {target} runs no iket-tui agent: starting one in it ...")
-    )
+    def on_start() -> None:  # the process is known to be Python, and not touched yet
+        if before_start is not None:
+            before_start()
+        say(f"process {target} runs no iket-tui agent: starting one in it ...")
+
+    return inject_agent(int(target), on_start=on_start)
