@@ -51,10 +51,16 @@ def recording_session(messages: Iterable[Any]) -> Session:
 
 def session_notes(session: Session) -> tuple[str, ...]:
     """One-line remarks for the user about messages of the recording that the export left out."""
+    notes = []
     malformed = session.counters.malformed
-    if not malformed:
-        return ()
-    return (f"skipped {malformed} malformed messages (missing or impossible fields, e.g. a damaged kernel batch)",)
+    if malformed:
+        notes.append(
+            f"skipped {malformed} malformed messages (missing or impossible fields, e.g. a damaged kernel batch)"
+        )
+    late = session.tree.late_events
+    if late:
+        notes.append(f"left out {late} pass and codegen events that came after their compile had ended and was written")
+    return tuple(notes)
 
 
 def compile_finish(comp: CompileNode, last_ns: int) -> int:

@@ -139,6 +139,7 @@ def forget(comp: CompileNode) -> None:
     comp.incomplete.clear()
     comp.failing = None
     comp.failure = None
+    comp.forgotten = True  # what comes of it later is counted, not kept (a recording that lies)
 
 
 class LaunchSpool:

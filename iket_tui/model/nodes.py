@@ -101,6 +101,7 @@ class CompileNode:
         "error_type",
         "failing",
         "failure",
+        "forgotten",
         "id",
         "incomplete",
         "kernel",
@@ -142,6 +143,9 @@ class CompileNode:
         self.order = order  # tree order among every node
         self.version = 0  # bumped on every change to this compile or its descendants
         self.shape = 0  # bumped when a descendant is added (the rows below it change)
+        self.forgotten = False
+        """Its passes and codegen steps were let go once it was written (a streamed export):
+        any that arrive later are counted in :attr:`PassTree.late_events`, not kept."""
 
     @property
     def title(self) -> str:

@@ -71,6 +71,8 @@ class PassTree:
         """Processes are named and ordered by the rank their hello names (``run --ranks``)."""
         self.compiles: list[CompileNode] = []
         self.passes: list[PassNode] = []  # in tree order
+        self.late_events = 0
+        """Pass and codegen events of a compile already :attr:`~CompileNode.forgotten`: not kept."""
         self.open_compiles: dict[CompileNode, None] = {}  # compiles not yet ended, oldest first
         self.typical = TypicalDurations()
         self.stuck_after_ns = stuck_after_ns
@@ -247,6 +249,9 @@ class PassTree:
 
     def _unannounced_context(self, comp: CompileNode, context_id: int, t: int) -> ContextNode:
         ctx = ContextNode(comp, context_id, t, self._next_order())
+        if comp.forgotten:  # a pass of a compile let go: it goes in a context of its own, then with it
+            self.late_events += 1
+            return ctx
         comp.contexts[context_id] = ctx
         comp.context_order.append(ctx)
         comp.shape += 1
@@ -355,6 +360,9 @@ class PassTree:
         t = _int(msg["t_ns"])
         name = _opt_str(msg.get("name"))
         comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
+        if comp.forgotten:
+            self.late_events += 1
+            return
         steps = comp.codegen_steps
         if not any(step.begin_ns == t and step.name == name for step in steps):  # else a catch-up overlap
             steps.append(CodegenNode(comp, name, t, self._next_order()))
@@ -373,6 +381,9 @@ class PassTree:
         error = _opt_str(msg.get("error"))
         name = _opt_str(msg.get("name"))
         comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t - duration)
+        if comp.forgotten:
+            self.late_events += 1
+            return
         steps = comp.codegen_steps
         if any(step.end_ns == t and step.name == name for step in steps):
             return  # a catch-up backlog overlapping what was already seen
