@@ -55,19 +55,49 @@ class TextLines:
     def __init__(self) -> None:
         self._t0: int | None = None
         self._gpu_t0: int | None = None  # the first time on the device's clock shown
+        self._said: dict[tuple[str, str | None], str] = {}  # a kernel event's words for its names
         self._plans: dict[tuple[Any, ...], list[tuple[str, str]]] = {}  # field names, ordered and as shown
 
     def line(self, item: m.Item) -> str:
         msg = _as_map(item)
         kind = str(msg.get("type"))
+        if kind == "kernel_event" and tuple(msg) == _KERNEL_EVENT_KEYS:
+            return self._kernel_event(msg)
         key = _DEVICE_CLOCK.get(kind)
         if key is not None and type(device_t := msg.get(key)) is int:
-            # An absolute device time reads as an offset from the first one shown, to the
-            # nanosecond (as a duration, 1.8e18 ns would read "498882h29m").
+            # An absolute device time reads as an offset from the first one shown, in
+            # milliseconds to the nanosecond, as the time column reads the host's (as a
+            # duration, 1.8e18 ns would read "498882h29m").
             if self._gpu_t0 is None:
                 self._gpu_t0 = device_t
             msg = {**msg, key: _Offset(device_t - self._gpu_t0)}
         return f"{self._time(msg.get('t_ns'))}  {kind:<{_TYPE_WIDTH}}  {_fields(kind, msg, self._plans)}".rstrip()
+
+    def _kernel_event(self, msg: m.Message) -> str:
+        """A kernel event as :meth:`line` writes any message, the same words in the same order,
+        its counts written at once: ``dump --records`` writes a line per event."""
+        gpu_t = msg["gpu_t_ns"]
+        if type(gpu_t) is int:
+            if self._gpu_t0 is None:
+                self._gpu_t0 = gpu_t
+            gpu_t = _Offset(gpu_t - self._gpu_t0)
+        said = self._said
+        words = []
+        for key in _KERNEL_EVENT_WORDS:
+            value = gpu_t if key == "gpu_t_ns" else msg[key]
+            kind = type(value)
+            if kind is int:
+                words.append(f"{key}={value}")
+            elif kind is str or value is None:  # names, kinds and types: the same few, again and again
+                word = said.get((key, value))
+                if word is None:
+                    word = _field(key, value)
+                    if len(said) < _SAID_KEPT:
+                        said[key, value] = word
+                words.append(word)
+            else:
+                words.append(_field(key, value))
+        return f"{' ' * 15}  {'kernel_event':<{_TYPE_WIDTH}}  {' '.join(words)}".rstrip()
 
     def _time(self, t_ns: object) -> str:
         if not isinstance(t_ns, int) or isinstance(t_ns, bool) or t_ns <= 0:
@@ -196,6 +226,40 @@ def _quoted(key: Any) -> str:
     return json.dumps(_key(key), ensure_ascii=False)
 
 
+_KERNEL_EVENT_KEYS: Final = (
+    "type",
+    "module",
+    "kernel",
+    "launch",
+    "block",
+    "warp",
+    "sm",
+    "event",
+    "name",
+    "kind",
+    "gpu_t_ns",
+    "payload",
+    "payload_type",
+)
+"""The fields of a kernel event as :meth:`KernelEvents.events` makes it, in its order."""
+_KERNEL_EVENT_WORDS: Final = (
+    "name",
+    "module",
+    "kernel",
+    "launch",
+    "block",
+    "warp",
+    "sm",
+    "event",
+    "kind",
+    "gpu_t_ns",
+    "payload",
+    "payload_type",
+)
+"""How a line writes them: its name first (as every message's), then the others in order."""
+_SAID_KEPT: Final = 4096
+"""Words of names and kinds remembered by a :class:`TextLines`, at most."""
+
 _DEVICE_CLOCK: Final = {"kernel_event": "gpu_t_ns", m.KERNEL_RECORDS: "device_now_ns"}
 """The field of a message that holds an absolute time on the device's clock."""
 
@@ -207,7 +271,8 @@ class _Offset(int):
 def _field(key: str, value: Any) -> str:
     kind = type(value)
     if kind is _Offset:
-        return f"{key[:-3]}={'+' if value >= 0 else ''}{duration(value, resolution_ns=1).replace(' ', '')}"
+        ms, ns = divmod(abs(value), 1_000_000)
+        return f"{key[:-3]}={'-' if value < 0 else '+'}{ms}.{ns:06d}ms"
     if kind is int:
         return f"{key[:-3]}={duration(value).replace(' ', '')}" if key.endswith("_ns") else f"{key}={value}"
     if type(value) is str:

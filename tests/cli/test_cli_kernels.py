@@ -67,23 +67,23 @@ def test_dump_summarises_kernel_batches_and_expands_them_on_request() -> None:
 
 def test_dump_records_as_text_give_each_device_time_as_an_offset_to_the_nanosecond() -> None:
     """The device clock is absolute: as a duration it would read ``498882h29m`` for every event;
-    as an offset from the first event shown it tells two events 32 ns apart apart."""
+    as an offset from the first event shown, in milliseconds to the nanosecond as the time
+    column reads the host's, it tells two events 32 ns apart apart."""
     jsonl = run_iket("dump", str(EXAMPLE), "--format", "jsonl", "--records")
     text = run_iket("dump", str(EXAMPLE), "--records")
     assert jsonl.returncode == text.returncode == 0, text.stderr
     times = [json.loads(line)["gpu_t_ns"] for line in jsonl.stdout.splitlines() if '"kernel_event"' in line]
     shown = [line.split(" gpu_t=", 1)[1].split(" ", 1)[0] for line in text.stdout.splitlines() if " gpu_t=" in line]
     assert len(shown) == len(times) == 126_720
-    assert shown[0] == "+0ns"
+    assert shown[0] == "+0.000000ms"
     assert [offset_ns(word) for word in shown] == [t - times[0] for t in times]
 
 
 def offset_ns(word: str) -> int:
-    """``+1.568µs`` as 1568."""
-    number = word.lstrip("+").rstrip("nsµm")
-    unit = word[len(word.rstrip("nsµm")) :]
-    scale = {"ns": 1, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}[unit]
-    return round(float(number) * scale)
+    """``+0.001568ms`` as 1568."""
+    assert word.endswith("ms") and word[0] in "+-"
+    ms, ns = word[1:-2].split(".")
+    return (1 if word[0] == "+" else -1) * (int(ms) * 1_000_000 + int(ns))
 
 
 def _killed_while_a_block_waits(path: Path) -> tuple[Path, WaitingStream]:
