@@ -242,20 +242,7 @@ _KERNEL_EVENT_KEYS: Final = (
     "payload_type",
 )
 """The fields of a kernel event as :meth:`KernelEvents.events` makes it, in its order."""
-_KERNEL_EVENT_WORDS: Final = (
-    "name",
-    "module",
-    "kernel",
-    "launch",
-    "block",
-    "warp",
-    "sm",
-    "event",
-    "kind",
-    "gpu_t_ns",
-    "payload",
-    "payload_type",
-)
+_KERNEL_EVENT_WORDS: Final = ("name", *(key for key in _KERNEL_EVENT_KEYS if key not in ("type", "name")))
 """How a line writes them: its name first (as every message's), then the others in order."""
 _SAID_KEPT: Final = 4096
 """Words of names and kinds remembered by a :class:`TextLines`, at most."""
