@@ -212,6 +212,19 @@ def _frame(obj: dict[str, object]) -> bytes:
     return encode_frame(msgpack.packb(obj, use_bin_type=True))
 
 
+def socket_of(proc: subprocess.Popen[str]) -> Path:
+    """The socket the real agent of ``proc`` serves, once it does."""
+    from iket_tui import endpoints
+
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        start = endpoints.process_start_time(proc.pid)
+        if start is not None and endpoints.socket_path_for(proc.pid, start).exists():
+            return endpoints.socket_path_for(proc.pid, start)
+        time.sleep(0.02)
+    raise AssertionError(f"no agent socket for pid {proc.pid}")
+
+
 class FakeAgent:
     """A fake agent process, started and listening inside the ``with`` block."""
 

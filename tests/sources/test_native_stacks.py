@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fake_agent import FakeAgent
+from fake_agent import FakeAgent, socket_of
 
-from iket_tui import endpoints
 from iket_tui.sources import py_spy
 from iket_tui.sources.base import NATIVE_STACKS, NOT_LIVE, Answer, SourceBatch, SourceError
 from iket_tui.sources.merged import ProcessStreams
@@ -83,16 +82,6 @@ def agents() -> Iterator[list[subprocess.Popen[str]]]:
         for proc in procs:
             proc.kill()
             proc.wait()
-
-
-def socket_of(proc: subprocess.Popen[str]) -> Path:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        start = endpoints.process_start_time(proc.pid)
-        if start is not None and endpoints.socket_path_for(proc.pid, start).exists():
-            return endpoints.socket_path_for(proc.pid, start)
-        time.sleep(0.02)
-    raise AssertionError(f"no agent socket for pid {proc.pid}")
 
 
 def answer_to(batches: Iterator[SourceBatch], request_id: int, messages: list[object] | None = None) -> Answer:

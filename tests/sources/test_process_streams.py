@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fake_agent import socket_of
 
-from iket_tui import endpoints
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceBatch, SourceState
@@ -43,16 +43,6 @@ def agents() -> Iterator[list[subprocess.Popen[str]]]:
         for proc in procs:
             proc.kill()
             proc.wait()
-
-
-def socket_of(proc: subprocess.Popen[str]) -> Path:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        start = endpoints.process_start_time(proc.pid)
-        if start is not None and endpoints.socket_path_for(proc.pid, start).exists():
-            return endpoints.socket_path_for(proc.pid, start)
-        time.sleep(0.02)
-    raise AssertionError(f"no agent socket for pid {proc.pid}")
 
 
 def read_until(
