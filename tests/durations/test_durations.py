@@ -88,8 +88,11 @@ OWN_FORMAT = {
     # column aligns and sorts; durations in its fields go through duration().
     ("iket_tui/sources/lines.py", 'return f"{(t_ns - self._t0) / 1e6:12.3f} ms"'),
     # The body of a reproducer's repro.py, which runs where iket-tui may not be installed.
-    ("iket_tui/repro.py", 'print(f"repro: {PASS} raised after {took:.1f} s instead of running on:", file=sys.stderr)'),
-    ("iket_tui/repro.py", 'print(f"{PASS} returned after {took:.1f} s: the hang did not reproduce here")'),
+    (
+        "iket_tui/repro/hang_script.py",
+        'print(f"repro: {PASS} raised after {took:.1f} s instead of running on:", file=sys.stderr)',
+    ),
+    ("iket_tui/repro/hang_script.py", 'print(f"{PASS} returned after {took:.1f} s: the hang did not reproduce here")'),
 }
 
 
