@@ -99,12 +99,14 @@ def target_socket(target: str, *, start_agent: bool, before_start: Callable[[], 
     """The socket of a pid or socket path; with ``start_agent`` a Python process without the
     agent gets one started in it, once ``before_start`` (a last check that may refuse) passed:
     after the checks that it can be, before the process is touched."""
+    from iket_tui.sources.inject import check_python, inject_agent
+
     try:
         return resolve_target(target)
     except NoAgentError as exc:
         if not start_agent:
+            check_python(int(target))  # no advice to start an agent where none can be: said as attach says it
             raise EndpointError(f"{exc}; `iket-tui attach {target}` or --start-agent starts one in it") from None
-    from iket_tui.sources.inject import inject_agent
 
     def on_start() -> None:  # the process is known to be Python, and not touched yet
         if before_start is not None:

@@ -41,12 +41,7 @@ def agent_code() -> str:
 def inject_agent(pid: int, on_start: Callable[[], None] | None = None) -> Path:
     """Start the agent in process ``pid`` and return its socket; :class:`SourceError` (one line) if
     impossible. ``on_start`` runs once the process is known to be Python, before it is touched."""
-    start = endpoints.process_start_time(pid)
-    if start is None:
-        raise SourceError(f"no process with pid {pid}")
-    exe = _executable(pid)
-    if "python" not in exe.name:
-        raise SourceError(f"process {pid} ({exe.name}) is not a Python program; {INSTEAD}")
+    start = check_python(pid)
     path = endpoints.socket_path_for(pid, start)
     if on_start is not None:
         on_start()
@@ -64,10 +59,33 @@ def inject_agent(pid: int, on_start: Callable[[], None] | None = None) -> Path:
     return path
 
 
-def _executable(pid: int) -> Path:
+def check_python(pid: int) -> int:
+    """Refuse, in one line (:class:`SourceError`), a process that no agent could be started in:
+    none, one that has ended (a zombie), one that is not Python, or one this user may not look
+    at; returns its start time. ``attach`` asks before starting an agent, and the commands
+    that only connect before suggesting it."""
+    start = endpoints.process_start_time(pid)
+    if start is None:
+        raise SourceError(f"no process with pid {pid}")
+    if not endpoints.process_alive(pid, start):
+        raise SourceError(f"process {pid} has ended (a zombie its parent has not reaped yet): nothing runs there")
+    name = _program(pid)
+    if "python" not in name:
+        raise SourceError(f"process {pid} ({name}) is not a Python program; {INSTEAD}")
+    return start
+
+
+def _program(pid: int) -> str:
+    """The name of the program ``pid`` runs: its executable's, or where that cannot be read (a
+    process this user may not trace, such as pid 1) the one its command line starts with, when
+    that names no Python (a script's command line starts with its interpreter)."""
     try:
-        return Path(os.readlink(f"/proc/{pid}/exe"))
+        return Path(os.readlink(f"/proc/{pid}/exe")).name
     except OSError as exc:
+        argv = endpoints.process_argv(pid)
+        named = Path(argv[0]).name if argv else ""
+        if named and "python" not in named:
+            return named
         raise SourceError(f"cannot look at process {pid}: {exc.strerror or exc}; {INSTEAD}") from None
 
 

@@ -235,3 +235,32 @@ def _recorded_types(path: Path) -> list[str]:
     except SourceError:
         return []
     return [msg["type"] for msg in msgs]
+
+
+@pytest.mark.parametrize("command", ["record", "stacks"])
+@pytest.mark.parametrize("process", ["sleep", "a zombie", "pid 1"])
+def test_a_process_that_is_not_python_is_said_so_not_advised_to_attach(
+    command: str, process: str, tmp_path: Path
+) -> None:
+    """No agent could be started in it: ``attach`` would fail, so it is not advised."""
+    out = ["-o", str(tmp_path / "never.msgpack")] if command == "record" else []
+    child = subprocess.Popen(["sleep", "60"] if process == "sleep" else ["true"])
+    try:
+        if process == "a zombie":
+            wait_until(lambda: Path(f"/proc/{child.pid}/stat").read_text().split(") ")[1].startswith("Z"))
+        pid = 1 if process == "pid 1" else child.pid
+        program = Path(f"/proc/{pid}/comm").read_text().strip()
+        if process == "pid 1" and "python" in program:
+            pytest.skip("pid 1 runs Python here")
+        said = {
+            "sleep": f"process {pid} (sleep) is not a Python program; start it with `iket-tui run -- CMD`",
+            "a zombie": f"process {pid} has ended (a zombie its parent has not reaped yet)",
+            "pid 1": "process 1 (",
+        }[process]
+        result = run_iket(command, str(pid), *out)
+    finally:
+        child.kill()
+        child.wait()
+    assert_one_line_error(result, said, "has ended" if process == "a zombie" else "is not a Python program")
+    assert "attach" not in result.stderr and "--start-agent" not in result.stderr
+    assert not (tmp_path / "never.msgpack").exists()
