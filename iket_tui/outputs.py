@@ -18,6 +18,9 @@ write somewhere the user did not name, nor keep a hand on what it writes:
 - :data:`STDOUT` (what ``-o -`` names) is this process's standard output, written in place
   through its descriptor, never through the link ``/dev/stdout`` is: what it leads to was
   chosen by whoever started the process.
+- Inside :func:`reading`, a destination that is the file being read (the same file by any
+  name, link or descriptor: ``export X -o X``, ``dump X >> X``) is refused: it would replace
+  or grow what is being read.
 
 Everything here raises :class:`OutputError` (a refusal, one line naming the path) or lets the
 ``OSError`` of a failed write through, for the caller to word.
@@ -27,10 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import secrets
 import stat
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Final
 
@@ -40,10 +45,41 @@ STDOUT: Final = Path("/dev/stdout")
 _STDOUT_FD: Final = 1
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _IN_PLACE = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READING: ContextVar[tuple[tuple[Path, int, int], ...]] = ContextVar("iket_tui_outputs_reading", default=())
+"""The files being read (each its name, device and inode) while :func:`reading` runs."""
 
 
 class OutputError(Exception):
     """A path that must not or cannot be written; the message says why in one line, naming it."""
+
+
+@contextlib.contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """While the block runs, refuse every destination that is the file at ``path`` (the same
+    file, followed through links, or standard output leading to it): a command that reads one
+    file and writes another would otherwise replace its input with its output (``export X -o
+    X``) or append to what it is still reading (``dump X >> X``). A ``path`` that cannot be
+    looked at adds nothing: reading it fails on its own."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        yield
+        return
+    token = _READING.set((*_READING.get(), (Path(path), st.st_dev, st.st_ino)))
+    try:
+        yield
+    finally:
+        _READING.reset(token)
+
+
+def _check_not_read(path: Path, st: os.stat_result) -> None:
+    for name, device, inode in _READING.get():
+        if (st.st_dev, st.st_ino) == (device, inode):
+            what = "standard output is" if path == STDOUT else "is"
+            also = "" if name == path else f" ({name})"
+            raise OutputError(
+                f"{path}: {what} the file being read{also}: writing there would destroy it; name another output"
+            )
 
 
 def check_file(path: Path) -> None:
@@ -53,12 +89,17 @@ def check_file(path: Path) -> None:
     path = Path(path)
     if path == STDOUT:
         try:
-            os.fstat(_STDOUT_FD)
+            out = os.fstat(_STDOUT_FD)
+            writable = (fcntl.fcntl(_STDOUT_FD, fcntl.F_GETFL) & os.O_ACCMODE) != os.O_RDONLY
         except OSError:
-            raise OutputError(f"{path}: standard output is closed") from None
+            writable = False
+        if not writable:  # closed (``>&-``), or open for reading only
+            raise OutputError(f"{path}: standard output is closed")
+        _check_not_read(path, out)
         return
     st = _lstat(path)
     if st is not None:
+        _check_not_read(path, os.stat(path) if stat.S_ISLNK(st.st_mode) and os.path.exists(path) else st)
         if stat.S_ISLNK(st.st_mode):
             raise OutputError(
                 f"{path}: is a symbolic link (to {_link_target(path)}): iket-tui does not write through links; "
@@ -156,6 +197,24 @@ def writing(path: Path) -> Iterator[int]:
         _publish(private, path)
 
 
+@contextlib.contextmanager
+def reader_kept(path: Path) -> Iterator[None]:
+    """For a destination that is a FIFO: refuse it at once, in one line, when nobody reads it,
+    and keep it open for writing while the block runs, so that its reader waits rather than
+    reads the end of its input before the command's own writer opens it. For a command that
+    does something long before it writes (``run`` starts its program first); a destination
+    that is not a FIFO is left to :func:`check_file`."""
+    st = None if Path(path) == STDOUT else _lstat(Path(path))
+    if st is None or not stat.S_ISFIFO(st.st_mode):
+        yield
+        return
+    fd = _open_in_place(Path(path))
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
 def create_growing(path: Path, head: bytes) -> int:
     """Open a new file at ``path`` that grows while it is read, a recording; returns its
     descriptor, positioned after ``head``, the file's first bytes.
@@ -237,6 +296,16 @@ def _lstat(path: Path) -> os.stat_result | None:
         return os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except PermissionError:
+        raise OutputError(_not_searchable(path)) from None
+
+
+def _not_searchable(path: Path) -> str:
+    """Why ``path`` cannot even be looked at: a directory on the way that this user may not enter."""
+    for directory in reversed(Path(path).parents):
+        if directory != Path(".") and not os.access(directory, os.X_OK):
+            return f"{path}: permission denied: this user may not enter {directory}"
+    return f"{path}: permission denied"
 
 
 def _link_target(path: Path) -> str:
@@ -297,6 +366,8 @@ def _check_directory(directory: Path, *, missing: str) -> None:
         seen = [os.lstat(directory), os.stat(directory)]
     except (FileNotFoundError, NotADirectoryError):
         raise OutputError(missing) from None
+    except PermissionError:
+        raise OutputError(_not_searchable(directory)) from None
     real = seen[-1]
     if not stat.S_ISDIR(real.st_mode):
         raise OutputError(f"{directory}: not a directory")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Callable
 
+from iket_tui.cli import standard_output
 from iket_tui.cli.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UsageError, say
 from iket_tui.cli.parser import build_parser
+from iket_tui.cli.standard_output import StdoutError
 from iket_tui.endpoints import EndpointError
 from iket_tui.sources.base import SourceError
 
@@ -19,9 +22,25 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the process exit code.
 
     Every bad input ends in one line on stderr (``iket-tui: ...``) and exit code 2, never a
-    traceback; Ctrl-C ends with 130 and leaves any recording valid. Textual is imported only by
-    the commands that show the UI.
+    traceback, a standard output that cannot be written (full, closed) included; Ctrl-C ends
+    with 130 and leaves any recording valid. Textual is imported only by the commands that
+    show the UI.
     """
+    with standard_output.guarded():
+        try:
+            code = _command(argv)
+            standard_output.flush()
+        except StdoutError as exc:
+            standard_output.silence()
+            if exc.errno == errno.EPIPE:
+                return 0  # a reader that had enough (| head): not an error
+            say(standard_output.said(exc))
+            return EXIT_BAD_INPUT
+        return code
+
+
+def _command(argv: list[str] | None) -> int:
+    """Parse the command line and run its command; a failed write to standard output is left to :func:`main`."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -38,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except StdoutError:
+        raise
     except BrokenPipeError:
         _silence_stdout()
         return 0

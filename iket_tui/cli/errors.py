@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from iket_tui.outputs import STDOUT, OutputError, check_directory, check_file
+from iket_tui.outputs import STDOUT, OutputError, check_directory, check_file, reader_kept
 
 PROG = "iket-tui"
 EXIT_BAD_INPUT = 2
@@ -35,6 +37,19 @@ def check_writable(path: Path, *, stdout: bool = False) -> None:
         check_file(path)
     except OutputError as exc:
         raise UsageError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def reader_of(path: Path | None) -> Iterator[None]:
+    """A usage error at once when ``path`` is a FIFO that nobody reads; else its reader kept
+    waiting for what is written there until the block ends (see :func:`iket_tui.outputs.reader_kept`)."""
+    with contextlib.ExitStack() as kept:
+        if path is not None:
+            try:
+                kept.enter_context(reader_kept(path))
+            except OutputError as exc:
+                raise UsageError(str(exc)) from None
+        yield
 
 
 def check_directory_writable(path: Path) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from iket_tui.cli.errors import UsageError, check_stdout_takes, check_writable, say, shown
@@ -13,11 +15,23 @@ from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.show import show
 from iket_tui.cli.unfinished import RunningLaunches
 from iket_tui.model.behind import BehindInStream
-from iket_tui.outputs import STDOUT, OutputError
+from iket_tui.outputs import STDOUT, OutputError, reading
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.lines import KernelEvents, TextLines, json_line
 from iket_tui.sources.reading import RecordingReader, recording_notes
 from iket_tui.sources.replay import RecordingSource
+
+
+def reads_its_file(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command that reads ``args.file`` and writes elsewhere, refusing to write that file
+    itself, by any name, link or redirection (see :func:`iket_tui.outputs.reading`)."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        with reading(args.file):
+            return command(args)
+
+    return run
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -44,9 +58,11 @@ def replay(path: Path, *, speed: float, paused: bool, stuck_after_s: float, kern
     return 128 + signum if signum is not None else code
 
 
+@reads_its_file
 def cmd_dump(args: argparse.Namespace) -> int:
     """Print a recording one line per message (text or JSON lines), for reading or for other
     tools; what the reader noticed about the file goes to stderr."""
+    check_writable(STDOUT, stdout=True)  # closed, or the recording itself (>> FILE)
     reader = RecordingReader(args.file)
     line = json_line if args.format == "jsonl" else TextLines().line
     expander = KernelEvents() if args.records else None
@@ -72,6 +88,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
+@reads_its_file
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a recording as a Chrome trace (for Perfetto), a speedscope profile of pass
     timings or Perfetto's native protobuf trace, each while the recording is read, in bounded
@@ -102,8 +119,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     except SourceError:
         raise
     except OSError as exc:
-        if exc.errno == errno.EPIPE:
+        if exc.errno == errno.EPIPE and args.output == STDOUT:
             raise BrokenPipeError from None  # a reader that had enough (| head): not an error
+        if exc.errno == errno.EPIPE:  # a FIFO named: what the user asked for was not written
+            raise UsageError(f"{args.output}: broken pipe: its reader left before the export was written") from None
         raise UsageError(f"{args.output}: {exc.strerror or type(exc).__name__}") from None
     finally:
         if progress is not None:
@@ -143,6 +162,7 @@ class _ReadProgress:
             self._shown = False
 
 
+@reads_its_file
 def cmd_repro(args: argparse.Namespace) -> int:
     """Write a self-contained reproducer of a failed compile in a recording (with ``-o -`` as a
     tar archive on stdout); exit code 2 when its ``repro.py`` cannot make the failure happen by

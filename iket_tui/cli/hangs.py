@@ -9,6 +9,7 @@ from pathlib import Path
 
 from iket_tui.cli.errors import UsageError, say
 from iket_tui.cli.files import cmd_repro as cmd_repro_failure
+from iket_tui.cli.files import reads_its_file
 from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.targets import target_source
 from iket_tui.durations import duration
@@ -24,6 +25,7 @@ EXIT_NOT_ABORTED = 1
 """``abort``'s exit code when the compile has not failed (yet): its thread is inside native code, say."""
 
 
+@reads_its_file
 def cmd_repro(args: argparse.Namespace) -> int:
     """``repro``: a reproducer of a failed compile in a recording, or with ``--stuck`` of a pass
     that hangs (from a live target, or a recording that holds a capture of one)."""

@@ -12,7 +12,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iket_tui.cli.errors import EXIT_BAD_INPUT, UsageError, check_stdout_takes, check_writable, say, shown
+from iket_tui.cli.errors import (
+    EXIT_BAD_INPUT,
+    UsageError,
+    check_stdout_takes,
+    check_writable,
+    reader_of,
+    say,
+    shown,
+)
 from iket_tui.cli.files import replay
 from iket_tui.cli.filters import filters_of
 from iket_tui.cli.show import require_terminal, show
@@ -58,6 +66,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--ranks watches the ranks the program starts: it cannot go with --no-follow")
     if not args.no_ui:
         require_terminal()  # before the program starts, not once it has run
+    with reader_of(args.record):  # a FIFO that nobody reads is refused before the program starts
+        return _start(args, command, follow=follow, by_rank=by_rank)
+
+
+def _start(args: argparse.Namespace, command: list[str], *, follow: bool, by_rank: bool) -> int:
+    """``run`` once its arguments are known to be good: start the program and watch it."""
     agent_env = _kernel_env(args)
     if follow:
         agent_env["IKET_TUI_CHILD_WAIT"] = f"{CHILD_WAIT_S:g}"

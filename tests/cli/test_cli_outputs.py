@@ -8,14 +8,23 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import FakeAgent, assert_one_line_error, failed_compile_recording, iket_command, run_iket
+from cli_helpers import (
+    FakeAgent,
+    assert_no_traceback,
+    assert_one_line_error,
+    failed_compile_recording,
+    iket_command,
+    run_iket,
+)
 
 from iket_tui.sources.reading import read_recording
 
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "h200-demo.msgpack"
 PRECIOUS = "a file the link points to\n"
 OTHER_UID = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory of another user")
@@ -217,3 +226,162 @@ def test_a_fifo_with_its_reader_gets_the_whole_export(recording: Path, tmp_path:
         os.close(reader)
     assert export.returncode == 0, stderr
     assert json.loads(got)["traceEvents"]
+
+
+# An output that is the input
+
+
+@pytest.mark.parametrize(
+    "named", ["the same name", "another spelling", "a hard link", "a symbolic link", "a linked directory"]
+)
+def test_an_export_onto_its_own_recording_is_refused_and_the_recording_kept(
+    named: str, tmp_path: Path, recording: Path
+) -> None:
+    before = recording.read_bytes()
+    output = {
+        "the same name": recording,
+        "another spelling": tmp_path / "." / recording.name,
+        "a hard link": tmp_path / "hard.msgpack",
+        "a symbolic link": tmp_path / "soft.msgpack",
+        "a linked directory": tmp_path / "here" / recording.name,
+    }[named]
+    if named == "a hard link":
+        os.link(recording, output)
+    elif named == "a symbolic link":
+        output.symlink_to(recording)
+    elif named == "a linked directory":
+        output.parent.symlink_to(tmp_path)
+    result = run_iket("export", str(recording), "-o", str(output))
+    assert_one_line_error(result, f"{output}: is the file being read", "name another output")
+    assert recording.read_bytes() == before
+    assert read_recording(recording)[1].ended
+
+
+@pytest.mark.parametrize("command", ["dump", "export", "repro"])
+def test_standard_output_appended_to_the_recording_being_read_is_refused(
+    command: str, tmp_path: Path, recording: Path
+) -> None:
+    """``dump X >> X`` would read what it writes, growing the file as long as it reads it."""
+    before = recording.read_bytes()
+    argv = {"dump": ("dump", str(recording)), "export": ("export", str(recording), "-o", "-")}.get(
+        command, ("repro", str(recording), "-o", "-")
+    )
+    with recording.open("ab") as appended:
+        done = subprocess.run(
+            iket_command(*argv),
+            stdout=appended,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+        )
+    assert_one_line_error(done, "standard output is the file being read", "name another output")
+    assert recording.read_bytes() == before
+
+
+def test_a_reproducer_that_would_write_over_its_recording_is_refused_before_anything_is_written(
+    tmp_path: Path, recording: Path
+) -> None:
+    out = tmp_path / "repro"
+    out.mkdir()
+    named_so = out / "repro.py"
+    named_so.write_bytes(recording.read_bytes())
+    result = run_iket("repro", str(named_so), "-o", str(out))
+    assert_one_line_error(result, f"{named_so}: is the file being read")
+    assert named_so.read_bytes() == recording.read_bytes()
+    _no_leftovers(out, "repro.py")
+
+
+# A directory this user may not enter
+
+
+def _run_as_nobody(argv: tuple[str, ...], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``iket-tui ARGV``, as uid 65534 when this is root (for whom no permission is ever
+    denied), through an interpreter that user may run (this one may lie in root's home)."""
+    python, env, user = sys.executable, dict(os.environ), None
+    if os.geteuid() == 0:
+        system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+        if not system.exists():
+            pytest.skip(f"no {system} that another user could run")
+        packages = next(path for path in sys.path if path.endswith("site-packages"))
+        python, user = str(system), OTHER_UID
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), packages])
+    done = subprocess.run(
+        [python, "-m", "iket_tui", *argv],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        cwd=cwd,
+        env=env,
+        user=user,
+        group=user,
+        extra_groups=[] if user is not None else None,
+    )
+    assert_no_traceback(done.stderr)
+    return done
+
+
+@pytest.mark.parametrize("command", ["export", "repro", "record", "run"])
+def test_an_output_under_a_directory_this_user_may_not_enter_is_one_line(
+    command: str, tmp_path: Path, recording: Path
+) -> None:
+    tmp_path.chmod(0o755)
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    readable = shared / "failed.msgpack"
+    readable.write_bytes(recording.read_bytes())
+    readable.chmod(0o644)
+    locked = shared / "locked"
+    (locked / "inside").mkdir(parents=True)
+    if os.geteuid() == 0:
+        os.chown(locked, OTHER_UID, OTHER_UID)
+    locked.chmod(0o000)
+    target = Path("locked", "inside", "out")  # relative: the directories above may be closed to that user too
+    argv = {
+        "export": ("export", readable.name, "-o", str(target)),
+        "repro": ("repro", readable.name, "-o", str(target)),
+        "record": ("record", "1", "-o", str(target)),
+        "run": ("run", "--no-ui", "--record", str(target), "--", "true"),
+    }[command]
+    try:
+        done = _run_as_nobody(argv, shared)
+    finally:
+        locked.chmod(0o755)
+    assert_one_line_error(done, f"{target}: permission denied: this user may not enter locked")
+    assert list((locked / "inside").iterdir()) == []
+
+
+# FIFOs
+
+
+def test_run_refuses_a_fifo_that_nobody_reads_before_starting_the_program(tmp_path: Path) -> None:
+    fifo = tmp_path / "run.msgpack"
+    os.mkfifo(fifo)
+    started = tmp_path / "started"
+    began = time.monotonic()
+    result = run_iket("run", "--no-ui", "--record", str(fifo), "--", "touch", str(started), timeout=60)
+    assert_one_line_error(result, f"{fifo}: a FIFO that nobody reads: start its reader first")
+    assert not started.exists(), "the program was started"
+    assert time.monotonic() - began < 10
+
+
+def test_an_export_whose_fifo_reader_leaves_says_broken_pipe(tmp_path: Path) -> None:
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["head", "-c", "100", str(fifo)], stdout=subprocess.PIPE)
+    try:
+        wait_until_opened = time.monotonic() + 30
+        result = None
+        while time.monotonic() < wait_until_opened:  # head opens the FIFO for reading in its own time
+            result = run_iket("export", str(SAMPLE), "-o", str(fifo), timeout=60)
+            if "nobody reads" not in result.stderr:
+                break
+            time.sleep(0.05)
+        assert result is not None
+        assert_one_line_error(result, f"{fifo}: broken pipe: its reader left before the export was written")
+        assert reader.communicate(timeout=30)[0].startswith(b'{"traceEvents":[')
+    finally:
+        reader.kill()
+        reader.wait()

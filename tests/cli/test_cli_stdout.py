@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
+import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ from cli_helpers import (
     failed_compile_recording,
     iket_command,
     run_iket,
+    wait_until,
 )
 from full_disk import file_size_limit
 
@@ -208,3 +212,85 @@ def test_repro_to_stdout_on_a_terminal_is_refused(tmp_path: Path) -> None:
     assert said == (
         "iket-tui: -o - writes a tar archive to standard output, which is a terminal: pipe it (| tar -x) or redirect it"
     )
+
+
+# A standard output that cannot be written: full (/dev/full, a full disk) or closed (>&-)
+
+
+def _close_stdout() -> None:
+    os.close(1)
+
+
+def _with_stdout(how: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``iket-tui ARGS`` with standard output on ``/dev/full`` or closed; never a traceback."""
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run(
+            iket_command(*args),
+            stdout=full if how == "full" else None,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=TIMEOUT_S,
+            preexec_fn=_close_stdout if how == "closed" else None,
+        )
+    assert_no_traceback(result.stderr)
+    return result
+
+
+STDOUT_SAYS = {"full": "No space left on device", "closed": "standard output is closed"}
+
+
+@pytest.fixture
+def python_agent(runtime_dir: Path) -> Iterator[int]:
+    """A plain Python program running the agent; its pid."""
+    program = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)"],
+        env={**os.environ, "IKET_TUI": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: any(path.name.startswith(f"{program.pid}-") for path in runtime_dir.glob("*/*.sock")))
+        yield program.pid
+    finally:
+        program.kill()
+        program.wait()
+
+
+@pytest.mark.parametrize("how", ["full", "closed"])
+@pytest.mark.parametrize(
+    "command",
+    [("dump", str(SAMPLE)), ("ls",), ("completion", "bash"), ("--help",), ("export", "--help")],
+    ids=["dump", "ls", "completion", "help", "export help"],
+)
+def test_text_to_a_standard_output_that_cannot_take_it_is_one_line(how: str, command: tuple[str, ...]) -> None:
+    result = _with_stdout(how, *command)
+    assert_one_line_error(result, STDOUT_SAYS[how])
+
+
+@pytest.mark.parametrize("how", ["full", "closed"])
+def test_stacks_to_a_standard_output_that_cannot_take_them_is_one_line(how: str, python_agent: int) -> None:
+    assert_one_line_error(_with_stdout(how, "stacks", str(python_agent)), STDOUT_SAYS[how])
+
+
+@pytest.mark.parametrize("how", ["full", "closed"])
+@pytest.mark.parametrize("command", ["export", "repro", "record"])
+def test_bytes_to_a_standard_output_that_cannot_take_them_are_one_line(how: str, command: str, tmp_path: Path) -> None:
+    recording = failed_compile_recording(tmp_path / "failed.msgpack")
+    if command == "record":
+        with FakeAgent("normal") as agent:
+            result = _with_stdout(how, "record", str(agent.pid), "-o", "-")
+    else:
+        result = _with_stdout(how, command, str(recording), "-o", "-")
+    full = "No space left on device" if command != "record" else "the disk is full"
+    assert_one_line_error(result, full if how == "full" else STDOUT_SAYS[how])
+
+
+@pytest.mark.parametrize("how", ["full", "closed"])
+def test_a_recording_whose_summary_cannot_be_printed_is_whole_and_says_so(how: str, tmp_path: Path) -> None:
+    out = tmp_path / "run.msgpack"
+    with FakeAgent("normal") as agent:
+        result = _with_stdout(how, "record", str(agent.pid), "-o", str(out))
+    assert_one_line_error(result, STDOUT_SAYS[how])
+    msgs, info = read_recording(out)
+    assert info.ended and msgs[1]["pid"] == agent.pid
