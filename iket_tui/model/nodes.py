@@ -1,5 +1,5 @@
 """The nodes of the pass tree: the watched process, its compiles, their pass contexts,
-codegen steps and passes.
+codegen steps and passes, and the processes a codegen step runs.
 
 Plain slotted classes rather than dataclasses: a long replay creates half a million pass
 nodes and their construction cost is most of what applying an event costs.
@@ -185,7 +185,18 @@ class CodegenNode:
     nvcc) and then the host code (``target.build.tilelang_c_host``). ``name`` is None in
     streams from agents that did not name their steps."""
 
-    __slots__ = ("begin_ns", "compile", "duration_ns", "end_ns", "error", "name", "order", "status")
+    __slots__ = (
+        "begin_ns",
+        "by_pid",
+        "compile",
+        "duration_ns",
+        "end_ns",
+        "error",
+        "name",
+        "order",
+        "process_roots",
+        "status",
+    )
 
     def __init__(self, compile: CompileNode, name: str | None, begin_ns: int, order: int) -> None:
         self.compile = compile
@@ -196,6 +207,10 @@ class CodegenNode:
         self.status = RUNNING
         self.error: str | None = None
         self.order = order
+        self.by_pid: dict[int, CompilerProcessNode] = {}
+        """The processes it ran (nvcc, ptxas, ...), the latest of each pid."""
+        self.process_roots: list[CompilerProcessNode] = []
+        """Those it ran itself, in the order they were seen (the others are below them)."""
 
     @property
     def title(self) -> str:
@@ -203,6 +218,56 @@ class CodegenNode:
         if not self.name:
             return "codegen"
         return f"codegen {self.name.removeprefix(BUILD_PREFIX)}"
+
+
+class CompilerProcessNode:
+    """A process a codegen step ran (nvcc, and below it cicc, ptxas, the host compiler), as the
+    agent last saw it: its CPU time, and from its start how long it ran. ``status`` is running,
+    done (it ended; failed when its exit status, if seen, was not 0) or incomplete (it still ran
+    when its step or its compile ended, or the stream did)."""
+
+    __slots__ = (
+        "argv",
+        "children",
+        "compile",
+        "cpu_ns",
+        "end_ns",
+        "exit",
+        "name",
+        "note",
+        "order",
+        "parent",
+        "pid",
+        "ppid",
+        "seen_ns",
+        "start_ns",
+        "status",
+        "step",
+    )
+
+    def __init__(
+        self, step: CodegenNode, pid: int, ppid: int, start_ns: int, parent: CompilerProcessNode | None, order: int
+    ) -> None:
+        self.step = step
+        self.compile = step.compile
+        self.pid = pid
+        self.ppid = ppid
+        self.start_ns = start_ns
+        self.parent = parent
+        self.order = order
+        self.name = ""
+        self.argv: list[str] = []
+        self.cpu_ns = 0
+        self.seen_ns = start_ns  # when the agent last looked at it
+        self.end_ns: int | None = None
+        self.exit: int | None = None
+        self.status = RUNNING
+        self.note = ""  # why it is incomplete
+        self.children: list[CompilerProcessNode] = []
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv) or self.name
 
 
 NO_CHILDREN: list[PassNode] = []
@@ -260,4 +325,4 @@ class PassNode:
         self.error: str | None = None
 
 
-Node = ProcessNode | CompileNode | ContextNode | CodegenNode | PassNode
+Node = ProcessNode | CompileNode | ContextNode | CodegenNode | PassNode | CompilerProcessNode

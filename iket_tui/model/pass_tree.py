@@ -28,6 +28,7 @@ from iket_tui.model.nodes import (
     RUNNING,
     CodegenNode,
     CompileNode,
+    CompilerProcessNode,
     ContextNode,
     PassNode,
     ProcessNode,
@@ -75,6 +76,8 @@ class PassTree:
         """Pass and codegen events of a compile already :attr:`~CompileNode.forgotten`: not kept."""
         self.open_compiles: dict[CompileNode, None] = {}  # compiles not yet ended, oldest first
         self.typical = TypicalDurations()
+        self.process_typical = TypicalDurations()
+        """How long the compiler's processes of each name (``ptxas``) usually run."""
         self.stuck_after_ns = stuck_after_ns
         self.stuck_factor = stuck_factor
         self.version = 0
@@ -104,6 +107,7 @@ class PassTree:
             m.CODEGEN_BEGIN: self._codegen_begin,
             m.CODEGEN_END: self._codegen_end,
             m.CALLBACK_MISMATCH: self._callback_mismatch,
+            m.COMPILE_PROCESS: self._compile_process,
         }
         """Handlers of compile and pass messages as maps, by message type."""
 
@@ -224,6 +228,31 @@ class PassTree:
         usual = self.typical.median(node.name)
         return usual is None or elapsed > self.stuck_factor * usual
 
+    def is_process_stuck(self, node: CompilerProcessNode, now_ns: int) -> bool:
+        """A compiler process that runs stuck as a pass would (:meth:`is_stuck`): longer than the
+        user's threshold, and far longer than the ended processes of its name usually ran."""
+        if node.status is not RUNNING:
+            return False
+        elapsed = now_ns - node.start_ns
+        if elapsed <= self.stuck_after_ns:
+            return False
+        usual = self.process_typical.median(node.name)
+        return usual is None or elapsed > self.stuck_factor * usual
+
+    def running_processes(self) -> list[CompilerProcessNode]:
+        """The compiler processes of running compiles that run now, in the order they were seen."""
+        found = [
+            node
+            for comp in self.open_compiles
+            for step in comp.codegen_steps
+            for node in step.by_pid.values()
+            if node.status is RUNNING
+        ]
+        return sorted(found, key=lambda node: node.order)
+
+    def stuck_processes(self, now_ns: int) -> list[CompilerProcessNode]:
+        return [node for node in self.running_processes() if self.is_process_stuck(node, now_ns)]
+
     def running_passes(self) -> list[PassNode]:
         """Passes started and not yet ended, in tree order."""
         return [node for comp in self.open_compiles for node in _running_in(comp)]
@@ -328,6 +357,7 @@ class PassTree:
                 step.status = status
                 step.end_ns = t
                 step.duration_ns = max(0, t - step.begin_ns)
+            _close_processes(step, t, DONE if status is DONE else INCOMPLETE)
 
     def _context_enter(self, msg: dict[str, Any]) -> None:
         compile_id = _int(msg["compile"])
@@ -397,6 +427,66 @@ class PassTree:
         step.duration_ns = duration
         step.status = DONE if ok else FAILED
         step.error = error
+        _close_processes(step, t, DONE if ok else INCOMPLETE)
+        comp.version += 1
+        self._seen(t)
+
+    def _compile_process(self, msg: dict[str, Any]) -> None:
+        """A process a codegen step runs, first seen, still running, or ended: a row below the
+        step (below the process that started it, when that is one of the step's too)."""
+        compile_id = _int(msg["compile"])
+        pid = _int(msg["pid"])
+        ppid = _int(msg["ppid"])
+        running = _int(msg["running_ns"])
+        cpu = _int(msg["cpu_ns"])
+        t = _int(msg["t_ns"])
+        name = msg["name"]
+        argv = msg["argv"]
+        state = msg["state"]
+        exit = msg.get("exit")
+        step_name = _opt_str(msg.get("step"))
+        if (
+            type(name) is not str
+            or type(argv) is not list
+            or not all(type(arg) is str for arg in argv)
+            or state not in m.COMPILER_STATES
+            or (exit is not None and type(exit) is not int)
+            or running < 0
+            or cpu < 0
+        ):
+            raise _MALFORMED
+        comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t - running)
+        if comp.forgotten:
+            return  # written already (a streamed export), which draws no processes
+        step = _step_named(comp.codegen_steps, step_name)
+        if step is None:  # its begin was never seen
+            step = CodegenNode(comp, step_name, t - running, self._next_order())
+            comp.codegen_steps.append(step)
+            comp.shape += 1
+        node = step.by_pid.get(pid)
+        if node is not None and node.status is not RUNNING:
+            if state != m.COMPILER_RUNNING or node.end_ns == t:
+                return  # told again (a catch-up overlapping what was already seen)
+            node = None  # the pid was used again
+        if node is None:
+            parent = step.by_pid.get(ppid)
+            node = CompilerProcessNode(step, pid, ppid, t - running, parent, self._next_order())
+            step.by_pid[pid] = node
+            (parent.children if parent is not None else step.process_roots).append(node)
+            comp.shape += 1
+        node.name = name
+        node.argv = argv
+        node.cpu_ns = max(node.cpu_ns, cpu)
+        node.seen_ns = t
+        if state != m.COMPILER_RUNNING:
+            node.end_ns = t
+            node.exit = exit
+            if state == m.COMPILER_LEFT:
+                node.status = INCOMPLETE
+                node.note = "still running when its codegen step ended; no longer watched"
+            else:
+                node.status = FAILED if exit else DONE
+                self.process_typical.record(name, max(0, t - node.start_ns))
         comp.version += 1
         self._seen(t)
 
@@ -637,6 +727,23 @@ def _open_step(steps: list[CodegenNode], name: str | None) -> CodegenNode | None
         return open_steps[0] if open_steps else None
     same = next((step for step in open_steps if step.name == name), None)
     return same or next((step for step in open_steps if step.name is None), None)
+
+
+def _step_named(steps: list[CodegenNode], name: str | None) -> CodegenNode | None:
+    """The codegen step a process belongs to: the most recent one of its name, open ones first."""
+    named = [step for step in reversed(steps) if step.name == name or name is None]
+    return next((step for step in named if step.end_ns is None), named[0] if named else None)
+
+
+def _close_processes(step: CodegenNode, t: int, status: Status) -> None:
+    """The step (or its compile) ended: a process of it still running, whose end the agent did
+    not tell (its event lost), ends there too."""
+    for node in step.by_pid.values():
+        if node.status is RUNNING:
+            node.status = status
+            node.end_ns = t
+            if status is not DONE:
+                node.note = "its end was not seen"
 
 
 def _last_failed_or_open(steps: list[CodegenNode]) -> CodegenNode | None:

@@ -6,7 +6,16 @@ maps its own clock onto it (see :class:`iket_tui.model.clock.AgentClock`).
 
 from __future__ import annotations
 
-from iket_tui.model.nodes import RUNNING, CodegenNode, CompileNode, ContextNode, Node, PassNode, ProcessNode
+from iket_tui.model.nodes import (
+    RUNNING,
+    CodegenNode,
+    CompileNode,
+    CompilerProcessNode,
+    ContextNode,
+    Node,
+    PassNode,
+    ProcessNode,
+)
 
 
 def inclusive_ns(node: Node, now_ns: int) -> int | None:
@@ -22,6 +31,9 @@ def inclusive_ns(node: Node, now_ns: int) -> int | None:
     if isinstance(node, ContextNode):
         end = node.end_ns if node.end_ns is not None else now_ns
         return max(0, end - node.begin_ns)
+    if isinstance(node, CompilerProcessNode):
+        end = node.end_ns if node.end_ns is not None else now_ns
+        return max(0, end - node.start_ns)
     return None
 
 
@@ -66,7 +78,7 @@ def _running_tail(children: list[PassNode], now_ns: int) -> int:
 
 
 def start_ns(node: Node) -> int | None:
-    if isinstance(node, PassNode):
+    if isinstance(node, PassNode | CompilerProcessNode):
         return node.start_ns
     if isinstance(node, CompileNode | ContextNode | CodegenNode):
         return node.begin_ns

@@ -15,13 +15,22 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import NamedTuple
 
-from iket_tui.model.nodes import FAILED, CodegenNode, CompileNode, ContextNode, Node, PassNode, ProcessNode
+from iket_tui.model.nodes import (
+    FAILED,
+    CodegenNode,
+    CompileNode,
+    CompilerProcessNode,
+    ContextNode,
+    Node,
+    PassNode,
+    ProcessNode,
+)
 from iket_tui.model.pass_tree import MAX_PROCESS_DEPTH, PassTree
 
 
 class Row(NamedTuple):
     node: Node
-    level: int  # indentation: 0 for the process, 1 for compiles, 2 for contexts, 3+ for passes
+    level: int  # indentation: 0 for the process, 1 for compiles, 2 for contexts and codegen, 3+ below them
     expandable: bool
 
 
@@ -223,7 +232,16 @@ class VisibleRows:
                 rows.append(Row(node, level, bool(children)))
                 if children and expanded(node):
                     stack.extend((child, level + 1) for child in reversed(children))
-        rows.extend(Row(step, 2 + base, False) for step in comp.codegen_steps)
+        for step in comp.codegen_steps:
+            rows.append(Row(step, 2 + base, bool(step.process_roots)))
+            if not step.process_roots or not expanded(step):
+                continue
+            below: list[tuple[CompilerProcessNode, int]] = [(node, 3 + base) for node in reversed(step.process_roots)]
+            while below:
+                process, level = below.pop()
+                rows.append(Row(process, level, bool(process.children)))
+                if process.children and expanded(process):
+                    below.extend((child, level + 1) for child in reversed(process.children))
         return rows
 
     def __len__(self) -> int:
@@ -292,6 +310,8 @@ def parent_of(node: Node, tree: PassTree) -> Node | None:
         return node.parent if node.parent is not None else node.context
     if isinstance(node, ContextNode | CodegenNode):
         return node.compile
+    if isinstance(node, CompilerProcessNode):
+        return node.parent if node.parent is not None else node.step
     if isinstance(node, CompileNode):
         return tree.process_of(node)
     if isinstance(node, ProcessNode):
@@ -341,6 +361,13 @@ def ancestors(node: Node) -> list[Node]:
         chain.append(node.context)
         chain.append(node.compile)
     elif isinstance(node, ContextNode | CodegenNode):
+        chain.append(node.compile)
+    elif isinstance(node, CompilerProcessNode):
+        starter = node.parent
+        while starter is not None:
+            chain.append(starter)
+            starter = starter.parent
+        chain.append(node.step)
         chain.append(node.compile)
     chain.reverse()
     return chain

@@ -47,6 +47,7 @@ CALLBACK_MISMATCH: Final = "callback_mismatch"
 CODEGEN_BEGIN: Final = "codegen_begin"
 CODEGEN_END: Final = "codegen_end"
 COMPILE_FAILURE: Final = "compile_failure"  # what the agent captured of a failed pass or codegen step, for repro
+COMPILE_PROCESS: Final = "compile_process"  # a process a codegen step runs (nvcc, ptxas, ...): seen, running, ended
 # Kernel events (docs/ring.md)
 KERNEL_MODULE: Final = "kernel_module"  # a traced module's event table, sent when it is compiled
 KERNEL_RECORDS: Final = "kernel_records"  # one drain of the ring: chunks as bytes, and counters
@@ -79,6 +80,7 @@ KNOWN_TYPES: Final = frozenset(
         CODEGEN_BEGIN,
         CODEGEN_END,
         COMPILE_FAILURE,
+        COMPILE_PROCESS,
         KERNEL_MODULE,
         KERNEL_RECORDS,
         KERNEL_TRACING,
@@ -416,6 +418,50 @@ def codegen_end(
         "ok": ok,
         "error": error,
         "name": name,
+    }
+
+
+COMPILER_RUNNING: Final = "running"
+"""``state`` of a ``compile_process``: the process runs (first seen, or its CPU time grew)."""
+COMPILER_ENDED: Final = "ended"
+"""``state``: the process ended (``exit`` says how, when the agent saw it)."""
+COMPILER_LEFT: Final = "left"
+"""``state``: the process still ran when its codegen step ended; it is watched no longer."""
+COMPILER_STATES: Final = frozenset({COMPILER_RUNNING, COMPILER_ENDED, COMPILER_LEFT})
+
+
+def compile_process(
+    *,
+    compile: int,
+    step: str | None,
+    pid: int,
+    ppid: int,
+    name: str,
+    argv: list[str],
+    state: str,
+    running_ns: int,
+    cpu_ns: int,
+    exit: int | None,
+    t_ns: int,
+) -> Message:
+    """A process that a codegen step of ``compile`` runs, directly or below another (nvcc, and
+    below it cicc, ptxas, the host compiler), as the agent saw it at ``t_ns``: ``name`` (the
+    kernel's short name of it), ``argv``, its ``state`` (:data:`COMPILER_STATES`), how long it
+    had run (``running_ns``) and the CPU time it used (``cpu_ns``), and its ``exit`` status
+    when the agent saw it end (a code, or minus the signal that ended it)."""
+    return {
+        "type": COMPILE_PROCESS,
+        "compile": compile,
+        "step": step,
+        "pid": pid,
+        "ppid": ppid,
+        "name": name,
+        "argv": argv,
+        "state": state,
+        "running_ns": running_ns,
+        "cpu_ns": cpu_ns,
+        "exit": exit,
+        "t_ns": t_ns,
     }
 
 

@@ -41,7 +41,7 @@ from iket_tui.sources.base import EventSource, PlaybackControl, SourceBatch, Sou
 from iket_tui.sources.reading import RecordingReader
 from iket_tui.ui import units
 from iket_tui.ui.detail_pane import DetailPane
-from iket_tui.ui.header_bar import HeaderBar, HeaderState
+from iket_tui.ui.header_bar import HeaderBar, HeaderState, stuck_line
 from iket_tui.ui.help_screen import HelpScreen
 from iket_tui.ui.messages import AskTarget, BatchArrived, ModelChanged, ResponseArrived, SampleRead, SourceFinished
 from iket_tui.ui.pass_tree_view import ColumnHeader, PassTreeView
@@ -424,6 +424,7 @@ class IketApp(App[int]):
             kernels=session.kernel_processes.headline(self.now_ns()),
             silent_for=self._silent_for(now_s) if connection is Connection.SILENT else "",
             processes=self._processes_line(),
+            stuck=stuck_line(self.pass_tree, self.view.now_ns),
         )
 
     def _behind_line(self) -> str:

@@ -15,6 +15,7 @@ from iket_tui.model.nodes import (
     RUNNING,
     CodegenNode,
     CompileNode,
+    CompilerProcessNode,
     ContextNode,
     Node,
     PassNode,
@@ -59,6 +60,8 @@ def describe(session: Session, node: Node, now_ns: int) -> Details:
         return _context(node, now_ns)
     if isinstance(node, CodegenNode):
         return _codegen(node, now_ns)
+    if isinstance(node, CompilerProcessNode):
+        return _compiler_process(session.tree, node, now_ns)
     return _process(session, node)
 
 
@@ -177,6 +180,41 @@ def _codegen(step: CodegenNode, now_ns: int) -> Details:
     details.error = step.error
     if step.status is FAILED and step.compile.traceback:
         details.traceback = step.compile.traceback
+    return details
+
+
+def _compiler_process(tree: PassTree, node: CompilerProcessNode, now_ns: int) -> Details:
+    """A process a codegen step ran: what it runs, how long, on how much CPU, and how it ended."""
+    details = Details(f"process {node.name} (pid {node.pid})")
+    elapsed = units.duration(timing.inclusive_ns(node, now_ns))
+    if tree.is_process_stuck(node, now_ns):
+        usual = tree.process_typical.median(node.name)
+        than = (
+            f"usually {units.duration(usual)}"
+            if usual is not None
+            else f"longer than {units.duration(tree.stuck_after_ns)}"
+        )
+        status = f"STUCK: running {elapsed}, {than}"
+    elif node.status is RUNNING:
+        status = "running"
+    elif node.note:
+        status = f"{node.status.value}: {node.note}"
+    else:
+        status = node.status.value
+    started_by = f"{node.parent.name} (pid {node.parent.pid})" if node.parent is not None else f"pid {node.ppid}"
+    details.fields += [
+        ("status", status),
+        ("command", node.command),
+        ("started by", started_by),
+        ("codegen", f"{node.step.title} of {node.compile.title} (compile {node.compile.id})"),
+        ("start", f"+{units.duration(node.start_ns - node.compile.begin_ns)} into the compile"),
+        ("duration", elapsed + (" so far" if node.status is RUNNING else "")),
+        ("cpu", f"{units.duration(node.cpu_ns)} (as of +{units.duration(node.seen_ns - node.start_ns)})"),
+    ]
+    if node.exit is not None:
+        details.fields.append(("exit", f"killed by signal {-node.exit}" if node.exit < 0 else f"code {node.exit}"))
+    if node.children:
+        details.fields.append(("ran", ", ".join(f"{child.name} (pid {child.pid})" for child in node.children)))
     return details
 
 

@@ -1,4 +1,5 @@
-"""The header bar: what is watched, how the connection is, how fast events come, what was lost."""
+"""The header bar: what is watched, what runs stuck, how the connection is, how fast events come,
+what was lost."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widgets import Static
+
+from iket_tui.durations import duration
+from iket_tui.model.pass_tree import PassTree
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class HeaderState:
     silent_for: str = ""  # with connection "silent": for how long, and since when
     recording: str = ""  # why recording to a file stopped, once it did; shown until the end
     processes: str = ""  # several processes: how many, and how many are live, ended and failed
+    stuck: str = ""  # what runs stuck (passes, the compiler's processes): the longest, and how many
 
     @property
     def message_line(self) -> str:
@@ -73,6 +78,7 @@ class HeaderBar(Vertical):
         with Horizontal(id="header-status"):
             yield Static(id="header-target", markup=False)
             yield Static(id="header-processes", markup=False)
+            yield Static(id="header-stuck", markup=False)
             yield Static(id="header-connection", markup=False)
             yield Static(id="header-rate", markup=False)
             yield Static(id="header-dropped", markup=False)
@@ -101,6 +107,10 @@ class HeaderBar(Vertical):
             widget.update(state.processes)
             widget.display = bool(state.processes)
             widget.set_class("failed" in state.processes, "-nonzero")
+        if old is None or old.stuck != state.stuck:
+            widget = self.query_one("#header-stuck", Static)
+            widget.update(state.stuck)
+            widget.display = bool(state.stuck)
         if old is None or (old.connection, old.silent_for) != (state.connection, state.silent_for):
             widget = self.query_one("#header-connection", Static)
             widget.update(state.connection_text)
@@ -140,6 +150,19 @@ class HeaderBar(Vertical):
         state = self.state
         if state is None:
             return ""
-        parts = [state.target, state.processes, state.connection_text, f"{state.rate} ev/s", f"{state.events:,} events"]
+        parts = [state.target, state.processes, state.stuck, state.connection_text]
+        parts += [f"{state.rate} ev/s", f"{state.events:,} events"]
         parts += [state.loss, state.kernels, state.mode, state.message_line]
         return "  ".join(part for part in parts if part)
+
+
+def stuck_line(tree: PassTree, now_ns: int) -> str:
+    """What runs stuck now, passes and the compiler's processes alike: the one stuck longest
+    (``stuck: ptxas pid 4242 1m 02s``), and how many are; empty when nothing is."""
+    stuck: list[tuple[int, str]] = [(node.start_ns, node.name) for node in tree.stuck_passes(now_ns)]
+    stuck += [(node.start_ns, f"{node.name} pid {node.pid}") for node in tree.stuck_processes(now_ns)]
+    if not stuck:
+        return ""
+    start, what = min(stuck)
+    longest = f"{what} {duration(now_ns - start)}"
+    return f"stuck: {longest}" if len(stuck) == 1 else f"{len(stuck)} stuck, longest {longest}"

@@ -20,6 +20,7 @@ from iket_tui.model.nodes import (
     INCOMPLETE,
     CodegenNode,
     CompileNode,
+    CompilerProcessNode,
     ContextNode,
     Node,
     PassNode,
@@ -126,6 +127,8 @@ def node_status(tree: PassTree, node: Node, now_ns: int) -> str:
     """The status word a user sees: a node's status, or ``stuck``."""
     if isinstance(node, PassNode) and tree.is_stuck(node, now_ns):
         return "stuck"
+    if isinstance(node, CompilerProcessNode) and tree.is_process_stuck(node, now_ns):
+        return "stuck"
     if isinstance(node, ProcessNode):
         return tree.process_status(node).value if tree.several else ""
     status: Status = node.status
@@ -173,7 +176,7 @@ def paint_row(tree: PassTree, row: Row, state: RowState, columns: Columns, style
         add(" " + _fit(note, room - 1), styles.dim)
     add(" " * max(0, columns.name_width - used))
     total = timing.inclusive_ns(node, state.now_ns)
-    own = timing.self_ns(node, state.now_ns) if not isinstance(node, CodegenNode) else None
+    own = timing.self_ns(node, state.now_ns) if not isinstance(node, CodegenNode | CompilerProcessNode) else None
     phase = (node.phase or "") if isinstance(node, PassNode) else ""
     status_text = "" if status == "done" else status
     right = columns.right(status_text, phase, units.duration(total), units.duration(own))
@@ -202,12 +205,23 @@ def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | 
         return f"pass context {node.id}", styles.context, f"{count} pass{'es' if count != 1 else ''}"
     if isinstance(node, CodegenNode):
         return node.title, styles.context, headline(node.error or "")
+    if isinstance(node, CompilerProcessNode):
+        return node.name, None, process_note(node)
     process = node
     if process.pid is None:
         return "waiting for the target…", styles.process, ""
     if process.rank is not None and tree.several and tree.by_rank:
         return f"rank {process.rank}  pid {process.pid}", styles.process, process.command
     return f"pid {process.pid}", styles.process, process.command
+
+
+def process_note(node: CompilerProcessNode) -> str:
+    """What a compiler process's row says after its name: its pid and the CPU time it used
+    (how long it ran is the row's total), and how it ended when that was not well."""
+    note = f"pid {node.pid}  cpu {units.duration(node.cpu_ns)}"
+    if node.status is FAILED and node.exit is not None:
+        note += f"  {'killed by signal ' + str(-node.exit) if node.exit < 0 else 'exit ' + str(node.exit)}"
+    return note
 
 
 def headline(error: str) -> str:
