@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iket_tui.cli.errors import UsageError, check_stdout_takes, check_writable, say, shown
+from iket_tui.cli.open_passes import OpenPasses
 from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.show import show
 from iket_tui.cli.unfinished import RunningLaunches
@@ -68,15 +69,19 @@ def cmd_dump(args: argparse.Namespace) -> int:
     expander = KernelEvents() if args.records else None
     running = RunningLaunches()
     behind = BehindInStream()
+    passes = OpenPasses()
     out = sys.stdout
     for msg in reader:
         out.write(line(msg) + "\n")
         if isinstance(msg, dict):
             running.apply(msg)
             behind.apply(msg)
+            passes.apply(msg)
             if expander is not None:
                 for event in expander.events(msg):
                     out.write(line(event) + "\n")
+    for incomplete in passes.at_end():
+        out.write(line(incomplete) + "\n")
     for unfinished in running.at_end():
         out.write(line(unfinished) + "\n")
     for late in behind.at_end():

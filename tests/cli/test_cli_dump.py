@@ -133,3 +133,79 @@ def test_an_unreadable_file_is_a_one_line_error(tmp_path: Path, content: bytes |
 
 def test_a_directory_is_a_one_line_error(tmp_path: Path) -> None:
     assert_one_line_error(run_iket("dump", str(tmp_path)), "is a directory")
+
+
+def _hello(pid: int) -> m.Message:
+    return m.hello(role="agent", pid=pid, start_time=pid, software_version="0.1", capabilities=["passes"], t_ns=1)
+
+
+def _stuck_pass(compile_id: int, seq: int, name: str, t_ns: int) -> m.Message:
+    return m.pass_start(compile=compile_id, context=0, seq=seq, depth=0, parent=None, phase=None, name=name, t_ns=t_ns)
+
+
+def test_a_pass_the_recording_ends_in_gets_a_closing_line_saying_it_is_incomplete(tmp_path: Path) -> None:
+    """As the UI and export call it: the pass never finished, the recording ends there."""
+    path = tmp_path / "hang.msgpack"
+    writer = RecordingWriter(path, source="pid 4242: python hang.py")
+    writer.write(_hello(4242))
+    writer.write(m.compile_begin(compile=1, label="k", kernel="k", target="cuda", t_ns=10))
+    writer.write(_stuck_pass(1, 1, "tl.Done", 20))
+    writer.write(
+        m.pass_end(
+            compile=1, context=0, seq=1, depth=0, parent=None, phase=None, name="tl.Done", t_ns=30, duration_ns=10
+        )
+    )
+    writer.write(_stuck_pass(1, 2, "x.Stuck", 40))
+    writer.write(m.heartbeat(t_ns=5_000, produced=3, dropped=0, open_passes=1))
+    writer.close("interrupted")
+    result = run_iket("dump", str(path), "--format", "jsonl")
+    assert result.returncode == 0, result.stderr
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert objects[-2]["type"] == m.END
+    closing = objects[-1]
+    assert closing == {
+        "type": m.PASS_INCOMPLETE,
+        "compile": 1,
+        "context": 0,
+        "seq": 2,
+        "depth": 0,
+        "parent": None,
+        "phase": None,
+        "name": "x.Stuck",
+        "t_ns": 5_000,
+        "error": "never finished: the recording ends here",
+    }
+    trace = tmp_path / "trace.json"
+    assert run_iket("export", str(path), "-o", str(trace)).returncode == 0
+    (exported,) = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("name") == "x.Stuck"]
+    assert exported["args"]["status"] == "incomplete" and exported["args"]["error"] == closing["error"]
+    text = run_iket("dump", str(path)).stdout.splitlines()[-1]
+    assert "pass_incomplete" in text and 'error="never finished: the recording ends here"' in text
+
+
+def test_of_several_processes_only_the_passes_no_line_closed_get_one_naming_their_process(tmp_path: Path) -> None:
+    """A process whose stream ended has its line saying so; one still going at the end has none."""
+    path = tmp_path / "pool.msgpack"
+    writer = RecordingWriter(path, source="pid 1: python pool.py")
+    writer.write(m.process(pid=101, start_time=101))
+    writer.write(_hello(101))
+    writer.write(m.compile_begin(compile=1, label="a", kernel="a", target="cuda", t_ns=10))
+    writer.write(_stuck_pass(1, 1, "x.KilledIn", 20))
+    writer.write(m.process(pid=102, start_time=102))
+    writer.write(_hello(102))
+    writer.write(m.compile_begin(compile=1, label="b", kernel="b", target="cuda", t_ns=10))
+    writer.write(_stuck_pass(1, 1, "x.StillIn", 30))
+    writer.write(m.process(pid=101, start_time=101, state=m.PROCESS_ENDED, reason="killed"))
+    writer.write(m.process(pid=102, start_time=102))
+    writer.write(_stuck_pass(1, 2, "x.Ended", 40))
+    writer.write(m.compile_end(compile=1, label="b", t_ns=50, duration_ns=40, ok=True))
+    writer.write(m.compile_begin(compile=2, label="c", kernel="c", target="cuda", t_ns=60))
+    writer.write(_stuck_pass(2, 1, "x.StillIn", 70))
+    writer.close("interrupted")
+    result = run_iket("dump", str(path), "--format", "jsonl")
+    assert result.returncode == 0, result.stderr
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    closing = objects[[o["type"] for o in objects].index(m.END) + 1 :]
+    assert [(o["type"], o["pid"], o["compile"], o["name"]) for o in closing] == [
+        (m.PASS_INCOMPLETE, 102, 2, "x.StillIn")
+    ]
