@@ -9,8 +9,12 @@ A stream that merges several processes' streams says whose messages follow with 
 message: each process then has its row, its compiles and its own counters of what its agent
 reported, and the session's counters are their sums. Applied on the app thread only, in
 arrival order. Every message is untrusted: one with missing
-keys or fields of the wrong type is counted as malformed and changes nothing; one of a type
-this version does not know is counted as unknown. Applying is the hot path of a replay, so the
+keys or fields of the wrong type is counted as malformed and changes nothing, and so is one
+that lies: a count no agent could have reached (below 0 or past
+:data:`~iket_tui.model.fields.MAX_COUNT`), or a ``hello`` in the middle of a process's stream
+naming another process or another major protocol version than the stream's first (a
+reconnecting agent names the same); one of a type this version does not know is counted as
+unknown. Applying is the hot path of a replay, so the
 handlers are looked up in one dict built once.
 """
 
@@ -21,7 +25,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from iket_tui.model.counters import StreamCounters
-from iket_tui.model.fields import MALFORMED, MALFORMED_ERRORS, Malformed, int_field, opt_str_field
+from iket_tui.model.fields import (
+    MALFORMED,
+    MALFORMED_ERRORS,
+    Malformed,
+    count_field,
+    int_field,
+    opt_count_field,
+    opt_str_field,
+)
 from iket_tui.model.kernels import DEFAULT_MAX_EVENTS, KernelMessageError, KernelTimeline, ProcessKernels
 from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.pass_tree import DEFAULT_STUCK_AFTER_NS, STUCK_FACTOR, PassTree
@@ -71,6 +83,7 @@ class Session:
         self.ended: str | None = None
         self._last_t_ns = 0
         self._session_messages = 0  # handled messages that are not compile or pass events
+        self._majors: dict[ProcessNode, object] = {}  # the protocol major of each process's first hello
         self._counted: dict[ProcessNode, tuple[int, ...]] = {}  # several processes: what each added to the sums
         self._touched: set[ProcessNode] = set()  # processes whose counts may have changed since the sums
         self._row_handlers = self.tree.row_handlers
@@ -218,12 +231,22 @@ class Session:
         ppid = msg.get("ppid")
         rank = msg.get("rank")
         process = self.tree.current
+        start_time = msg.get("start_time")
+        proto = msg.get("proto")
+        major = proto[0] if isinstance(proto, list) and proto else None
+        if process.pid is not None and pid != process.pid:
+            raise MALFORMED  # another process's hello in this one's stream
+        if process.seen_hello and (
+            (type(start_time) is int and process.start_time is not None and start_time != process.start_time)
+            or major != self._majors.get(process)
+        ):
+            raise MALFORMED  # not this process's agent again: another one, or another protocol
+        self._majors.setdefault(process, major)
         if process.seen_hello:
             process.counters.reconnected()  # the agent again, after a gap (docs/protocol.md "Reconnecting")
         process.exit_reason = None
         process.pid = pid
         process.argv = argv
-        start_time = msg.get("start_time")
         process.start_time = start_time if type(start_time) is int else None
         process.version = version
         caps = msg.get("caps")
@@ -239,54 +262,57 @@ class Session:
 
     def _heartbeat(self, msg: dict[str, Any]) -> None:
         t = int_field(msg["t_ns"])
-        produced = int_field(msg["produced"])
-        dropped = int_field(msg["dropped"])
+        produced = count_field(msg["produced"])
+        dropped = count_field(msg["dropped"])
+        open_passes = opt_count_field(msg.get("open_passes"))
+        observer_errors = opt_count_field(msg.get("observer_errors"))
+        filtered = opt_count_field(msg.get("filtered_passes"))
         self.counters.heartbeats += 1
         counters = self.tree.current.counters
         counters.produced = max(counters.produced, produced)
         counters.saw_dropped(dropped)
-        open_passes = msg.get("open_passes")
-        if type(open_passes) is int:
+        if open_passes is not None:
             counters.open_passes = open_passes
-        observer_errors = msg.get("observer_errors")
-        if type(observer_errors) is int and observer_errors > counters.observer_errors:
+        if observer_errors is not None and observer_errors > counters.observer_errors:
             counters.observer_errors = observer_errors
-        counters.saw_filtered(msg.get("filtered_passes"))
+        counters.saw_filtered(filtered)
         self._seen(t)
 
     def _sync(self, msg: dict[str, Any]) -> None:
-        backlog = int_field(msg["backlog"])
-        lost = int_field(msg["backlog_lost"])
+        backlog = count_field(msg["backlog"])
+        lost = count_field(msg["backlog_lost"])
         t = int_field(msg["t_ns"])
+        filtered = opt_count_field(msg.get("filtered_passes"))
         counters = self.tree.current.counters
         counters.backlog += backlog
         counters.backlog_lost += lost
-        counters.saw_filtered(msg.get("filtered_passes"))
+        counters.saw_filtered(filtered)
         self._seen(t)
         self._session_messages += 1
 
     def _dropped(self, msg: dict[str, Any]) -> None:
-        total = int_field(msg["total"])
-        int_field(msg["count"])
+        total = count_field(msg["total"])
+        count_field(msg["count"])
         t = int_field(msg["t_ns"])
         self.tree.current.counters.saw_dropped(total)
         self._seen(t)
         self._session_messages += 1
 
     def _checkpoint(self, msg: dict[str, Any]) -> None:
-        dropped = int_field(msg["dropped"])
+        dropped = count_field(msg["dropped"])
         if len(self.tree.processes) == 1:  # of several, the recorder's count is their sum
             self.tree.current.counters.saw_dropped_in_all(dropped)
         self._session_messages += 1
 
     def _bye(self, msg: dict[str, Any]) -> None:
-        dropped = int_field(msg["dropped"])
+        dropped = count_field(msg["dropped"])
         t = int_field(msg["t_ns"])
+        filtered = opt_count_field(msg.get("filtered_passes"))
         reason = msg.get("reason")
         self.tree.current.exit_reason = reason if type(reason) is str else "exited"
         counters = self.tree.current.counters
         counters.saw_dropped(dropped)
-        counters.saw_filtered(msg.get("filtered_passes"))
+        counters.saw_filtered(filtered)
         self._seen(t)
         self._session_messages += 1
 
