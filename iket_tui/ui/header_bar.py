@@ -157,12 +157,19 @@ class HeaderBar(Vertical):
 
 
 def stuck_line(tree: PassTree, now_ns: int) -> str:
-    """What runs stuck now, passes and the compiler's processes alike: the one stuck longest
-    (``stuck: ptxas pid 4242 1m 02s``), and how many are; empty when nothing is."""
-    stuck: list[tuple[int, str]] = [(node.start_ns, node.name) for node in tree.stuck_passes(now_ns)]
-    stuck += [(node.start_ns, f"{node.name} pid {node.pid}") for node in tree.stuck_processes(now_ns)]
-    if not stuck:
+    """What runs stuck now, passes and the compiler's processes alike: how many, and the one
+    stuck longest (``stuck: ptxas pid 4242 1m 02s``) of those with nothing stuck inside them,
+    since a pass or a process waiting on a stuck one is stuck as long and says less; empty
+    when nothing is."""
+    passes = tree.stuck_passes(now_ns)
+    processes = tree.stuck_processes(now_ns)
+    waiting = {id(node.parent) for node in passes if node.parent is not None}
+    waiting |= {id(node.parent) for node in processes if node.parent is not None}
+    innermost = [(node.start_ns, node.name) for node in passes if id(node) not in waiting]
+    innermost += [(node.start_ns, f"{node.name} pid {node.pid}") for node in processes if id(node) not in waiting]
+    if not innermost:
         return ""
-    start, what = min(stuck)
+    start, what = min(innermost)
     longest = f"{what} {duration(now_ns - start)}"
-    return f"stuck: {longest}" if len(stuck) == 1 else f"{len(stuck)} stuck, longest {longest}"
+    count = len(passes) + len(processes)
+    return f"stuck: {longest}" if count == 1 else f"{count} stuck, longest {longest}"
