@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
+from iket_tui.agent.compiler_processes import CompilerProcesses
 from iket_tui.agent.ir_store import IRStore
 from iket_tui.agent.pass_notes import HeldNotes
 from iket_tui.agent.running import RunningCompiles
@@ -195,6 +196,8 @@ class Registry:
         self.ir_store.watch(False)
         self.running = RunningCompiles()
         """The compiles running now and their threads, for capturing a stuck pass and aborting."""
+        self.compiler_processes = CompilerProcesses(self.emit)
+        """The processes the running codegen steps run (nvcc, ptxas, ...), watched while they run."""
         self.produced = 0
         self.observer_errors = 0
         self.agent: Agent | None = None
@@ -357,6 +360,7 @@ class Registry:
         self.ir_store.forget()
         self.ir_store.watch(False)
         self.running.forget()
+        self.compiler_processes.forget()
         self.produced = 0
         self.observer_errors = 0
         self.agent = None
@@ -371,6 +375,7 @@ _OPENS: Final[dict[str, str | None]] = {
     m.PASS_CONTEXT_ENTER: "context",
     m.CODEGEN_BEGIN: None,
     m.PASS_START: "seq",
+    m.COMPILE_PROCESS: "pid",  # each process's latest state, until its compile ends
 }
 _RUNS: Final = frozenset({m.PASS_START, m.CODEGEN_BEGIN})
 """What a compile runs: passes, and codegen steps."""

@@ -5,7 +5,9 @@
 
 ``stacks``: the Python stack of every thread of this process, as ``sys._current_frames`` sees
 it right now (a thread inside a C++ pass shows the Python frames that called into it). The
-agent's own threads are marked, so a client can leave them out.
+agent's own threads are marked, so a client can leave them out. The processes that running
+codegen steps run (nvcc, ptxas, ...) come with them, since a compile stuck there shows no
+stack of its own (see :mod:`iket_tui.agent.compiler_processes`).
 
 ``stuck``: what a reproducer of a hang needs, from the running pass of a compile (see
 :mod:`iket_tui.agent.stuck`). ``abort``: make a running compile fail with ``CompileAborted`` (see
@@ -36,7 +38,8 @@ def answer(msg: Message, ir_store: IRStore, on: Registry | None = None) -> Messa
     what = msg.get("what")
     now = time.monotonic_ns()
     if what == m.WHAT_STACKS:
-        return m.response(id=request_id, what=what, t_ns=now, ok=True, threads=python_stacks())
+        processes = (on if on is not None else registry).compiler_processes.running()
+        return m.response(id=request_id, what=what, t_ns=now, ok=True, threads=python_stacks(), processes=processes)
     if what == m.WHAT_IR:
         return _ir(msg, ir_store, request_id, now)
     if what in (m.WHAT_STUCK, m.WHAT_ABORT):

@@ -3,9 +3,10 @@
 TileLang creates one :class:`CompileWatcher` per compile session. It hands each TVM
 ``PassContext`` of that compile a pass instrument of its own, which notes the context's passes
 (:mod:`~iket_tui.agent.pass_notes`; sequence numbers are shared across the compile's contexts),
-wraps codegen, and learns the compile's real exception in ``finish``. Nothing here may raise
-into the compiler: a failure of the watcher is counted in the registry and the compile goes on
-unobserved.
+wraps codegen (whose processes, nvcc and below it, are watched while it runs: see
+:mod:`~iket_tui.agent.compiler_processes`), and learns the compile's real exception in
+``finish``. Nothing here may raise into the compiler: a failure of the watcher is counted in
+the registry and the compile goes on unobserved.
 
 Two TileLang facts shape the order of events. The label of a ``PassContext`` is readable only
 while its instrument is created, and the kernel name of a plain ``tilelang.lower`` is known
@@ -44,6 +45,7 @@ from tvm.target import Target
 
 from iket_tui.agent import abort, capture, compiling, failures
 from iket_tui.agent.compile_end import EndingCompile, incomplete, target_text
+from iket_tui.agent.compiler_processes import CodegenWatch
 from iket_tui.agent.pass_notes import PassNotes
 from iket_tui.agent.registry import Registry
 from iket_tui.protocol import messages as m
@@ -156,12 +158,15 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
     def run_codegen(self, event: Any, next_call: Callable[[], Any]) -> Any:
         started = self._codegen_began(event)
         capture.forget_nvcc()
+        processes = self._watch_processes(event)
         try:
             with compiling.generating(self.compile_id):
                 result = next_call()
         except BaseException as exc:
+            self._unwatch_processes(processes)
             self._codegen_ended(event, started, exc)
             raise
+        self._unwatch_processes(processes)
         self._codegen_ended(event, started, None)
         return result
 
@@ -299,6 +304,16 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
                 m.codegen_begin(compile=self.announce(getattr(event, "mod", None)), t_ns=now, name=str(event.name))
             )
         return now
+
+    @_never_raises
+    def _watch_processes(self, event: Any) -> CodegenWatch:
+        """Watch the processes the codegen step starting on this thread runs (nvcc and below it)."""
+        return self.registry.compiler_processes.watch(self.announce(), str(event.name))
+
+    @_never_raises
+    def _unwatch_processes(self, watch: CodegenWatch | None) -> None:
+        if watch is not None:
+            self.registry.compiler_processes.done(watch)
 
     @_never_raises
     def _codegen_ended(self, event: Any, started_ns: int | None, error: BaseException | None) -> None:

@@ -6,13 +6,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from iket_tui.durations import duration
+from iket_tui.model.nodes import BUILD_PREFIX
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import NATIVE_STACKS, Answer, SourceState
 from iket_tui.sources.py_spy import NATIVE_TIMEOUT_S, NativeStacks, native_stacks, py_spy_path
 from iket_tui.sources.requests import DEFAULT_TIMEOUT_S, ask
 from iket_tui.sources.socket import SocketSource
 
-__all__ = ["NativeStacks", "fetch_stacks", "fetch_stacks_and_native", "native_stacks", "py_spy_path", "stack_lines"]
+__all__ = [
+    "NativeStacks",
+    "compiler_process_lines",
+    "fetch_stacks",
+    "fetch_stacks_and_native",
+    "native_stacks",
+    "py_spy_path",
+    "stack_lines",
+]
 
 
 def fetch_stacks(source: SocketSource, timeout_s: float = DEFAULT_TIMEOUT_S) -> m.Message:
@@ -54,7 +64,7 @@ def stack_lines(response: m.Message, *, include_agent: bool = False) -> list[str
         return [f"the target could not answer: {response.get('error') or 'unknown error'}"]
     threads: list[dict[str, Any]] = [t for t in response.get("threads") or [] if isinstance(t, dict)]
     hidden = [t for t in threads if t.get("agent")] if not include_agent else []
-    lines: list[str] = []
+    lines: list[str] = compiler_process_lines(response.get("processes"))
     for thread in threads:
         if thread in hidden:
             continue
@@ -70,3 +80,45 @@ def stack_lines(response: m.Message, *, include_agent: bool = False) -> list[str
     if hidden:
         lines.append(f"({len(hidden)} threads of the iket-tui agent not shown)")
     return lines
+
+
+COMMAND_CHARS = 160
+"""Characters of a compiler process's command line a stacks line shows."""
+
+
+def compiler_process_lines(processes: object) -> list[str]:
+    """The processes of the running codegen steps (a stacks answer's ``processes``), each under
+    the one that started it: pid, name, CPU time, how long it has run, its command. A compile
+    waiting on its compiler shows nothing in its stack but that wait: here is what it waits on."""
+    found = [p for p in processes if isinstance(p, dict)] if isinstance(processes, list) else []
+    if not found:
+        return []
+    lines = ["Compiler processes of running codegen steps:"]
+    steps: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for process in found:
+        steps.setdefault((process.get("compile"), process.get("step")), []).append(process)
+    for (compile_id, step), members in steps.items():
+        name = " ".join(["codegen", str(step or "").removeprefix(BUILD_PREFIX)]).rstrip()
+        lines.append(f"  compile {compile_id}, {name}:")
+        pids = {process.get("pid") for process in members}
+        below: dict[Any, list[dict[str, Any]]] = {}
+        for process in members:
+            below.setdefault(process.get("ppid") if process.get("ppid") in pids else None, []).append(process)
+        stack = [(process, 2) for process in reversed(below.get(None, []))]
+        while stack:
+            process, depth = stack.pop()
+            lines.append("  " * depth + _process_line(process))
+            stack += [(child, depth + 1) for child in reversed(below.get(process.get("pid"), []))]
+    lines.append("")
+    return lines
+
+
+def _process_line(process: dict[str, Any]) -> str:
+    argv = process.get("argv")
+    command = " ".join(str(arg) for arg in argv) if isinstance(argv, list) else ""
+    if len(command) > COMMAND_CHARS:
+        command = command[: COMMAND_CHARS - 3] + "..."
+    cpu, running = process.get("cpu_ns"), process.get("running_ns")
+    cpu_text = duration(cpu) if type(cpu) is int else "?"
+    times = f"cpu {cpu_text}, running {duration(running) if type(running) is int else '?'}"
+    return f"pid {process.get('pid')}  {process.get('name')}  ({times})  {command}".rstrip()
