@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from iket_tui import __version__
+from iket_tui.model.fields import MAX_COUNT
 from iket_tui.outputs import OutputError, PartialWrite, create_growing, write_all
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import encode_message
@@ -218,7 +219,7 @@ class RecordingWriter:
         if key is not None:
             total = msg.get(key)
             before = self._reported.get(self._process, 0)
-            if type(total) is int and total > before:
+            if type(total) is int and before < total <= MAX_COUNT:  # past it, a lie: not added up
                 self.dropped += total - before
                 self._reported[self._process] = total
 

@@ -70,6 +70,23 @@ def test_drops_reported_by_the_agent_reach_checkpoints_and_end(tmp_path: Path) -
     assert msgs[-1]["dropped"] == 4
 
 
+def test_a_drop_count_no_agent_could_reach_is_not_added_to_the_recordings_count(tmp_path: Path) -> None:
+    """A lying report (2**63 dropped, or below 0) would be written into every checkpoint and the
+    end frame, and said by ``record``: it is left out, and the honest reports still add up."""
+    path = tmp_path / "r.msgpack"
+    sent = [
+        *_stream(2),
+        m.dropped(t_ns=5_000, count=3, total=3),
+        m.heartbeat(t_ns=6_000, produced=9, dropped=2**63, open_passes=0),
+        m.dropped(t_ns=6_500, count=1, total=-1),
+        m.heartbeat(t_ns=7_000, produced=9, dropped=4, open_passes=0),
+    ]
+    _write(path, sent, checkpoint_every=1)
+    msgs, _ = read_recording(path)
+    assert [c["dropped"] for c in msgs if c["type"] == m.CHECKPOINT][-4:] == [3, 3, 3, 4]
+    assert msgs[-1]["dropped"] == 4
+
+
 def test_drops_of_every_connection_and_every_process_add_up(tmp_path: Path) -> None:
     """Each connection reports a running total of its own: an agent that came back (a second
     hello of the same process) starts again from 0, and another process counts apart."""
