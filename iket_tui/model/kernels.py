@@ -23,16 +23,20 @@ from typing import Any
 import numpy as np
 
 from iket_tui.durations import duration
+from iket_tui.model.launch_coverage import RUNNING
 from iket_tui.model.launches import Launch, LaunchKey
 from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.running_kernels import DEFAULT_STUCK_AFTER_NS, DeviceClock, Unfinished, unfinished
 from iket_tui.protocol import messages as m
-from iket_tui.ring.counters import RingCounters
+from iket_tui.ring.counters import LOSS_OVERWRITTEN, RingCounters
 from iket_tui.ring.decode import EventTables, decode
 from iket_tui.ring.events import EventTableError, ModuleEvents
 from iket_tui.ring.wire import Records, RecordsError, module_from_message, records_from_message
 
 DEFAULT_MAX_EVENTS = 10_000_000
+SPLIT_BYTES = 4 << 20
+"""A drain's batch of more chunk bytes than this is sent as several messages, all full but the
+last (docs/ring.md, "Messages")."""
 """Events the timeline keeps (32 bytes each decoded) before it summarises the oldest launches."""
 
 ModuleKey = tuple[int, int]
@@ -103,7 +107,9 @@ class KernelTimeline:
         self.version = 0
         self._running: dict[LaunchKey, Launch] = {}  # the launches with warps that have not ended
         self._tables: dict[int, EventTables] = {}  # the decoder's lookup arrays, one per ring
-        self._waiting: list[Records] = []
+        self._waiting: list[tuple[Records, bool]] = []
+        self._received: dict[int, int] = {}  # per ring, the events of its records that arrived
+        self._missing: dict[int, int] = {}  # per ring, events read and not arrived as of its last drain seen whole
 
     # Applying messages
 
@@ -118,7 +124,9 @@ class KernelTimeline:
             elif kind == m.KERNEL_RECORDS:
                 records = records_from_message(msg)
                 self._clock(records, msg.get("t_ns"))
-                self._records(records)
+                # Drains that send losses carry each launch's shape and flag warp begins; the
+                # words there held other things before.
+                self._records(records, shaped="losses" in msg)
             else:
                 raise KernelMessageError(f"not a kernel message: {kind!r}")
         except (EventTableError, RecordsError) as exc:
@@ -157,57 +165,148 @@ class KernelTimeline:
         self._tables.setdefault(ring, EventTables()).add(table)
         waiting, self._waiting = self._waiting, []
         self.waiting_events = 0
-        for records in waiting:
-            self._add(records)
+        for records, shaped in waiting:
+            self._add(records, shaped)
 
-    def _records(self, records: Records) -> None:
-        self._add(records)  # first: a batch that cannot be decoded is counted by nothing here
+    def _records(self, records: Records, *, shaped: bool) -> None:
+        ring = records.ring_id
+        running = [launch for key, launch in self._running.items() if key[0] == ring]
+        touched = self._add(records, shaped)  # first: a batch that cannot be decoded is counted by nothing here
         self.batches += 1
         self.chunks += len(records.chunks)
-        self.events_received += int(records.chunks["n_events"].sum(dtype=np.int64))
-        self.counters[records.ring_id] = records.counters
+        events = int(records.chunks["n_events"].sum(dtype=np.int64))
+        self.events_received += events
+        self._received[ring] = self._received.get(ring, 0) + events
+        before = self.counters.get(ring)
+        self.counters[ring] = records.counters
+        last_of_drain = len(records.chunks) * records.layout.chunk_bytes < SPLIT_BYTES
+        self._unnamed_losses(ring, before, records.counters, shaped, last_of_drain, [*running, *touched])
 
-    def _add(self, records: Records) -> None:
-        if not len(records.chunks):
+    def _unnamed_losses(
+        self,
+        ring: int,
+        before: RingCounters | None,
+        after: RingCounters,
+        shaped: bool,
+        last_of_drain: bool,
+        launches: list[Launch],
+    ) -> None:
+        """Put what the ring's counters say was lost without a name on ``launches``, those
+        running while it was: warps the ring went round before their names were read (events
+        lost, from a drain that names no loss), and events the agent read and dropped for this
+        client. The second is known once the last batch of a drain arrived (a drain's batches
+        carry the same counters; all but the last are full): the events the ring had read by
+        then that never arrived, beyond those missing before (from before this client attached,
+        among them)."""
+        start = before if before is not None else RingCounters()  # a client attached late: said lapped then
+        lapped = after.warps_unread - start.warps_unread
+        lost = 0 if shaped else after.events_lost - start.events_lost
+        dropped = 0
+        if last_of_drain:
+            settled = after.events_read - self._received.get(ring, 0)
+            missing = self._missing.get(ring)
+            if missing is not None and settled > missing:
+                dropped = settled - missing
+            self._missing[ring] = settled
+        if lapped <= 0 and lost <= 0 and dropped <= 0:
             return
+        for launch in {id(launch): launch for launch in launches}.values():
+            coverage = launch.coverage
+            coverage.lapped_while_running(max(lapped, 0), max(lost, 0))
+            coverage.dropped_while_running(dropped)
+            launch.version += 1
+
+    def _add(self, records: Records, shaped: bool) -> list[Launch]:
+        """Decode and file a batch's records and losses by launch; returns the launches it named."""
+        losses = records.losses
+        if not len(records.chunks) and not len(losses):
+            return []
         ring = records.ring_id
         tables = self._tables.get(ring)
-        modules = np.unique(records.chunks["module"])
+        modules = np.union1d(records.chunks["module"], losses["module"])
         if tables is None or any(tables.module(int(module)) is None for module in modules):
-            self._waiting.append(records)
+            self._waiting.append((records, shaped))
             self.waiting_events += int(records.chunks["n_events"].sum(dtype=np.int64))
-            return
+            return []
+        touched = self._losses(ring, losses, tables)
+        if not len(records.chunks):
+            return touched
         events = decode(records.chunks, tables, records.layout, records.warp_slots)
         clock = self.clocks.get(ring)
         if clock is not None and len(events):
             clock.newest_event_ns = max(clock.newest_event_ns, int(events["t_ns"].max()))
-        # One int64 per event naming its launch: module (16 bits), kernel (8), launch number (32).
-        keys = events["module"].astype(np.int64) << 40 | events["kernel"].astype(np.int64) << 32 | events["launch"]
+        keys = _launch_keys(events)
         order = np.argsort(keys, kind="stable")
         sorted_keys = keys[order]
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
         bounds = np.r_[starts, len(sorted_keys)]
-        for index, packed in enumerate(sorted_keys[starts].tolist()):
-            module, kernel, launch = packed >> 40, (packed >> 32) & 0xFF, packed & 0xFFFFFFFF
-            key = (ring, module, kernel, launch)
-            found = self.launches.get(key)
-            if found is None:
-                table = tables.module(module)
-                name = (
-                    table.kernels[kernel] if table is not None and kernel < len(table.kernels) else f"kernel {kernel}"
-                )
-                compile_id = self.module_compile.get((ring, module))
-                found = Launch(
-                    key, name, table, order=next(self.launch_orders), compile=compile_id, process=self.process
-                )
-                self.launches[key] = found
+        chunks = records.chunks
+        chunk_keys = _launch_keys(chunks)
+        chunk_order = np.argsort(chunk_keys, kind="stable")
+        launch_keys = sorted_keys[starts]
+        low = np.searchsorted(chunk_keys[chunk_order], launch_keys, side="left")
+        high = np.searchsorted(chunk_keys[chunk_order], launch_keys, side="right")
+        for index, packed in enumerate(launch_keys.tolist()):
+            found = self._launch(ring, packed, tables)
+            found.coverage.add_chunks(chunks[chunk_order[low[index] : high[index]]], begins_known=shaped)
             found.add(events[order[bounds[index] : bounds[index + 1]]])
-            if found.running:
-                self._running[key] = found
-            else:
-                self._running.pop(key, None)
+            self._follow(found)
+            touched.append(found)
         self.retained += len(events)
         self._bound()
+        return touched
+
+    def _losses(self, ring: int, losses: np.ndarray[Any, np.dtype[np.void]], tables: EventTables) -> list[Launch]:
+        """File the warps a drain lost and could name by launch (a launch known by nothing else
+        is made for them: not traced); those lost for good no longer run."""
+        if not len(losses):
+            return []
+        keys = _launch_keys(losses)
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        bounds = np.r_[starts, len(ordered)]
+        touched = []
+        for index, packed in enumerate(ordered[starts].tolist()):
+            found = self._launch(ring, packed, tables)
+            rows = losses[order[bounds[index] : bounds[index + 1]]]
+            found.coverage.add_losses(rows)
+            found.progress.lose(rows[rows["reason"] != LOSS_OVERWRITTEN])
+            found.version += 1
+            self._follow(found)
+            touched.append(found)
+        return touched
+
+    def _launch(self, ring: int, packed: int, tables: EventTables) -> Launch:
+        """The launch of ``packed`` (:func:`_launch_keys`), made when first named."""
+        module, kernel, launch = packed >> 40, (packed >> 32) & 0xFF, packed & 0xFFFFFFFF
+        key = (ring, module, kernel, launch)
+        found = self.launches.get(key)
+        if found is None:
+            table = tables.module(module)
+            name = table.kernels[kernel] if table is not None and kernel < len(table.kernels) else f"kernel {kernel}"
+            compile_id = self.module_compile.get((ring, module))
+            found = Launch(key, name, table, order=next(self.launch_orders), compile=compile_id, process=self.process)
+            self.launches[key] = found
+        return found
+
+    def _follow(self, launch: Launch) -> None:
+        if launch.running:
+            self._running[launch.key] = launch
+        else:
+            self._running.pop(launch.key, None)
+
+    def end_stream(self) -> None:
+        """The stream ended: nothing more of any launch will come; those still running were cut."""
+        for launch in self.launches.values():
+            coverage = launch.coverage
+            if coverage.ended:
+                continue
+            if launch.status().state == RUNNING:
+                coverage.cut = True
+            coverage.ended = True
+            launch.version += 1
+        self.version += 1
 
     def _bound(self) -> None:
         """Let the oldest launches go (never the newest) until the events kept fit the bound,
@@ -353,6 +452,15 @@ class KernelTimeline:
         if quiet:
             text += f" · {quiet} running with a warp quiet for over {duration(self.stuck_after_ns)}"
         return text + ("  follow" if following else "")
+
+
+def _launch_keys(rows: np.ndarray[Any, np.dtype[np.void]]) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """One int64 per row (event, chunk or loss) naming its launch: module (16 bits), kernel (8),
+    launch number (32)."""
+    keys: np.ndarray[Any, np.dtype[np.int64]] = (
+        rows["module"].astype(np.int64) << 40 | rows["kernel"].astype(np.int64) << 32 | rows["launch"]
+    )
+    return keys
 
 
 def _quiet_words(kernels: KernelTimeline | ProcessKernels, agent_now_ns: int | None) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from iket_tui.model.launch_coverage import Coverage, LaunchStatus
 from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.running_kernels import WarpProgress
 from iket_tui.ring.events import ModuleEvents
@@ -102,6 +103,9 @@ class Launch:
     progress: WarpProgress = field(default_factory=WarpProgress)
     """Its warps that began and have not ended, with their last events (kept after eviction:
     one row per unfinished warp, not per event)."""
+    coverage: Coverage = field(default_factory=Coverage)
+    """Which of its warps arrived whole, what it lost and why (kept after eviction: a row per
+    open warp and two counts per block, not per event)."""
     _grid: tuple[int, int, int] | None = None
     _events: np.ndarray[Any, np.dtype[np.void]] | None = None
     _spans: tuple[int, Spans] | None = None
@@ -114,6 +118,10 @@ class Launch:
     def running(self) -> bool:
         """Some warp of it began and has not ended (as far as the records that arrived say)."""
         return self.progress.unfinished > 0
+
+    def status(self) -> LaunchStatus:
+        """Complete, running, partial (how much, why) or not traced: see :mod:`~iket_tui.model.launch_coverage`."""
+        return self.coverage.status(running=self.running)
 
     def blocks(self) -> int:
         """Blocks in the grid seen so far."""

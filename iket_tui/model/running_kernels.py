@@ -66,6 +66,8 @@ class WarpProgress:
     def __init__(self) -> None:
         self.open: np.ndarray[Any, np.dtype[np.void]] = np.zeros(0, dtype=OPEN_WARP_DTYPE)
         self.ended = 0
+        self.lost = 0
+        """Warps that began and will never end as far as the records go: the ring lost their end."""
 
     @property
     def unfinished(self) -> int:
@@ -83,7 +85,7 @@ class WarpProgress:
         n = len(events)
         if not n:
             return
-        order, starts = _warp_groups(events)
+        order, starts = warp_groups(events)
         sizes = np.diff(np.r_[starts, n])
         group = np.repeat(np.arange(len(starts)), sizes)
         position = np.arange(n)
@@ -115,7 +117,7 @@ class WarpProgress:
         both = np.concatenate([old, rows])
         newer = np.r_[np.zeros(len(old), dtype=np.int8), np.ones(len(rows), dtype=np.int8)]
         done = np.r_[np.zeros(len(old), dtype=bool), ended]
-        order, starts = _warp_groups(both)  # stable: a warp's open row before the batch's
+        order, starts = warp_groups(both)  # stable: a warp's open row before the batch's
         both, newer, done = both[order], newer[order], done[order]
         last = np.r_[starts[1:], len(both)] - 1
         kept = both[last]
@@ -129,11 +131,36 @@ class WarpProgress:
         self.ended += int(finished.sum())
         self.open = kept[~finished]
 
+    def lose(self, warps: np.ndarray[Any, np.dtype[np.void]]) -> int:
+        """Forget the open warps among ``warps`` (any rows with ``block_x``, ``block_y``,
+        ``block_z`` and ``warp``): the ring lost the rest of them for good (their region went to
+        a later warp, or their records never became readable), so they will never end and must
+        not read as running. Returns how many were open."""
+        old = self.open
+        if not len(old) or not len(warps):
+            return 0
+        both = np.zeros(len(old) + len(warps), dtype=[(name, old.dtype[name]) for name in _WARP_FIELDS])
+        for name in _WARP_FIELDS:
+            both[name][: len(old)] = old[name]
+            both[name][len(old) :] = warps[name]
+        order, starts = warp_groups(both)
+        group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(both)]))
+        named = np.zeros(len(starts), dtype=bool)
+        named[group[order >= len(old)]] = True
+        gone = np.zeros(len(old), dtype=bool)
+        mine = order < len(old)
+        gone[order[mine]] = named[group[mine]]
+        count = int(gone.sum())
+        if count:
+            self.open = old[~gone]
+            self.lost += count
+        return count
+
 
 _WARP_FIELDS: Final = ("warp", "block_x", "block_y", "block_z")
 
 
-def _warp_groups(
+def warp_groups(
     rows: np.ndarray[Any, np.dtype[np.void]],
 ) -> tuple[np.ndarray[Any, np.dtype[np.intp]], np.ndarray[Any, np.dtype[np.intp]]]:
     """A stable order of ``rows`` by warp (block z, y, x, warp), and where each warp's rows

@@ -208,6 +208,8 @@ class Session:
             if process.stream_end is None:
                 process.stream_end = reason
         self.tree.abandon_open(self.last_t_ns, reason)
+        for timeline in self.kernel_processes.timelines.values():
+            timeline.end_stream()
         self.version += 1
 
     # Handlers: the session's own traffic
@@ -331,6 +333,9 @@ class Session:
             process.stream_end = reason or state
             process.stream_failed = state == m.PROCESS_FAILED
             self.tree.abandon_open(self.last_t_ns, process.stream_end, process=process)
+            timeline = self.kernel_processes.timelines.get(process)
+            if timeline is not None:
+                timeline.end_stream()
         self._session_messages += 1
 
     def select_process(self, pid: int) -> ProcessNode:
