@@ -59,10 +59,13 @@ def reading(path: Path) -> Iterator[None]:
     file, followed through links, or standard output leading to it): a command that reads one
     file and writes another would otherwise replace its input with its output (``export X -o
     X``) or append to what it is still reading (``dump X >> X``). A ``path`` that cannot be
-    looked at adds nothing: reading it fails on its own."""
+    looked at adds nothing (reading it fails on its own), nor does one that is not a regular
+    file: a terminal or a pipe read and written is nothing that could be destroyed."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
+        st = None
+    if st is None or not stat.S_ISREG(st.st_mode):
         yield
         return
     token = _READING.set((*_READING.get(), (Path(path), st.st_dev, st.st_ino)))
