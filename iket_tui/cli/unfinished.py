@@ -1,8 +1,10 @@
-"""What ``dump`` adds after a recording's messages: each kernel launch that had not finished
-when the stream ended, with the warps that had not ended and their last events (a recording of
-a process killed while a kernel hung ends with its stuck state, as the last one known). In a
-recording of several processes, each process's kernel messages are followed apart (their rings
-and modules are numbered per process) and each line names its process."""
+"""What ``dump`` adds after a recording's messages: each kernel launch's status (complete,
+partial with how much and why, or not traced, as the kernels screen says it), then each launch
+that had not finished when the stream ended, with the warps that had not ended and their last
+events (a recording of a process killed while a kernel hung ends with its stuck state, as the
+last one known). In a recording of several processes, each process's kernel messages are
+followed apart (their rings and modules are numbered per process) and each line names its
+process."""
 
 from __future__ import annotations
 
@@ -10,11 +12,15 @@ import contextlib
 from typing import Any
 
 from iket_tui.model.kernels import KernelMessageError, KernelTimeline, ProcessKernels
+from iket_tui.model.launch_coverage import COMPLETE, RUNNING
+from iket_tui.model.launches import Launch
 from iket_tui.model.nodes import ProcessNode
 from iket_tui.protocol import messages as m
 
 UNFINISHED = "kernel_unfinished"
 """The type of the line ``dump`` writes for a launch still running at the end of the stream."""
+LAUNCH = "kernel_launch"
+"""The type of the line ``dump`` writes for each launch: its status."""
 _KERNEL_TYPES = frozenset({m.KERNEL_TRACING, m.KERNEL_MODULE, m.KERNEL_RECORDS})
 
 
@@ -41,6 +47,9 @@ class RunningLaunches:
                 self.kernels.of(self._current).apply(msg)
         elif kind == m.PROCESS:
             self._select(msg.get("pid"))
+            timeline = self.kernels.timelines.get(self._current)
+            if msg.get("state") in (m.PROCESS_ENDED, m.PROCESS_FAILED) and timeline is not None:
+                timeline.end_stream()
         elif kind == m.HELLO and msg.get("role", "agent") == "agent":
             pid, rank = msg.get("pid"), msg.get("rank")
             if type(pid) is int and self._current.pid is None:
@@ -61,28 +70,26 @@ class RunningLaunches:
         self._current = node
 
     def at_end(self) -> list[dict[str, Any]]:
-        """One ``kernel_unfinished`` map per launch with warps that had not ended, oldest first:
-        how long it had been quiet and the summary line the kernels screen shows; where several
-        processes trace kernels, the process's pid (and rank) too."""
+        """The stream ended: one ``kernel_launch`` map per launch, oldest first, with its status
+        (and for one not complete, the words the flame view's title says and what it lost), then
+        one ``kernel_unfinished`` map per launch with warps that had not ended: how long it had
+        been quiet and the summary line the kernels screen shows; where several processes trace
+        kernels, the process's pid (and rank) on each."""
         kernels = self.kernels
-        several = kernels.several
-        found: list[dict[str, Any]] = []
-        for launch in reversed(kernels.newest_first()):
+        for timeline in kernels.timelines.values():
+            timeline.end_stream()
+        launches = list(reversed(kernels.newest_first()))
+        found = [self._status(launch) for launch in launches]
+        for launch in launches:
             if not launch.running:
                 continue
             unfinished = kernels.unfinished(launch, self.last_t_ns, limit=8)
             ring, module, _, number = launch.key
-            process = launch.process
-            whose: dict[str, Any] = {}
-            if several and process is not None:
-                whose["pid"] = process.pid
-                if process.rank is not None:
-                    whose["rank"] = process.rank
             found.append(
                 {
                     "type": UNFINISHED,
                     "t_ns": self.last_t_ns,
-                    **whose,
+                    **self._whose(launch),
                     "kernel": launch.kernel,
                     "ring_id": ring,
                     "module": module,
@@ -95,3 +102,35 @@ class RunningLaunches:
                 }
             )
         return found
+
+    def _whose(self, launch: Launch) -> dict[str, Any]:
+        """The launch's process, where several trace kernels."""
+        process = launch.process
+        if not self.kernels.several or process is None:
+            return {}
+        return {"pid": process.pid, **({"rank": process.rank} if process.rank is not None else {})}
+
+    def _status(self, launch: Launch) -> dict[str, Any]:
+        """A ``kernel_launch`` map: the launch, its status and, where not complete, why."""
+        status = launch.status()
+        coverage = launch.coverage
+        ring, module, _, number = launch.key
+        line: dict[str, Any] = {
+            "type": LAUNCH,
+            "t_ns": self.last_t_ns,
+            **self._whose(launch),
+            "kernel": launch.kernel,
+            "ring_id": ring,
+            "module": module,
+            "launch": number,
+            "grid": list(coverage.grid) if coverage.grid is not None else None,
+            "block_warps": coverage.block_warps,
+            "status": status.short(),
+            "warps_whole": coverage.warps_whole,
+            "warps_expected": coverage.expected_warps,
+        }
+        if status.state in (COMPLETE, RUNNING):
+            return line
+        line["why"] = list(status.reasons)
+        line["summary"] = f"{status.words()} · {coverage.detail()}"
+        return line

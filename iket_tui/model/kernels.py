@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -228,53 +228,27 @@ class KernelTimeline:
             self._waiting.append((records, shaped))
             self.waiting_events += int(records.chunks["n_events"].sum(dtype=np.int64))
             return []
-        touched = self._losses(ring, losses, tables)
-        if not len(records.chunks):
-            return touched
-        events = decode(records.chunks, tables, records.layout, records.warp_slots)
+        chunks = records.chunks
+        events = decode(chunks, tables, records.layout, records.warp_slots)
         clock = self.clocks.get(ring)
         if clock is not None and len(events):
             clock.newest_event_ns = max(clock.newest_event_ns, int(events["t_ns"].max()))
-        keys = _launch_keys(events)
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-        bounds = np.r_[starts, len(sorted_keys)]
-        chunks = records.chunks
-        chunk_keys = _launch_keys(chunks)
-        chunk_order = np.argsort(chunk_keys, kind="stable")
-        launch_keys = sorted_keys[starts]
-        low = np.searchsorted(chunk_keys[chunk_order], launch_keys, side="left")
-        high = np.searchsorted(chunk_keys[chunk_order], launch_keys, side="right")
-        for index, packed in enumerate(launch_keys.tolist()):
+        of_events, of_chunks, of_losses = _by_launch(events), _by_launch(chunks), _by_launch(losses)
+        touched = []
+        # Launches with records first (as they arrived), then those known only by their losses.
+        for packed in [*of_events, *(packed for packed in of_losses if packed not in of_events)]:
             found = self._launch(ring, packed, tables)
-            found.coverage.add_chunks(chunks[chunk_order[low[index] : high[index]]], begins_known=shaped)
-            found.add(events[order[bounds[index] : bounds[index + 1]]])
+            lost = losses[of_losses.get(packed, _NONE)]
+            # The batch's chunks and losses at once: a warp's loss may come with its end.
+            found.coverage.add(chunks[of_chunks.get(packed, _NONE)], lost, begins_known=shaped)
+            if packed in of_events:
+                found.add(events[of_events[packed]])
+            found.progress.lose(lost[lost["reason"] != LOSS_OVERWRITTEN])  # after its begin: lost, not running
+            found.version += 1
             self._follow(found)
             touched.append(found)
         self.retained += len(events)
         self._bound()
-        return touched
-
-    def _losses(self, ring: int, losses: np.ndarray[Any, np.dtype[np.void]], tables: EventTables) -> list[Launch]:
-        """File the warps a drain lost and could name by launch (a launch known by nothing else
-        is made for them: not traced); those lost for good no longer run."""
-        if not len(losses):
-            return []
-        keys = _launch_keys(losses)
-        order = np.argsort(keys, kind="stable")
-        ordered = keys[order]
-        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-        bounds = np.r_[starts, len(ordered)]
-        touched = []
-        for index, packed in enumerate(ordered[starts].tolist()):
-            found = self._launch(ring, packed, tables)
-            rows = losses[order[bounds[index] : bounds[index + 1]]]
-            found.coverage.add_losses(rows)
-            found.progress.lose(rows[rows["reason"] != LOSS_OVERWRITTEN])
-            found.version += 1
-            self._follow(found)
-            touched.append(found)
         return touched
 
     def _launch(self, ring: int, packed: int, tables: EventTables) -> Launch:
@@ -452,6 +426,22 @@ class KernelTimeline:
         if quiet:
             text += f" · {quiet} running with a warp quiet for over {duration(self.stuck_after_ns)}"
         return text + ("  follow" if following else "")
+
+
+_NONE: Final = np.zeros(0, dtype=np.intp)
+
+
+def _by_launch(rows: np.ndarray[Any, np.dtype[np.void]]) -> dict[int, np.ndarray[Any, np.dtype[np.intp]]]:
+    """The indices of ``rows`` (events, chunks or losses) per launch (:func:`_launch_keys`), in
+    order of the keys, each launch's rows in their order."""
+    if not len(rows):
+        return {}
+    keys = _launch_keys(rows)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    bounds = np.r_[starts, len(ordered)].tolist()
+    return {packed: order[bounds[i] : bounds[i + 1]] for i, packed in enumerate(ordered[starts].tolist())}
 
 
 def _launch_keys(rows: np.ndarray[Any, np.dtype[np.void]]) -> np.ndarray[Any, np.dtype[np.int64]]:

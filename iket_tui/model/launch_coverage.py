@@ -184,16 +184,22 @@ class Coverage:
 
     # Taking in what arrived
 
-    def add_chunks(self, chunks: Array, *, begins_known: bool) -> None:
-        """Take in drained chunks of this launch (``drained_dtype``), of a batch whose chunks flag
-        warp begins and carry the shape (``begins_known``) or of a recording made before."""
-        if not len(chunks):
+    def add(self, chunks: Array, losses: Array, *, begins_known: bool) -> None:
+        """Take in a batch's drained chunks of this launch (``drained_dtype``) and the loss rows
+        naming its warps (``LOSS_DTYPE``) together: a warp's end and its loss may come in one
+        batch. ``begins_known``: the batch's chunks flag warp begins and carry the shape (else a
+        recording made before, whose words there meant other things)."""
+        if not len(chunks) and not len(losses):
             return
-        if not begins_known:
+        if not begins_known and len(chunks):
             self.begins_known = False
-        elif self.grid is None:
+        elif self.grid is None and len(chunks):
             self._shape(chunks)
         self.events_kept += int(chunks["n_events"].sum(dtype=np.int64))
+        rows = np.zeros(len(chunks) + len(losses), dtype=OPEN_DTYPE)
+        for name in ("block_x", "block_y", "block_z", "warp"):
+            rows[name][: len(chunks)] = chunks[name]
+            rows[name][len(chunks) :] = losses[name]
         flags = chunks["flags"]
         if begins_known:
             state = np.where((flags & FLAG_WARP_BEGIN) != 0, _BEGAN, 0) | np.where(
@@ -201,28 +207,17 @@ class Coverage:
             )
         else:  # a drain before those flags: begins are not said, and the bits meant other things
             state = np.full(len(chunks), _BEGAN)
-        state = state | np.where((flags & FLAG_WARP_END) != 0, _ENDED, 0)
-        rows = np.zeros(len(chunks), dtype=OPEN_DTYPE)
-        for name in ("block_x", "block_y", "block_z", "warp"):
-            rows[name] = chunks[name]
-        rows["state"] = state
-        rows["events"] = chunks["n_events"]
-        self._merge(rows)
-
-    def add_losses(self, losses: Array) -> None:
-        """Take in the loss rows naming this launch's warps (``LOSS_DTYPE``)."""
-        if not len(losses):
-            return
-        self.loss_rows += len(losses)
-        events = losses["events"].astype(np.int64)
-        rows = np.zeros(len(losses), dtype=OPEN_DTYPE)
-        for name in ("block_x", "block_y", "block_z", "warp"):
-            rows[name] = losses[name]
-        for reason, name in _LOSS_REASONS.items():
-            of = losses["reason"] == reason
-            self.events_lost[name] += int(events[of & (events > 0)].sum())
-            rows["state"][of] = _REASON_BITS[name]
-        self.unknown_losses += int((events < 0).sum())
+        rows["state"][: len(chunks)] = state | np.where((flags & FLAG_WARP_END) != 0, _ENDED, 0)
+        rows["events"][: len(chunks)] = chunks["n_events"]
+        if len(losses):
+            self.loss_rows += len(losses)
+            events = losses["events"].astype(np.int64)
+            lost = rows["state"][len(chunks) :]
+            for reason, name in _LOSS_REASONS.items():
+                of = losses["reason"] == reason
+                self.events_lost[name] += int(events[of & (events > 0)].sum())
+                lost[of] = _REASON_BITS[name]
+            self.unknown_losses += int((events < 0).sum())
         self._merge(rows)
 
     def _shape(self, chunks: Array) -> None:
@@ -415,8 +410,6 @@ class Coverage:
             lost.append(f"the ring lost {self.unnamed_events:,} events while it ran")
         if self.dropped_events:
             lost.append(f"{self.dropped_events:,} events dropped at the source while it ran")
-        if self.cut:
-            lost.append(CUT)
         if lost:
             parts.append("lost: " + ", ".join(lost))
         return " · ".join(parts)
