@@ -25,6 +25,7 @@ from types import FrameType
 from typing import Any, Final
 
 from iket_tui.agent import capture
+from iket_tui.agent.pass_maker import made_by
 from iket_tui.agent.registry import Registry
 from iket_tui.agent.running import RunningCompile
 from iket_tui.protocol import messages as m
@@ -153,7 +154,8 @@ def frame_dicts(frame: FrameType | None) -> tuple[int, list[dict[str, Any]]]:
 
 def pass_source(frame: FrameType | None) -> dict[str, Any] | None:
     """The pass function of the user's own that the running pass is in (``file``, ``line``,
-    ``function``, ``module``), from the compiling thread's innermost ``frame``: in the innermost
+    ``function``, ``module``, ``qualname``, and ``made_by``: how the pass was made, see
+    :func:`~iket_tui.agent.pass_maker.made_by`), from the compiling thread's innermost ``frame``: in the innermost
     run of frames that are not TVM's or TileLang's, which a frame of theirs called (TVM's FFI
     callback runs a Python pass so), the outermost frame that is the user's; that is, neither the
     standard library's, an installed package's (``site-packages``, ``dist-packages``), the agent's
@@ -177,6 +179,8 @@ def pass_source(frame: FrameType | None) -> dict[str, Any] | None:
                 "line": found.f_lineno,
                 "function": found.f_code.co_name,
                 "module": str(found.f_globals.get("__name__") or ""),
+                "qualname": found.f_code.co_qualname,
+                "made_by": made_by(found),
             }
     return None
 

@@ -17,7 +17,10 @@ same error come back in a fresh process, without the original program:
   pass's Python stack, or that it returned. A pass of the user's own is rebuilt from the file
   its code was seen in, which the reproducer then needs: a module of a package is imported by its
   dotted name, and of the program's main script only the pass's definition and the script's
-  imports are run, never the program.
+  imports are run, never the program. A pass made by a factory (a function, a method, a class
+  decorated with ``module_pass``) is made by calling that factory again with the arguments the
+  agent saw (see :mod:`iket_tui.agent.pass_maker`); those it could not see are given with
+  ``--arg NAME=EXPR``.
 """
 
 from iket_tui.repro.captured import DEFAULT_OPT_LEVEL, MAIN, TVM, Repro, ReproError, compiler_of, write_directory

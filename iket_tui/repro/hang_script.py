@@ -5,9 +5,11 @@ program's main script only what defines the pass, never the program)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-# The two functions below are copied into a hang reproducer's script (which must not need
+# The functions below are copied into a hang reproducer's script (which must not need
 # iket-tui): they use nothing but the standard library, imported inside them.
 
 
@@ -30,13 +32,16 @@ def package_of(path: Path, module: str | None) -> tuple[Path, str] | None:
     return (directory, ".".join(names)) if len(names) > 1 else None
 
 
-def pass_definitions(source: str, filename: str, function: str, line: int | None, pass_name: str) -> ast.Module:
+def pass_definitions(
+    source: str, filename: str, function: str, line: int | None, pass_name: str, also: Iterable[str] = ()
+) -> ast.Module:
     """Of a program's main script, only what defines a pass of its own: the top-level definition
     that holds the pass's ``function`` (a def or class, with its decorators; the one around
     ``line`` where there are several), top-level definitions and assignments that name the pass
     (``pass_name``), the script's top-level imports, and the top-level definitions and plain
-    assignments (to names only) these use, in the script's order and at their own lines. Nothing
-    else of the program runs. Raises LookupError when the script holds no such definition.
+    assignments (to names only) these use, or that bind a name of ``also`` (what the arguments of
+    the pass's factory name), in the script's order and at their own lines. Nothing else of the
+    program runs. Raises LookupError when the script holds no such definition.
 
     What a kept statement uses are the module's names it reads: at the top level (decorators,
     default values, base classes, the right-hand side) and, inside the functions, classes, lambdas
@@ -102,7 +107,7 @@ def pass_definitions(source: str, filename: str, function: str, line: int | None
         return names
 
     read: set[int] = set()
-    needed: set[str] = set()
+    needed: set[str] = set(also)
     while True:
         for node in body:
             if id(node) in kept and id(node) not in read:
@@ -115,6 +120,55 @@ def pass_definitions(source: str, filename: str, function: str, line: int | None
         kept.update(more)
     chosen = [node for node in body if id(node) in kept or isinstance(node, (ast.Import, ast.ImportFrom))]
     return ast.Module(body=chosen, type_ignores=[])
+
+
+def call_of(made_by: dict[str, Any], given: dict[str, str]) -> str:
+    """How the pass's factory is called, in one line: ``stuck(seconds=600.0, event=?)``, the
+    arguments ``given`` on the command line in place of those captured, ``?`` for one missing."""
+    arguments = {**made_by["arguments"], **{name: "?" for name in made_by["missing"]}, **given}
+    return f"{made_by['factory']}({', '.join(f'{name}={text}' for name, text in arguments.items())})"
+
+
+def made_again(names: dict[str, Any], made_by: dict[str, Any], given: dict[str, str], where: str) -> Any:
+    """What the pass's factory returns when called again as the program called it: the factory
+    ``made_by["factory"]`` (a dotted name among ``names``, the globals of the pass's module),
+    called with the captured arguments and those ``given`` (parameter: Python expression, each
+    evaluated among ``names``). Raises LookupError, in one line, when an argument is missing
+    (what it is, and how to give it: ``--arg NAME=EXPR``) or the factory is not there."""
+    import inspect
+
+    missing = {name: why for name, why in made_by["missing"].items() if name not in given}
+    if missing:
+        said = "; ".join(f"{name}: {why}" for name, why in missing.items())
+        options = " ".join(f"--arg {name}=EXPR" for name in missing)
+        one = len(missing) == 1
+        raise LookupError(
+            f"{call_of(made_by, given)} made the pass, and {', '.join(missing)} {'was' if one else 'were'} not "
+            f"captured ({said}): give {'it' if one else 'them'} with {options}, EXPR a Python expression among the "
+            f"names of {where}"
+        )
+    factory: Any = None
+    for number, part in enumerate(made_by["factory"].split(".")):
+        factory = names.get(part) if number == 0 else getattr(factory, part, None)
+        if factory is None:
+            raise LookupError(f"{where} has no {made_by['factory']} to make the pass with")
+    values = {name: eval(text, names) for name, text in {**made_by["arguments"], **given}.items()}
+    positional, keywords = [], {}
+    for parameter in inspect.signature(factory).parameters.values():
+        if parameter.name not in values:
+            continue
+        value = values.pop(parameter.name)
+        if parameter.kind is parameter.POSITIONAL_ONLY:
+            positional.append(value)
+        elif parameter.kind is parameter.VAR_POSITIONAL:
+            positional.extend(value)
+        elif parameter.kind is parameter.VAR_KEYWORD:
+            keywords.update(value)
+        else:
+            keywords[parameter.name] = value
+    if values:
+        raise LookupError(f"{made_by['factory']} takes no argument named {', '.join(values)}")
+    return factory(*positional, **keywords)
 
 
 HANG_BODY = """
@@ -148,10 +202,27 @@ def arguments():
                         help=f"how long to let it run (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--pass-source", type=Path, metavar="FILE", help="the file that defines the pass, if not "
                         + (PASS_SOURCE["file"] if PASS_SOURCE else "known"))
+    parser.add_argument("--arg", action="append", default=[], metavar="NAME=EXPR",
+                        help="an argument of the factory that makes the pass, in place of the one captured or where "
+                        "none was: EXPR is a Python expression among the names of the pass's file (repeatable)")
     args = parser.parse_args()
     if not 0 < args.timeout < float("inf"):
         parser.error(f"--timeout must be a positive number of seconds, not {args.timeout}")
+    args.given = {}
+    for given in args.arg:
+        name, equals, text = given.partition("=")
+        try:
+            ast.parse(text.strip(), mode="eval")
+        except SyntaxError:
+            equals = ""
+        if not (equals and name.strip().isidentifier()):
+            parser.error(f"--arg takes NAME=EXPR, a Python expression, not {given!r}")
+        args.given[name.strip()] = text.strip()
     return args
+
+
+def names_read(texts):
+    return {node.id for text in texts for node in ast.walk(ast.parse(text, mode="eval")) if isinstance(node, ast.Name)}
 
 
 #HELPERS
@@ -176,7 +247,11 @@ def load(path):
     if module == "__main__" and (main_script or package is None):
         function, line = PASS_SOURCE["function"], (PASS_SOURCE["line"] if main_script else None)
         try:
-            found = pass_definitions(path.read_text(), str(path), function, line, PASS)
+            also = set()
+            if MADE_BY and MADE_BY["factory"]:
+                texts = [*MADE_BY["arguments"].values(), *args.given.values()]
+                also = names_read(texts) | {MADE_BY["factory"].partition(".")[0]}
+            found = pass_definitions(path.read_text(), str(path), function, line, PASS, also)
         except LookupError as error:
             raise CannotMake(f"{error}: give the file that defines the pass with --pass-source FILE") from None
         script = types.ModuleType("__pass_source__")
@@ -205,6 +280,15 @@ def own_pass(path):
         raise
     except (Exception, SystemExit) as error:
         raise CannotMake(f"loading {path} to make {PASS} failed: {failed(error, path.resolve())}") from None
+    if MADE_BY and MADE_BY["factory"]:
+        try:
+            made = made_again(vars(module), MADE_BY, args.given, path.name)
+        except LookupError as error:
+            raise CannotMake(str(error)) from None
+        if isinstance(made, tvm.transform.Pass) and str(made.info.name) == PASS:
+            return made
+        what = f"the pass {made.info.name}" if isinstance(made, tvm.transform.Pass) else f"a {type(made).__name__}"
+        raise CannotMake(f"{call_of(MADE_BY, args.given)} made {what}, not the pass {PASS}")
     for value in list(vars(module).values()):
         if isinstance(value, tvm.transform.Pass) and str(value.info.name) == PASS:
             return value
@@ -212,7 +296,11 @@ def own_pass(path):
     made = factory() if callable(factory) else None
     if isinstance(made, tvm.transform.Pass) and str(made.info.name) == PASS:
         return made
-    raise CannotMake(f"{path} defines no pass named {PASS}")
+    function = getattr(module, PASS_SOURCE["function"], None) if PASS_SOURCE else None
+    if PASS_SOURCE and PASS_SOURCE["qualname"] == PASS_SOURCE["function"] and callable(function):
+        return tvm.transform.module_pass(function, opt_level=0, name=PASS)  # as module_pass(fn, ...) made it
+    why = f": it is made by {PASS_SOURCE['qualname']}, and {MADE_BY['why']}" if MADE_BY and MADE_BY.get("why") else ""
+    raise CannotMake(f"{path} defines no pass named {PASS}{why}")
 
 
 def make_pass(args):

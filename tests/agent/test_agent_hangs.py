@@ -69,6 +69,8 @@ def test_the_capture_holds_the_module_the_stuck_pass_was_given_and_its_place(spi
         "line": stuck["frames"][-1]["line"],
         "function": "spin_forever",
         "module": "hang_passes",
+        "qualname": "spin_forever",
+        "made_by": None,  # defined at its module's top level, which holds the pass itself
     }
     assert stuck["frames"][-1]["code"] == "while turns >= 0:  # a Python loop that never ends"
     assert stuck["compile_thread"]

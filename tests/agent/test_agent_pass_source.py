@@ -121,6 +121,8 @@ def test_a_pass_waiting_inside_a_library_is_credited_to_the_pass(code: dict[str,
         "line": _line(code, "return fakelock.acquire("),
         "function": "waits_for_lock",
         "module": "user_passes",
+        "qualname": "waits_for_lock",
+        "made_by": None,
     }
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from iket_tui.repro import DEFAULT_OPT_LEVEL, MIN_HANG_TIMEOUT_S, package_of, pass_definitions, write_hang
+from iket_tui.repro.hang_script import call_of, made_again
 
 SCRIPT = textwrap.dedent(
     '''\
@@ -371,5 +372,79 @@ def test_the_note_says_when_the_pass_is_in_the_programs_main_script(tmp_path: Pa
         f"python {tmp_path / 'repro.py'} needs that file too (--pass-source FILE where it lives elsewhere)"
     )
     script = (tmp_path / "repro.py").read_text()
-    assert _constant(script, "PASS_SOURCE") == where
+    assert _constant(script, "PASS_SOURCE") == {**where, "qualname": "my_spin"}
+    assert _constant(script, "MADE_BY") is None
     assert re.search(r"the program's main script\. Of it, it runs only what defines the pass", script)
+
+
+MADE_BY = {
+    "factory": "Maker.make",
+    "arguments": {"self": "Maker(size=SIZE)", "seconds": "600.0"},
+    "missing": {"event": "a threading.Event has no literal form"},
+    "defaults": ["unread"],
+}
+
+
+def test_a_factory_is_called_again_with_the_captured_arguments_and_those_given() -> None:
+    source = textwrap.dedent(
+        """\
+        import threading
+        SIZE = 4
+
+        class Maker:
+            def __init__(self, size):
+                self.size = size
+
+            def make(self, seconds, event, /, *more, unread=3, **options):
+                return ["made", self.size, seconds, event.is_set(), more, unread, options]
+
+        run_the_program()
+        """
+    )
+    kept = pass_definitions(source, "mine.py", "make", None, "mine.Pass", also={"SIZE"})
+    assert _kept(kept) == ["import threading", "SIZE = 4", "class Maker:"]
+    names: dict[str, object] = {}
+    exec(compile(kept, "mine.py", "exec"), names)
+
+    with pytest.raises(LookupError) as raised:
+        made_again(names, MADE_BY, {}, "mine.py")
+    assert str(raised.value) == (
+        "Maker.make(self=Maker(size=SIZE), seconds=600.0, event=?) made the pass, and event was not captured "
+        "(event: a threading.Event has no literal form): give it with --arg event=EXPR, EXPR a Python expression "
+        "among the names of mine.py"
+    )
+    given = {"event": "threading.Event()", "more": "(1, 2)", "options": "{'k': 5}"}
+    assert made_again(names, MADE_BY, given, "mine.py") == ["made", 4, 600.0, False, (1, 2), 3, {"k": 5}]
+    assert call_of(MADE_BY, {"event": "E"}) == "Maker.make(self=Maker(size=SIZE), seconds=600.0, event=E)"
+    with pytest.raises(LookupError, match=r"^Maker\.make takes no argument named nothing$"):
+        made_again(names, MADE_BY, {"event": "None", "nothing": "1"}, "mine.py")
+    with pytest.raises(LookupError, match=r"^mine\.py has no Gone\.make to make the pass with$"):
+        made_again(names, {**MADE_BY, "factory": "Gone.make", "missing": {}}, {}, "mine.py")
+
+
+def test_how_a_pass_was_made_is_believed_only_as_names_and_expressions(tmp_path: Path) -> None:
+    """A recording that lies cannot name a factory that is no dotted name, nor give an argument
+    that is no expression, nor a parameter that is no name: the reproducer never sees them."""
+    where = {"file": "/work/mine.py", "line": 10, "function": "p", "module": "__main__", "qualname": "stuck.<locals>.p"}
+    lying = {
+        "factory": "stuck",
+        "arguments": {"seconds": "600", "tag": "import os", "not a name": "1", "count": 3},
+        "missing": {"x": "why", "1x": "why"},
+        "defaults": ["unread", 5],
+    }
+    found = write_hang(_capture(name="mine.Stuck", pass_source={**where, "made_by": lying}), tmp_path / "lying")
+    script = (tmp_path / "lying" / "repro.py").read_text()
+    assert _constant(script, "MADE_BY") == {
+        "factory": "stuck",
+        "arguments": {"seconds": "600"},
+        "missing": {"x": "why"},
+        "defaults": ["unread"],
+    }
+    assert not found.runnable and found.note.endswith(
+        "; it makes the pass as the program did, by stuck(seconds=600, x=?) (unread left to its default), but x "
+        "could not be captured (x: why): it needs --arg x=EXPR"
+    )
+    code = {**where, "made_by": {"factory": "os.system('x')", "arguments": {}}}
+    write_hang(_capture(name="mine.Stuck", pass_source=code), tmp_path / "code")
+    made = _constant((tmp_path / "code" / "repro.py").read_text(), "MADE_BY")
+    assert made == {"factory": None, "why": "it cannot be called again", "arguments": {}, "missing": {}, "defaults": []}
