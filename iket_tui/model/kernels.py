@@ -214,7 +214,6 @@ class KernelTimeline:
             coverage = launch.coverage
             coverage.lapped_while_running(max(lapped, 0), max(lost, 0))
             coverage.dropped_while_running(dropped)
-            launch.version += 1
 
     def _add(self, records: Records, shaped: bool) -> list[Launch]:
         """Decode and file a batch's records and losses by launch; returns the launches it named."""
@@ -243,8 +242,8 @@ class KernelTimeline:
             found.coverage.add(chunks[of_chunks.get(packed, _NONE)], lost, begins_known=shaped)
             if packed in of_events:
                 found.add(events[of_events[packed]])
-            found.progress.lose(lost[lost["reason"] != LOSS_OVERWRITTEN])  # after its begin: lost, not running
-            found.version += 1
+            if found.progress.lose(lost[lost["reason"] != LOSS_OVERWRITTEN]) and found.version:
+                found.version += 1  # after its begin: lost, no longer drawn running
             self._follow(found)
             touched.append(found)
         self.retained += len(events)
@@ -279,7 +278,6 @@ class KernelTimeline:
             if launch.status().state == RUNNING:
                 coverage.cut = True
             coverage.ended = True
-            launch.version += 1
         self.version += 1
 
     def _bound(self) -> None:

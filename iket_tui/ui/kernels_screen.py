@@ -9,6 +9,12 @@ and for the selected one the warps that have not ended are listed with their las
 the flame view. A clock tick (a ``ModelChanged`` with no new records) repaints only those marks
 and times.
 
+Each launch's status says whether all of it arrived: ``complete``, ``running``, ``partial 62%``
+(the share of its warps that arrived whole) or ``not traced``; for a selected launch that is not
+complete, the line above its flame view (and its statistics) says so in words (``partial: 62%
+of warps whole, lapped``) and what it lost: which blocks did not arrive whole, and per reason
+the warps and events lost.
+
 Watching several processes that trace kernels, each launch row names its process (``pid 123
 (rank 3)``), the title says which processes trace kernels, on which ring, with the launches and
 losses of each, and the summary of a launch's unfinished warps begins with its process."""
@@ -57,6 +63,8 @@ class KernelsScreen(Screen[None]):
     DEFAULT_CSS = """
     KernelsScreen #kernels-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
     KernelsScreen #launches { height: auto; max-height: 30%; }
+    KernelsScreen #launch-status { height: auto; display: none; padding: 0 1; background: $warning-muted; }
+    KernelsScreen #launch-status.-shown { display: block; }
     KernelsScreen #flame-area { height: 1fr; }
     KernelsScreen #flame { height: 1fr; width: 1fr; }
     KernelsScreen #flame-detail { width: 44; display: none; padding: 0 1; border-left: solid $panel-lighten-2; }
@@ -103,6 +111,7 @@ class KernelsScreen(Screen[None]):
             table: DataTable[str | Text] = DataTable(id="launches", cursor_type="row", zebra_stripes=True)
             yield table
             yield RunningWarps(id="running")
+            yield Static(id="launch-status", markup=False)
             flame = FlameView(id="flame")
             yield TimeRuler(flame, id="ruler")
             with Horizontal(id="flame-area"):
@@ -129,7 +138,7 @@ class KernelsScreen(Screen[None]):
         table.clear(columns=True)
         if several:
             table.add_column("process", key="process")
-        for label in ("kernel", "grid", "start", "duration", "records", "unbalanced", "compile"):
+        for label in ("kernel", "grid", "start", "duration", "status", "records", "unbalanced", "compile"):
             table.add_column(label, key=label)
 
     # Following the model
@@ -155,7 +164,7 @@ class KernelsScreen(Screen[None]):
         self._version = kernels.version
         launches = kernels.newest_first()
         table = self.query_one("#launches", DataTable)
-        first_ns = min((launch.first_ns for launch in launches), default=0)
+        first_ns = min((launch.first_ns for launch in launches if launch.version), default=0)
         if self.follow or self.selected is None:
             self.selected = launches[0] if launches else None
         if self.selected is not None:
@@ -176,8 +185,9 @@ class KernelsScreen(Screen[None]):
                 *((process_label(launch.process),) if several else ()),
                 launch.kernel,
                 grid,
-                f"+{format_ns(launch.first_ns - first_ns)}",
+                f"+{format_ns(launch.first_ns - first_ns)}" if launch.version else "",
                 self._duration_cell(launch, now),
+                launch.status().short(),
                 f"{launch.records:,}" + (" (summarised)" if launch.evicted else ""),
                 "" if unbalanced is None else f"{unbalanced:,}",
                 self._compile_label(launch),
@@ -188,6 +198,7 @@ class KernelsScreen(Screen[None]):
         if self.selected is not None and self.selected in launches:
             table.move_cursor(row=launches.index(self.selected), animate=False)
         self.query_one(FlameView).show_launch(self.selected)
+        self._show_status()
         self._show_unfinished(now)
         self._show_under_cursor()
         self._show_stats()
@@ -234,6 +245,18 @@ class KernelsScreen(Screen[None]):
             running.show(None, 0)
             return
         running.show(self.kernels.unfinished(launch, now), launch.blocks())
+
+    def _show_status(self) -> None:
+        """The title of the selected launch's flame view where it is not complete (``partial:
+        62% of warps whole, lapped``), with what it lost; nothing for a complete or running one."""
+        shown = self.query_one("#launch-status", Static)
+        launch = self.selected
+        title = launch.status().words() if launch is not None else ""
+        if launch is None or not title:
+            shown.remove_class("-shown")
+            return
+        shown.update(f"{title}\n{launch.coverage.detail()}")
+        shown.add_class("-shown")
 
     def _compile_label(self, launch: Launch) -> str:
         """The compile that built the launch's kernel; a sample's compiles are not this session's."""
@@ -298,6 +321,7 @@ class KernelsScreen(Screen[None]):
                 self.selected = launch
                 self.follow = row == 0 and self.follow
                 self.query_one(FlameView).show_launch(launch)
+                self._show_status()
                 self._show_unfinished(self._agent_now())
                 self._show_under_cursor()
                 self._show_stats()

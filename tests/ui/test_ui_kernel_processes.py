@@ -62,7 +62,7 @@ async def test_each_launch_row_names_its_process_and_the_stuck_one_is_named_with
         columns = [str(column.label) for column in screen.query_one("#launches", DataTable).columns.values()]
         assert columns[:2] == ["process", "kernel"]
         found = rows(screen)
-        assert [(row[0], row[1], row[5]) for row in found] == [
+        assert [(row[0], row[1], row[6]) for row in found] == [
             ("pid 102 (rank 1)", "traced_gemm_kernel", f"{HELD:,}"),
             ("pid 101 (rank 0)", "traced_gemm_kernel", f"{ALL:,}"),
         ]
@@ -109,7 +109,7 @@ async def test_a_recording_of_two_processes_replays_with_their_launches_apart(tm
         await wait_until(pilot, lambda: app.session.ended is not None, "the replay to end")
         screen = await open_kernels(pilot, app)
         await wait_until(pilot, lambda: len(rows(screen)) == 2, "both launches")
-        assert [(row[0], row[5]) for row in rows(screen)] == [
+        assert [(row[0], row[6]) for row in rows(screen)] == [
             ("pid 102 (rank 1)", f"{HELD:,}"),
             ("pid 101 (rank 0)", f"{ALL:,}"),
         ]

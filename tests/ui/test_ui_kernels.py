@@ -92,7 +92,7 @@ async def test_grouping_by_sm_the_per_event_table_and_the_compile_of_each_launch
         await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), "the kernels screen")
         launches = app.screen.query_one("#launches", DataTable)
         traced = next(comp for comp in app.pass_tree.compiles if comp.kernel == "traced_gemm")
-        assert [launches.get_row_at(row)[6] for row in range(3)] == [f"{traced.id}: traced_gemm"] * 3
+        assert [launches.get_row_at(row)[7] for row in range(3)] == [f"{traced.id}: traced_gemm"] * 3
 
         await pilot.press("m")
         flame = app.screen.query_one(FlameView)
