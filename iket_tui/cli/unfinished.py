@@ -128,6 +128,8 @@ class RunningLaunches:
             "status": status.short(),
             "warps_whole": coverage.warps_whole,
             "warps_expected": coverage.expected_warps,
+            "events": coverage.events_kept,
+            "events_of_whole_warps": coverage.events_whole,
         }
         if status.state in (COMPLETE, RUNNING):
             return line

@@ -259,7 +259,9 @@ class Coverage:
         """Count newly seen warps and whole warps in their blocks, adding blocks first seen."""
         if not len(seen) and not len(whole):
             return
-        fresh = np.setdiff1d(np.unique(seen), self.blocks, assume_unique=True)
+        named = np.unique(seen)
+        at = np.minimum(np.searchsorted(self.blocks, named), max(len(self.blocks) - 1, 0))
+        fresh = named[self.blocks[at] != named] if len(self.blocks) else named
         if len(fresh):
             at = np.searchsorted(self.blocks, fresh)
             self.blocks = np.insert(self.blocks, at, fresh)

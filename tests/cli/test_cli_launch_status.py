@@ -69,11 +69,14 @@ def test_dump_says_each_launchs_status_and_what_a_partial_one_lost(tmp_path: Pat
         (4, "partial 50%"),
     ]
     complete, overwritten, cut = launches
-    assert "why" not in complete and (complete["grid"], complete["warps_whole"], complete["warps_expected"]) == (
+    assert "why" not in complete
+    assert [complete[key] for key in ("grid", "warps_whole", "warps_expected", "events", "events_of_whole_warps")] == [
         [1, 1, 1],
         1,
         1,
-    )
+        3,
+        3,
+    ]
     assert overwritten["why"] == ["overwritten"]
     assert overwritten["summary"] == (
         "partial: 75% of warps whole, overwritten · 3 of 4 warps whole · not whole: block (1,0)"
@@ -89,7 +92,7 @@ def test_dump_says_each_launchs_status_and_what_a_partial_one_lost(tmp_path: Pat
     (line,) = [line for line in text if "kernel_launch" in line and "launch=3 " in line]
     assert line.split("kernel_launch")[1].strip() == (
         f"kernel=synthetic ring_id={RING} module=1 launch=3 grid=[2, 1, 1] block_warps=2"
-        ' status="partial 75%" warps_whole=3 warps_expected=4 why=["overwritten"]'
+        ' status="partial 75%" warps_whole=3 warps_expected=4 events=31 events_of_whole_warps=15 why=["overwritten"]'
         ' summary="partial: 75% of warps whole, overwritten · 3 of 4 warps whole · not whole: block (1,0)'
         ' · lost: 1 warp overwritten (24 events)"'
     )
