@@ -103,8 +103,9 @@ def describe_cursor(
 
 
 def describe_row(launch: Launch | None, layout: FlameLayout | SmLayout | None, row: int) -> list[str]:
-    """Lines about the block, warp or SM of ``row``: when it ran, and its ranges and marks by
-    event (an SM: the blocks that ran on it); none without a launch whose events are held."""
+    """Lines about the block, warp or SM of ``row``: when it ran, its ranges and marks by event,
+    and what the ring lost of it (an SM: the blocks that ran on it); none without a launch whose
+    events are held."""
     if launch is None or layout is None or not layout.rows or launch.evicted:
         return []
     at = layout.rows[row]
@@ -133,6 +134,10 @@ def describe_row(launch: Launch | None, layout: FlameLayout | SmLayout | None, r
     unbalanced = int(np.count_nonzero(ranges["flags"]))
     lines.append(f"ranges     {len(ranges):,}" + (f" ({unbalanced:,} unbalanced)" if unbalanced else ""))
     lines.append(f"marks      {len(marks):,}")
+    x, y, z = (int(n) for n in spans.blocks[block])
+    lost = launch.coverage.lost_of((x, y, z), None if at.kind == BLOCK else at.warp)
+    if lost:
+        lines.append(f"lost       {lost}")
     counts: dict[str, int] = {}
     for event in np.concatenate([ranges["event"], marks["event"]]).tolist():
         name = event_label(launch, int(event))

@@ -168,6 +168,7 @@ class Coverage:
         """Warps named lost whose count of lost events was not known (they had not ended)."""
         self.loss_rows = 0
         """Losses named for this launch (a warp overwritten in several passes is named each time)."""
+        self._loss_parts: list[Array] = []  # the loss rows naming its warps, as they came
         self.unnamed_lapped = 0
         """Warps the ring went round before their names were read, while this launch ran: some may be its."""
         self.unnamed_events = 0
@@ -210,6 +211,7 @@ class Coverage:
         rows["state"][: len(chunks)] = state | np.where((flags & FLAG_WARP_END) != 0, _ENDED, 0)
         rows["events"][: len(chunks)] = chunks["n_events"]
         if len(losses):
+            self._loss_parts.append(np.array(losses))
             self.loss_rows += len(losses)
             events = losses["events"].astype(np.int64)
             lost = rows["state"][len(chunks) :]
@@ -357,6 +359,27 @@ class Coverage:
         if lost and not self.unknown_losses and not (self.unnamed_lapped or self.unnamed_events or self.dropped_events):
             fraction = self.events_kept / (self.events_kept + lost)
         return LaunchStatus(PARTIAL, fraction, "events kept", reasons, known)
+
+    def lost_of(self, block: tuple[int, int, int], warp: int | None = None) -> str:
+        """What the warp ``warp`` of ``block`` (or the whole block) lost, in words: ``24 events
+        (overwritten)``, ``events (lapped, how many unknown)``; empty when nothing is named lost."""
+        if not self._loss_parts:
+            return ""
+        if len(self._loss_parts) > 1:
+            self._loss_parts = [np.concatenate(self._loss_parts)]
+        rows = self._loss_parts[0]
+        x, y, z = block
+        mine = (rows["block_x"] == x) & (rows["block_y"] == y) & (rows["block_z"] == z)
+        if warp is not None:
+            mine &= rows["warp"] == warp
+        rows = rows[mine]
+        if not len(rows):
+            return ""
+        reasons = [name for reason, name in _LOSS_REASONS.items() if (rows["reason"] == reason).any()]
+        events = rows["events"].astype(np.int64)
+        known = int(events[events > 0].sum())
+        text = f"{known:,} event{'s' if known != 1 else ''}" if known else "events"
+        return f"{text} ({', '.join(reasons)}" + (", how many unknown)" if (events < 0).any() else ")")
 
     def missing_blocks(self, *, shown: int = 2) -> tuple[int, list[tuple[int, int, int]]]:
         """How many blocks did not arrive whole (of the grid, or of those seen where the shape is

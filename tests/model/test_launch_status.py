@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from iket_tui.model.flame_layout import LANE, FlameLayout
+from iket_tui.model.flame_text import describe_row
 from iket_tui.model.kernels import KernelTimeline
 from iket_tui.model.launch_coverage import COMPLETE, CUT, DROPPED, LAPPED, NOT_TRACED, OVERWRITTEN, PARTIAL, RUNNING
 from iket_tui.model.launches import Launch
@@ -148,6 +150,11 @@ def test_a_warp_that_wrote_more_than_its_region_holds_leaves_its_launch_partial_
     assert coverage.whole_event_fraction() == 15 / 31
     assert coverage.detail() == ("3 of 4 warps whole · not whole: block (1,0) · lost: 1 warp overwritten (24 events)")
     assert timeline.counters[RING].events_lost == 24  # the same loss, counted exactly by the ring
+    layout = FlameLayout(launch.spans(), launch.duration_ns)
+    (row,) = [i for i, at in enumerate(layout.rows) if at.kind == LANE and (at.block, at.warp) == (1, 1)]
+    assert "lost       24 events (overwritten)" in describe_row(launch, layout, row)  # the warp's pane
+    assert "lost       24 events (overwritten)" in describe_row(launch, layout, layout.block_row[1])
+    assert not [line for line in describe_row(launch, layout, layout.block_row[0]) if line.startswith("lost")]
 
 
 def test_a_warp_overwritten_across_drains_is_flagged_in_its_next_chunk() -> None:
