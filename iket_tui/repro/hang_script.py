@@ -299,8 +299,10 @@ def own_pass(path):
     function = getattr(module, PASS_SOURCE["function"], None) if PASS_SOURCE else None
     if PASS_SOURCE and PASS_SOURCE["qualname"] == PASS_SOURCE["function"] and callable(function):
         return tvm.transform.module_pass(function, opt_level=0, name=PASS)  # as module_pass(fn, ...) made it
-    why = f": it is made by {PASS_SOURCE['qualname']}, and {MADE_BY['why']}" if MADE_BY and MADE_BY.get("why") else ""
-    raise CannotMake(f"{path} defines no pass named {PASS}{why}")
+    if MADE_BY and MADE_BY.get("why"):
+        raise CannotMake(f"{path} defines no pass named {PASS}, and {PASS_SOURCE['qualname']}, which runs it, "
+                         f"cannot be made again: {MADE_BY['why']}")
+    raise CannotMake(f"{path} defines no pass named {PASS}")
 
 
 def make_pass(args):

@@ -110,8 +110,10 @@ def write_hang(capture: m.Message, directory: Path, source: str = "", end: m.Mes
 
 def _made_note(made: dict[str, Any] | None) -> tuple[str, bool]:
     """What the note adds of how the pass is made again, and whether repro.py can make it alone."""
-    if made is None or made["factory"] is None:
+    if made is None:
         return "", True
+    if made["factory"] is None:
+        return f"; it may not make the pass again as the program did: {made['why']}", True
     note = f"; it makes the pass as the program did, by {call_of(made, {})}"
     if made["defaults"]:
         note += f" ({', '.join(made['defaults'])} left to {'its' if len(made['defaults']) == 1 else 'their'} default)"

@@ -1,11 +1,13 @@
 """A hang in a pass made the way programs make their passes, reproduced with real TileLang: one
-program (targets/made_passes.py) lowers the demo's GEMM on seven threads, each stuck in a pass
+program (targets/made_passes.py) lowers the demo's GEMM on eight threads, each stuck in a pass
 made another way (a factory function, as TileLang's own; a factory in a module it imports; a
 factory method; a factory over its arguments; a class decorated with ``module_pass``;
-``module_pass(fn, ...)`` over a closure; a factory over a ``threading.Event``). ``iket-tui repro
+``module_pass(fn, ...)`` over a closure; a factory over a ``threading.Event``; a factory made by
+a function). ``iket-tui repro
 PID --stuck --compile N`` writes each one's reproducer, whose ``repro.py`` calls the factory again
 with the arguments the program gave it, without running the program, and hangs the same way
-(exit 3). Where an argument has no literal form, the reproducer says which, and how to give it."""
+(exit 3). Where an argument has no literal form, the reproducer says which, and how to give it;
+where the factory is itself a function's local, it says that it cannot call it again."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from iket_tui.sources.socket import SocketSource
 TARGETS = Path(__file__).parent / "targets"
 PROGRAM = TARGETS / "made_passes.py"
 ELSEWHERE = TARGETS / "made_elsewhere.py"
-PASSES = 7
+PASSES = 8
 TIMEOUT_S = 3
 
 
@@ -189,4 +191,19 @@ def test_an_argument_without_a_literal_form_is_named_and_given_on_the_command_li
     bad = _repro_py(out, "--arg", "event")
     assert bad.returncode == 2 and bad.stderr.splitlines()[-1] == (
         "repro.py: error: --arg takes NAME=EXPR, a Python expression, not 'event'"
+    )
+
+
+def test_a_factory_made_inside_a_function_is_said_to_be_out_of_reach(program: Program, tmp_path: Path) -> None:
+    out = tmp_path / "repro"
+    said = _reproducer(program, "made.Nested", out)
+    assert said.rstrip("\n").endswith(
+        "; it may not make the pass again as the program did: it is made inside outer.<locals>.inner, which is "
+        "itself a function's local"
+    ), said
+    ran = _repro_py(out)
+    assert (ran.returncode, ran.stdout) == (1, "")
+    assert ran.stderr == (
+        f"repro: {PROGRAM} defines no pass named made.Nested, and outer.<locals>.inner.<locals>.nested, which runs "
+        "it, cannot be made again: it is made inside outer.<locals>.inner, which is itself a function's local\n"
     )

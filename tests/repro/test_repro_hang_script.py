@@ -445,6 +445,7 @@ def test_how_a_pass_was_made_is_believed_only_as_names_and_expressions(tmp_path:
         "could not be captured (x: why): it needs --arg x=EXPR"
     )
     code = {**where, "made_by": {"factory": "os.system('x')", "arguments": {}}}
-    write_hang(_capture(name="mine.Stuck", pass_source=code), tmp_path / "code")
+    found = write_hang(_capture(name="mine.Stuck", pass_source=code), tmp_path / "code")
+    assert found.note.endswith("; it may not make the pass again as the program did: it cannot be called again")
     made = _constant((tmp_path / "code" / "repro.py").read_text(), "MADE_BY")
     assert made == {"factory": None, "why": "it cannot be called again", "arguments": {}, "missing": {}, "defaults": []}

@@ -2,9 +2,10 @@
 function (as TileLang makes its own), by a factory in a module it imports, by a factory method
 of an object, by a factory over the arguments it was called with, by a class decorated with
 ``module_pass``, by ``module_pass(fn, ...)`` over a closure, and by a factory over an object that
-has no literal form (a ``threading.Event``). Each is run in a lowering of the demo's GEMM of its
-own, on a thread of its own, just before software pipelining, and each hangs: it sleeps for the
-ten minutes its factory was told, or waits on an event nobody sets. The program says ``hanging``
+has no literal form (a ``threading.Event``); and one by a factory that a function made, which
+cannot be called again. Each is run in a lowering of the demo's GEMM of its own, on a thread of
+its own, just before software pipelining, and each hangs: it sleeps for the ten minutes its
+factory was told, or waits on an event nobody sets. The program says ``hanging``
 once every compile has started, and waits for the file ``IKET_TEST_GATE``; it has no main guard.
 A reproducer must rebuild each pass as the program made it, without running the program."""
 
@@ -98,6 +99,20 @@ def waiting_on(event: threading.Event) -> Any:
     return wait_for_event
 
 
+def outer(seconds: float) -> Any:
+    """A factory that makes the factory of a pass: no name of the module makes the pass again."""
+
+    def inner() -> Any:
+        @tvm.transform.module_pass(opt_level=0, name="made.Nested")
+        def nested(mod: Any, ctx: Any) -> Any:
+            time.sleep(seconds)  # the nested factory's pass sleeps as told
+            return mod
+
+        return nested
+
+    return inner
+
+
 PASSES = {
     "made.Factory": lambda: stuck(),
     "made.Elsewhere": lambda: made_elsewhere.sleeper(MINUTES),
@@ -106,6 +121,7 @@ PASSES = {
     "made.Class": lambda: SleepingClass(seconds=MINUTES),
     "made.Call": lambda: called(MINUTES),
     "made.Event": lambda: waiting_on(threading.Event()),
+    "made.Nested": lambda: outer(MINUTES)(),
 }
 """Each pass by its name, made as the program makes it, in the order the compiles begin."""
 
