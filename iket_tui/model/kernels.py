@@ -222,7 +222,7 @@ class KernelTimeline:
             return []
         ring = records.ring_id
         tables = self._tables.get(ring)
-        modules = np.union1d(records.chunks["module"], losses["module"])
+        modules = np.unique(records.chunks["module"])  # losses follow their warp's begin, decoded with its table
         if tables is None or any(tables.module(int(module)) is None for module in modules):
             self._waiting.append((records, shaped))
             self.waiting_events += int(records.chunks["n_events"].sum(dtype=np.int64))

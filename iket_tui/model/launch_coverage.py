@@ -74,6 +74,19 @@ OPEN_DTYPE: Final = np.dtype(
 )
 """A warp seen that has not ended and was not lost for good, with its events kept so far."""
 
+LOST_DTYPE: Final = np.dtype(
+    [
+        ("block_x", "<u4"),
+        ("block_y", "<u2"),
+        ("block_z", "<u2"),
+        ("warp", "u1"),
+        ("reason", "u1"),
+        ("unknown", "?"),
+        ("events", "<i8"),
+    ]
+)
+"""What one warp lost for one reason: the events counted, and whether some count was not known."""
+
 Array = np.ndarray[Any, Any]
 
 
@@ -168,7 +181,7 @@ class Coverage:
         """Warps named lost whose count of lost events was not known (they had not ended)."""
         self.loss_rows = 0
         """Losses named for this launch (a warp overwritten in several passes is named each time)."""
-        self._loss_parts: list[Array] = []  # the loss rows naming its warps, as they came
+        self._lost = np.zeros(0, dtype=LOST_DTYPE)  # per warp and reason, what the drain named lost
         self.unnamed_lapped = 0
         """Warps the ring went round before their names were read, while this launch ran: some may be its."""
         self.unnamed_events = 0
@@ -211,7 +224,7 @@ class Coverage:
         rows["state"][: len(chunks)] = state | np.where((flags & FLAG_WARP_END) != 0, _ENDED, 0)
         rows["events"][: len(chunks)] = chunks["n_events"]
         if len(losses):
-            self._loss_parts.append(np.array(losses))
+            self._name_losses(losses)
             self.loss_rows += len(losses)
             events = losses["events"].astype(np.int64)
             lost = rows["state"][len(chunks) :]
@@ -221,6 +234,28 @@ class Coverage:
                 lost[of] = _REASON_BITS[name]
             self.unknown_losses += int((events < 0).sum())
         self._merge(rows)
+
+    def _name_losses(self, losses: Array) -> None:
+        """Add loss rows to what each warp lost per reason: one row per warp and reason, however
+        many drains named it (a warp that keeps overwriting itself is named at every pass)."""
+        rows = np.zeros(len(losses), dtype=LOST_DTYPE)
+        for name in ("block_x", "block_y", "block_z", "warp", "reason"):
+            rows[name] = losses[name]
+        events = losses["events"].astype(np.int64)
+        rows["events"] = np.maximum(events, 0)
+        rows["unknown"] = events < 0
+        both = np.concatenate([self._lost, rows])
+        order = np.lexsort((both["reason"], both["warp"], both["block_x"], both["block_y"], both["block_z"]))
+        both = both[order]
+        same = np.ones(len(both), dtype=bool)
+        same[0] = False
+        for name in ("block_x", "block_y", "block_z", "warp", "reason"):
+            same[1:] &= both[name][1:] == both[name][:-1]
+        starts = np.flatnonzero(~same)
+        kept = both[starts]
+        kept["events"] = np.add.reduceat(both["events"], starts)
+        kept["unknown"] = np.logical_or.reduceat(both["unknown"], starts)
+        self._lost = kept
 
     def _shape(self, chunks: Array) -> None:
         gx = chunks["grid_x"].astype(np.int64)
@@ -363,11 +398,7 @@ class Coverage:
     def lost_of(self, block: tuple[int, int, int], warp: int | None = None) -> str:
         """What the warp ``warp`` of ``block`` (or the whole block) lost, in words: ``24 events
         (overwritten)``, ``events (lapped, how many unknown)``; empty when nothing is named lost."""
-        if not self._loss_parts:
-            return ""
-        if len(self._loss_parts) > 1:
-            self._loss_parts = [np.concatenate(self._loss_parts)]
-        rows = self._loss_parts[0]
+        rows = self._lost
         x, y, z = block
         mine = (rows["block_x"] == x) & (rows["block_y"] == y) & (rows["block_z"] == z)
         if warp is not None:
@@ -376,10 +407,9 @@ class Coverage:
         if not len(rows):
             return ""
         reasons = [name for reason, name in _LOSS_REASONS.items() if (rows["reason"] == reason).any()]
-        events = rows["events"].astype(np.int64)
-        known = int(events[events > 0].sum())
+        known = int(rows["events"].sum())
         text = f"{known:,} event{'s' if known != 1 else ''}" if known else "events"
-        return f"{text} ({', '.join(reasons)}" + (", how many unknown)" if (events < 0).any() else ")")
+        return f"{text} ({', '.join(reasons)}" + (", how many unknown)" if rows["unknown"].any() else ")")
 
     def missing_blocks(self, *, shown: int = 2) -> tuple[int, list[tuple[int, int, int]]]:
         """How many blocks did not arrive whole (of the grid, or of those seen where the shape is

@@ -162,15 +162,18 @@ def test_a_warp_overwritten_across_drains_is_flagged_in_its_next_chunk() -> None
     (writer,) = _launch(ring, Clock(), 3, (1, 1, 1), 1, events=4, close=False)
     timeline = _timeline()
     timeline.apply(_drained(drain))
-    for _ in range(40):
-        writer.event(1)
-    timeline.apply(_drained(drain, 20))
+    for t in (20, 30):  # twice 40 events between two drains: 24 of them overwritten each time
+        for _ in range(40):
+            writer.event(1)
+        timeline.apply(_drained(drain, t))
     for _ in range(3):
         writer.event(1)
     writer.close()
-    timeline.apply(_drained(drain, 30))
-    status = _of(timeline, 3).status()
-    assert status.words() == "partial: 0% of warps whole, overwritten"
+    timeline.apply(_drained(drain, 40))
+    launch = _of(timeline, 3)
+    assert launch.status().words() == "partial: 0% of warps whole, overwritten"
+    assert launch.coverage.lost_of((0, 0, 0), 0) == "48 events (overwritten)"  # named twice, said once
+    assert launch.coverage.events_kept == 4 + 16 + 16 + 3
 
 
 def test_a_burst_of_launches_beyond_the_ring_leaves_the_older_ones_lapped() -> None:
