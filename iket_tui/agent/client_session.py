@@ -46,6 +46,8 @@ COALESCE_S: Final = 0.5
 QUIET_NS: Final = 250_000_000
 """A compile inside one pass for this long has what it noted collected
 (:meth:`~iket_tui.agent.pass_notes.HeldNotes.collect`)."""
+DELIVERED_POLL_S: Final = 0.005
+"""How often :meth:`ClientSession.wait_delivered` looks at the queue."""
 MAX_HELLO_BYTES: Final = 64 * 1024
 MAX_CLIENT_FRAME: Final = 64 * 1024
 """The largest frame body a client may send: a hello or a request is a few hundred bytes."""
@@ -135,6 +137,22 @@ class ClientSession:
         if queue is not None:
             queue.wake.set()
             queue.hurry.set()
+
+    def hurry(self) -> None:
+        """Write what the queue holds now rather than let a burst gather."""
+        queue = self._queue
+        if queue is not None:
+            queue.wake.set()
+            queue.hurry.set()
+
+    def wait_delivered(self, deadline: float) -> None:
+        """Wait until what this client's queue held is written to its socket (or the client is
+        gone), at the latest until ``deadline`` (:func:`time.monotonic`)."""
+        while self.thread.is_alive() and time.monotonic() < deadline:
+            queue = self._queue
+            if queue is not None and not queue.stats().queued:
+                return
+            time.sleep(DELIVERED_POLL_S)
 
     def abort(self) -> None:
         """Hang up at once, even in the middle of a write to a client that stopped reading."""

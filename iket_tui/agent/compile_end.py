@@ -31,16 +31,17 @@ class EndingCompile(NotingCompile):
     def finish(self, error: BaseException | None) -> None:
         """The compile's entry point returned (or raised ``error``): say how the compile ended,
         once. Never raises: a failure is counted in the registry."""
-        try:
-            with self.lock:
-                self._finish(error)
-        except Exception:
-            self.registry.observer_errors += 1
-        finally:
-            self.release_notes()
-            if self.compile_id is not None:
-                ended = self.registry.running.ended(self.compile_id, failures.describe(error) if error else None)
-                abort.forget_unraised(ended)
+        with self.registry.ending():
+            try:
+                with self.lock:
+                    self._finish(error)
+            except Exception:
+                self.registry.observer_errors += 1
+            finally:
+                self.release_notes()
+                if self.compile_id is not None:
+                    ended = self.registry.running.ended(self.compile_id, failures.describe(error) if error else None)
+                    abort.forget_unraised(ended)
 
     @abstractmethod
     def _ending(self, error: BaseException | None) -> tuple[str, int | None] | None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from iket_tui.agent.kernel_options import KernelOptions
 from iket_tui.agent.registry import DEFAULT_BACKLOG, DEFAULT_QUEUE, ClientStats, Registry, registry
 from iket_tui.agent.server import DEFAULT_EXIT_FLUSH_S, DEFAULT_HEARTBEAT_S, AgentServer
+from iket_tui.agent.term_signal import TERM_FLUSH_S, TermFlush
 from iket_tui.agent.tilelang_hook import TileLangHook
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ class Agent:
         self.pid = server.pid
         self.kernels: KernelTracer | None = None
         """Kernel tracing, when it is on."""
+        self.term: TermFlush | None = None
+        """This process's SIGTERM handler while the agent runs (see :mod:`~iket_tui.agent.term_signal`)."""
 
     @property
     def socket_path(self) -> Path:
@@ -113,10 +116,12 @@ class Agent:
             if self.registry.agent is self:
                 self.registry.agent = None
         atexit.unregister(self._at_exit)
+        if self.term is not None:
+            self.term.uninstall()
         if self.kernels is not None:
             self.kernels.stop()
         self._hook.remove()
-        self._server.close(reason=reason, flush_s=self._exit_flush_s)
+        self.close_at_exit(reason, self._exit_flush_s)
 
     def abandon(self) -> None:
         """Let go of this agent in a child made by ``fork``, where it is the parent's: close the
@@ -124,12 +129,26 @@ class Agent:
         stream end when the parent ends, and send nothing on them, since the parent still serves
         them. Its threads did not survive the fork; at the child's exit nothing is flushed."""
         atexit.unregister(self._at_exit)
+        if self.term is not None:
+            self.term.abandon()
         self._server.abandon()
+
+    def deliver_queued(self, timeout_s: float) -> None:
+        """Have every client sent what it is owed now (the passes running compiles noted
+        included), waiting at most ``timeout_s`` seconds; the clients stay connected."""
+        self.registry.held_notes.collect()
+        self._server.deliver_queued(timeout_s)
+
+    def close_at_exit(self, reason: str, flush_s: float) -> None:
+        """Send every client what it is owed (the passes running compiles noted included) and a
+        ``bye`` with ``reason``, within ``flush_s`` seconds, and hang up."""
+        self.registry.held_notes.collect()
+        self._server.close(reason=reason, flush_s=flush_s)
 
     def _at_exit(self) -> None:
         if self.kernels is not None:
             self.kernels.stop()  # a last drain: what the kernels wrote goes out before the bye
-        self._server.close(reason="exit", flush_s=self._exit_flush_s)
+        self.close_at_exit("exit", self._exit_flush_s)
 
 
 def start(
@@ -148,8 +167,9 @@ def start(
     ``queue`` events before further ones are dropped and counted. With ``wait_for_client_s``
     this blocks until a first client has received its catch-up, for at most that many
     seconds, so that it misses nothing of what follows. ``exit_flush_s`` bounds the wait for
-    clients to receive what they are owed when the process exits. ``send_buffer`` sets the
-    kernel send buffer of each client socket in bytes (the system default when ``None``).
+    clients to receive what they are owed when the process exits (for an exit by SIGTERM, at
+    most :data:`~iket_tui.agent.term_signal.TERM_FLUSH_S`; see :mod:`~iket_tui.agent.term_signal`).
+    ``send_buffer`` sets the kernel send buffer of each client socket in bytes (the system default when ``None``).
     ``kernels`` turns kernel tracing on (``True`` for the defaults, or :class:`KernelOptions`):
     IKET events of kernels compiled from then on stream to clients while they run.
     """
@@ -173,6 +193,7 @@ def start(
                 raise
             agent = Agent(registry, server, hook, AgentSettings(backlog, queue, heartbeat_s, exit_flush_s, send_buffer))
             atexit.register(agent._at_exit)
+            agent.term = TermFlush.install(agent, min(exit_flush_s, TERM_FLUSH_S))
             registry.agent = agent
     if kernels:
         agent.trace_kernels(kernels if isinstance(kernels, KernelOptions) else None)

@@ -28,6 +28,8 @@ import itertools
 import os
 import threading
 from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Final
@@ -207,6 +209,10 @@ class Registry:
         self.parent_agent: Agent | None = None
         """In a child made by ``fork``, until the child's own agent starts: the agent of the
         parent, let go of by :meth:`forget`, whose settings the child's agent takes."""
+        self.ending_on_main = 0
+        """Compiles whose end is being written on the main thread now (see :meth:`ending`)."""
+        self.after_ending: Callable[[], None] | None = None
+        """What a signal handler left to do once the main thread has written a compile's end."""
 
     def emit(self, msg: Message) -> None:
         """Record one event and offer it to every client. Cheap, and never waits on a client.
@@ -281,6 +287,24 @@ class Registry:
             del self._open[key]
             if key[0] == m.PASS_START:
                 self._open_passes -= 1
+
+    @contextmanager
+    def ending(self) -> Iterator[None]:
+        """Around the writing of a compile's end: a SIGTERM handled on the main thread meanwhile
+        waits for it (:attr:`after_ending`), so that the failure capture and ``compile_end`` are
+        queued before the agent's last flush."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        self.ending_on_main += 1
+        try:
+            yield
+        finally:
+            self.ending_on_main -= 1
+            then = self.after_ending
+            if then is not None and not self.ending_on_main:
+                self.after_ending = None
+                then()
 
     def next_compile_id(self) -> int:
         return next(self._compile_ids)
@@ -365,6 +389,8 @@ class Registry:
         self.observer_errors = 0
         self.agent = None
         self.agent_lock = threading.Lock()
+        self.ending_on_main = 0
+        self.after_ending = None
         self.parent_agent = agent
         if agent is not None:
             agent.abandon()

@@ -152,12 +152,12 @@ class AgentServer:
     def close(self, *, reason: str = "exit", flush_s: float = DEFAULT_EXIT_FLUSH_S) -> None:
         """Remove the socket file, flush every client within ``flush_s`` seconds, send ``bye``, hang up."""
         with self._lock:
-            if self._closed:
-                return
             self._closed = True
             sessions = list(self._sessions)
         if os.getpid() != self.pid:
             return
+        # A second close does it all again: the first may be suspended under a signal handler
+        # (a SIGTERM while the exit flushes), and the sessions it has not told yet must be told.
         listener = self._listener
         if listener is not None:
             with contextlib.suppress(OSError):
@@ -174,6 +174,17 @@ class AgentServer:
                 session.abort()
         for session in sessions:
             session.thread.join(0.5)
+
+    def deliver_queued(self, timeout_s: float) -> None:
+        """Have every client sent what its queue holds now, without waiting for a burst to
+        gather, and wait for that at most ``timeout_s`` seconds; the clients stay connected."""
+        with self._lock:
+            sessions = [session for session in self._sessions if session.thread.is_alive()]
+        for session in sessions:
+            session.hurry()
+        deadline = time.monotonic() + timeout_s
+        for session in sessions:
+            session.wait_delivered(deadline)
 
     def abandon(self) -> None:
         """Close this process's copies of the socket and of every client connection, in a child

@@ -14,7 +14,6 @@ from iket_tui.model.kernels import KernelTimeline
 from iket_tui.model.launch_coverage import COMPLETE, CUT, DROPPED, LAPPED, NOT_TRACED, OVERWRITTEN, PARTIAL, RUNNING
 from iket_tui.model.launches import Launch
 from iket_tui.model.session import Session
-from iket_tui.protocol import messages as m
 from iket_tui.ring.buffer import RingView
 from iket_tui.ring.counters import LOSS_OVERWRITTEN
 from iket_tui.ring.cpu_producer import WarpWriter, flood, synthetic_table
@@ -317,23 +316,3 @@ def test_a_gemm_sized_launch_of_overwritten_warps_is_followed_in_bulk() -> None:
     assert launch.status().words() == "partial: 0% of warps whole, overwritten"
     assert coverage.missing_text() == "blocks (0,0), (1,0) and 1,022 more"
     assert int((batch.losses["reason"] == LOSS_OVERWRITTEN).sum()) == 4096
-
-
-def test_a_launch_of_a_process_whose_stream_ended_is_cut_while_the_others_go_on() -> None:
-    ring, drain = _ring(64, 64)
-    writers = _launch(ring, Clock(), 3, (2, 1, 1), 1, close=False)
-    writers[0].close()
-    session = Session()
-    session.apply(
-        [
-            m.process(pid=101, start_time=101),
-            {"type": "kernel_tracing", "enabled": True, "device": "a ring file", "t_ns": 0},
-            _module(),
-            _drained(drain),
-            m.process(pid=102, start_time=102),
-        ]
-    )
-    launch = session.kernel_processes.newest_first()[0]
-    assert launch.status().short() == RUNNING
-    session.apply([m.process(pid=101, start_time=101, state=m.PROCESS_ENDED, reason="killed")])
-    assert launch.status().words() == f"partial: 50% of warps whole, {CUT}"
