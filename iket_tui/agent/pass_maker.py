@@ -36,7 +36,7 @@ MAX_DEPTH: Final = 3
 _LITERALS: Final = (bool, int, str, bytes, type(None), complex)
 
 
-class _NoExpression(Exception):
+class NoExpression(Exception):
     """A value that cannot be written as an expression; the message says why, as "a X ..."."""
 
 
@@ -79,7 +79,7 @@ def made_by(frame: FrameType) -> dict[str, Any] | None:
         if parameter.name in seen:
             try:
                 arguments[parameter.name] = expression(seen[parameter.name], names)
-            except _NoExpression as error:
+            except NoExpression as error:
                 missing[parameter.name] = f"{error} has no literal form"
         elif parameter.default is not inspect.Parameter.empty or parameter.kind in (
             inspect.Parameter.VAR_POSITIONAL,
@@ -96,18 +96,18 @@ def expression(value: Any, names: dict[str, Any]) -> str:
     a literal of built-in types (non-finite floats as ``float('inf')``), a top-level definition or
     imported module by the name the module holds it under, or an instance of a class the module
     defines, called with its attributes named as the class's parameters. Raises
-    :class:`_NoExpression` otherwise."""
+    :class:`NoExpression` otherwise."""
     budget = [MAX_ITEMS]
     text = _expression(value, names, MAX_DEPTH, budget)
     if len(text) > MAX_TEXT:
-        raise _NoExpression(f"{_a(value)} of {len(text):,} characters")
+        raise NoExpression(f"{_a(value)} of {len(text):,} characters")
     return text
 
 
 def _expression(value: Any, names: dict[str, Any], depth: int, budget: list[int]) -> str:
     budget[0] -= 1
     if budget[0] < 0 or depth < 0:
-        raise _NoExpression(f"{_a(value)} too big to write")
+        raise NoExpression(f"{_a(value)} too big to write")
     kind = type(value)
     if kind is float:
         return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
@@ -132,7 +132,7 @@ def _expression(value: Any, names: dict[str, Any], depth: int, budget: list[int]
         return held
     if _held_as(kind, names) is not None:
         return _instance(value, kind, names, depth, budget)
-    raise _NoExpression(_a(value))
+    raise NoExpression(_a(value))
 
 
 def _instance(value: Any, kind: type, names: dict[str, Any], depth: int, budget: list[int]) -> str:
@@ -141,9 +141,9 @@ def _instance(value: Any, kind: type, names: dict[str, Any], depth: int, budget:
     try:
         parameters = list(inspect.signature(kind).parameters.values())
     except (TypeError, ValueError):
-        raise _NoExpression(f"{_a(value)} (a class without a signature)") from None
+        raise NoExpression(f"{_a(value)} (a class without a signature)") from None
     if attributes is None:
-        raise _NoExpression(f"{_a(value)} (an object without attributes)")
+        raise NoExpression(f"{_a(value)} (an object without attributes)")
     given = []
     for parameter in parameters:
         if parameter.name in attributes:
@@ -152,7 +152,7 @@ def _instance(value: Any, kind: type, names: dict[str, Any], depth: int, budget:
             inspect.Parameter.VAR_POSITIONAL,
             inspect.Parameter.VAR_KEYWORD,
         ):
-            raise _NoExpression(f"{_a(value)} (whose {parameter.name} it does not keep as an attribute)")
+            raise NoExpression(f"{_a(value)} (whose {parameter.name} it does not keep as an attribute)")
     return f"{kind.__name__}({', '.join(given)})"
 
 
