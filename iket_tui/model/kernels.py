@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -23,7 +24,7 @@ from typing import Any, Final
 import numpy as np
 
 from iket_tui.durations import duration
-from iket_tui.model.launch_coverage import RUNNING
+from iket_tui.model.launch_coverage import NOT_TRACED, PARTIAL, RUNNING
 from iket_tui.model.launches import Launch, LaunchKey
 from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.running_kernels import DEFAULT_STUCK_AFTER_NS, DeviceClock, Unfinished, unfinished
@@ -108,6 +109,7 @@ class KernelTimeline:
         self._running: dict[LaunchKey, Launch] = {}  # the launches with warps that have not ended
         self._tables: dict[int, EventTables] = {}  # the decoder's lookup arrays, one per ring
         self._waiting: list[tuple[Records, bool]] = []
+        self._incomplete: tuple[int, str] | None = None  # incomplete_words as of a version
         self._received: dict[int, int] = {}  # per ring, the events of its records that arrived
         self._missing: dict[int, int] = {}  # per ring, events read and not arrived as of its last drain seen whole
 
@@ -313,6 +315,15 @@ class KernelTimeline:
     def newest_first(self) -> list[Launch]:
         return sorted(self.launches.values(), key=lambda launch: launch.order, reverse=True)
 
+    def incomplete_words(self) -> str:
+        """How many launches did not arrive whole, for the title: `` (2 partial, 1 not traced)``;
+        empty when none (worked out once per version of the timeline)."""
+        if self._incomplete is None or self._incomplete[0] != self.version:
+            counts = Counter(launch.status().state for launch in self.launches.values())
+            found = [f"{counts[state]} {state}" for state in (PARTIAL, NOT_TRACED) if counts[state]]
+            self._incomplete = (self.version, f" ({', '.join(found)})" if found else "")
+        return self._incomplete[1]
+
     def device_now_ns(self, ring: int, agent_now_ns: int) -> int | None:
         """The device timer of ``ring`` at agent time ``agent_now_ns`` (see :class:`DeviceClock`);
         None before any records of it arrived."""
@@ -415,7 +426,7 @@ class KernelTimeline:
         ring = f"ring on {tracing.device}" if tracing.device else f"no ring ({tracing.reason or 'no device'})"
         lost = self.events_lost + self.events_missed
         count = len(self.launches)
-        launches = f"{count} launch{'' if count == 1 else 'es'}"
+        launches = f"{count} launch{'' if count == 1 else 'es'}{self.incomplete_words()}"
         text = f"kernels: {ring} · {launches} · {self.events_read:,} events read, {lost:,} lost"
         if self.waiting_events:
             text += f" · {self.waiting_events:,} events waiting for their module's event table"
@@ -575,7 +586,8 @@ class ProcessKernels:
         for timeline, ring in zip(timelines, rings, strict=True):
             count = len(timeline.launches)
             part = f"{process_label(timeline.process)}{'' if shared else ' ' + ring}: "
-            part += f"{count} launch{'' if count == 1 else 'es'}, {timeline.events_read:,} events"
+            part += f"{count} launch{'' if count == 1 else 'es'}{timeline.incomplete_words()}"
+            part += f", {timeline.events_read:,} events"
             lost = timeline.events_lost + timeline.events_missed
             parts.append(part + (f", {lost:,} lost" if lost else ""))
         head = f"kernels of {len(timelines)} processes" + (f", each with its {rings[0]}" if shared else "")

@@ -14,11 +14,12 @@ from iket_tui.model.kernels import KernelTimeline
 from iket_tui.model.launch_coverage import COMPLETE, CUT, DROPPED, LAPPED, NOT_TRACED, OVERWRITTEN, PARTIAL, RUNNING
 from iket_tui.model.launches import Launch
 from iket_tui.model.session import Session
+from iket_tui.protocol import messages as m
 from iket_tui.ring.buffer import RingView
 from iket_tui.ring.counters import LOSS_OVERWRITTEN
 from iket_tui.ring.cpu_producer import WarpWriter, flood, synthetic_table
 from iket_tui.ring.drain import RingDrain
-from iket_tui.ring.layout import DEFAULT_LAYOUT, RingGeometry
+from iket_tui.ring.layout import CLAIM_STRIPES, DEFAULT_LAYOUT, RingGeometry
 from iket_tui.ring.wire import kernel_module, kernel_records
 from iket_tui.sources.reading import read_recording
 
@@ -29,6 +30,8 @@ T0 = 1 << 40
 
 
 def _ring(regions: int, records: int) -> tuple[RingView, RingDrain]:
+    """A ring whose claim stripe 0, where every warp of these tests runs (SM 0), holds
+    ``regions // CLAIM_STRIPES`` warps at once."""
     geometry = RingGeometry(regions, records)
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, RING)
     return ring, RingDrain(ring, native=False)
@@ -99,7 +102,7 @@ def _of(timeline: KernelTimeline, number: int) -> Launch:
 
 
 def test_a_launch_read_whole_is_complete() -> None:
-    ring, drain = _ring(64, 64)
+    ring, drain = _ring(16 * CLAIM_STRIPES, 64)
     _launch(ring, Clock(), 3, (4, 2, 1), 2, events=5)
     timeline = _timeline()
     timeline.apply(_drained(drain))
@@ -128,7 +131,7 @@ def test_a_launch_still_writing_is_running_until_its_last_block_arrives() -> Non
 
 
 def test_a_warp_that_wrote_more_than_its_region_holds_leaves_its_launch_partial_overwritten() -> None:
-    ring, drain = _ring(16, 16)
+    ring, drain = _ring(64, 16)
     clock = Clock()
     writers = _launch(ring, clock, 3, (2, 1, 1), 2, events=5, close=False)
     for _ in range(35):  # block (1,0) warp 1: 40 events into a region of 16
@@ -158,7 +161,7 @@ def test_a_warp_that_wrote_more_than_its_region_holds_leaves_its_launch_partial_
 
 
 def test_a_warp_overwritten_across_drains_is_flagged_in_its_next_chunk() -> None:
-    ring, drain = _ring(16, 16)
+    ring, drain = _ring(64, 16)
     (writer,) = _launch(ring, Clock(), 3, (1, 1, 1), 1, events=4, close=False)
     timeline = _timeline()
     timeline.apply(_drained(drain))
@@ -177,9 +180,9 @@ def test_a_warp_overwritten_across_drains_is_flagged_in_its_next_chunk() -> None
 
 
 def test_a_burst_of_launches_beyond_the_ring_leaves_the_older_ones_lapped() -> None:
-    ring, drain = _ring(16, 16)
+    ring, drain = _ring(16 * CLAIM_STRIPES, 16)
     clock = Clock()
-    for number in (1, 2, 3):  # 36 warps into 16 regions before any drain
+    for number in (1, 2, 3):  # 36 warps into the 16 regions of their stripe before any drain
         _launch(ring, clock, number, (12, 1, 1), 1)
     timeline = _timeline()
     timeline.apply(_drained(drain))
@@ -194,13 +197,13 @@ def test_a_burst_of_launches_beyond_the_ring_leaves_the_older_ones_lapped() -> N
 
 
 def test_a_launch_whose_every_warp_the_ring_went_round_is_not_traced() -> None:
-    ring, drain = _ring(16, 16)
+    ring, drain = _ring(16 * CLAIM_STRIPES, 16)
     clock = Clock()
     _launch(ring, clock, 4, (4, 1, 1), 1, events=0, close=False)  # began, nothing written yet
     timeline = _timeline()
     timeline.apply(_drained(drain))
     assert _of(timeline, 4).status().short() == RUNNING
-    flood(ring, records_per_warp=4, warps=16, module=MODULE)  # claims every region
+    flood(ring, records_per_warp=4, module=MODULE, launch=9)  # claims every region
     msg = _drained(drain, 20)
     timeline.apply(msg)
     launch = _of(timeline, 4)
@@ -267,7 +270,7 @@ def test_an_old_recording_says_its_status_without_a_made_up_fraction() -> None:
 
 
 def test_an_old_drain_that_lost_records_leaves_the_launches_then_running_partial_shape_unknown() -> None:
-    ring, drain = _ring(16, 16)
+    ring, drain = _ring(64, 16)
     clock = Clock()
     _launch(ring, clock, 2, (1, 1, 1), 1)
     timeline = _timeline()
@@ -295,16 +298,7 @@ def test_a_gemm_sized_launch_of_overwritten_warps_is_followed_in_bulk() -> None:
     """1,024 blocks of 4 warps, 2,048 events each, into regions of 1,024: every warp keeps its
     newest half, and the launch says so."""
     ring, drain = _ring(4096, 1024)
-    flood(ring, records_per_warp=2048, warps=4096, module=MODULE)
-    claims = np.arange(4096)
-    descriptors = ring.descriptors
-    descriptors["launch"] = 5
-    descriptors["block_x"] = claims // 4
-    descriptors["block_yz"] = 0
-    descriptors["code"] = MODULE << 16 | claims % 4
-    descriptors["shape"] = (descriptors["shape"] & 0xFFFF) | 4 << 16
-    descriptors["grid_x"] = 1024
-    descriptors["grid_yz"] = 1 | 1 << 16
+    flood(ring, records_per_warp=2048, warps=4096, module=MODULE, launch=5, block_warps=4)
     timeline = _timeline()
     batch = drain.drain()
     for part in batch.split(16384):
@@ -316,3 +310,23 @@ def test_a_gemm_sized_launch_of_overwritten_warps_is_followed_in_bulk() -> None:
     assert launch.status().words() == "partial: 0% of warps whole, overwritten"
     assert coverage.missing_text() == "blocks (0,0), (1,0) and 1,022 more"
     assert int((batch.losses["reason"] == LOSS_OVERWRITTEN).sum()) == 4096
+
+
+def test_a_launch_of_a_process_whose_stream_ended_is_cut_while_the_others_go_on() -> None:
+    ring, drain = _ring(64, 64)
+    writers = _launch(ring, Clock(), 3, (2, 1, 1), 1, close=False)
+    writers[0].close()
+    session = Session()
+    session.apply(
+        [
+            m.process(pid=101, start_time=101),
+            {"type": "kernel_tracing", "enabled": True, "device": "a ring file", "t_ns": 0},
+            _module(),
+            _drained(drain),
+            m.process(pid=102, start_time=102),
+        ]
+    )
+    launch = session.kernel_processes.newest_first()[0]
+    assert launch.status().short() == RUNNING
+    session.apply([m.process(pid=101, start_time=101, state=m.PROCESS_ENDED, reason="killed")])
+    assert launch.status().words() == f"partial: 50% of warps whole, {CUT}"

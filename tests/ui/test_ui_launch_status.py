@@ -31,7 +31,7 @@ RING = 9
 
 def _kernel_messages() -> list[dict[str, Any]]:
     """Launch 2 read whole, then launch 3, whose block 1's warp 1 wrote 40 events into a region of 16."""
-    geometry = RingGeometry(16, 16)
+    geometry = RingGeometry(64, 16)  # 8 regions to each claim stripe: these warps all run on SM 0
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, RING)
     t = iter(range(1 << 40, 1 << 41, 64))
 
@@ -79,6 +79,9 @@ async def test_the_launch_table_and_the_flame_title_say_how_much_of_each_launch_
     app = _app()
     async with app.run_test(size=NARROW) as pilot:
         screen = await _kernels(pilot, app)
+        assert str(screen.query_one("#kernels-title").render()).startswith(
+            "kernels: ring on NVIDIA H200 · 2 launches (1 partial) · 34 events read, 24 lost"
+        )
         table = screen.query_one("#launches", DataTable)
         header, newest, older = (table.render_line(y).text for y in range(3))
         assert header.split() == ["kernel", "grid", "start", "duration", "status", "records", "unbalanced", "compile"]
