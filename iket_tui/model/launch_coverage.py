@@ -14,7 +14,7 @@ Kept per launch, with numpy per batch (no Python per event or per warp): the war
 (seen, not ended and not lost for good), and per block seen how many of its warps arrived and
 how many whole, so that the missing blocks can be listed once asked for. Recordings made before
 the shape travelled (their chunks carry no begin flag and other words there) keep working: their
-status says ``shape unknown`` and gives no fraction of warps.
+status gives no fraction of warps, and a partial one says ``shape unknown``.
 """
 
 from __future__ import annotations
@@ -370,7 +370,14 @@ class Coverage:
         return tuple(reason for reason in REASONS if reason in found)
 
     def status(self, *, running: bool) -> LaunchStatus:
-        """Its status, ``running`` saying whether some warp of it began and has not ended."""
+        """Its status, ``running`` saying whether some warp of it began and has not ended.
+
+        Not traced: no event of it arrived, only losses. Running: a warp of it runs, or (its
+        shape known) blocks of it have not arrived, nothing says they were lost, and the stream
+        goes on (a grid larger than the GPU runs in waves). Complete: every block of its grid
+        arrived whole (the shape unknown: every warp seen did, and nothing was lost while it
+        ran). Partial otherwise, and always where the agent dropped events of its ring while it
+        ran (a warp that arrived begun and ended may miss events between)."""
         reasons = self._reasons()
         shape = self.expected_warps
         known = shape is not None
