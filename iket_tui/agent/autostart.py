@@ -11,9 +11,10 @@ Knobs, all optional:
 - ``IKET_TUI_BACKLOG=<events>``, ``IKET_TUI_QUEUE=<events>``: the backlog and per-client queue
   bounds.
 - ``IKET_TUI_KERNELS=1``: trace kernels (:mod:`iket_tui.agent.kernels`), with
-  ``IKET_TUI_DRAIN_HZ=<rate>`` (default 20), ``IKET_TUI_RING_CHUNKS=<units>`` (the ring per warp
-  slot of the device, in 256-byte units of 16 records: a power of two, at least 16; default 32,
-  512 records or 8 KiB; see :mod:`iket_tui.agent.kernel_options`) and
+  ``IKET_TUI_DRAIN_HZ=<rate>`` (default 20), ``IKET_TUI_RING_CHUNKS=<units>`` (the ring's region,
+  what one warp of one block writes into, in 256-byte units of 16 records: a power of two; default
+  32, 512 records or 8 KiB), ``IKET_TUI_RING_SIZE=<size>`` (the ring's records in all, e.g.
+  ``256M``; default 128 MiB; see :mod:`iket_tui.agent.kernel_options`) and
   ``IKET_TUI_RING_FILE=<path>`` (drain a ring file written by another process instead of a GPU
   ring).
 - ``IKET_TUI_IR_COMPILES=<compiles>``, ``IKET_TUI_IR_MEMORY=<size>``: how much IR of recent
@@ -45,6 +46,7 @@ QUEUE = "IKET_TUI_QUEUE"
 KERNELS = "IKET_TUI_KERNELS"
 DRAIN_HZ = "IKET_TUI_DRAIN_HZ"
 RING_CHUNKS = "IKET_TUI_RING_CHUNKS"
+RING_SIZE = "IKET_TUI_RING_SIZE"
 RING_FILE = "IKET_TUI_RING_FILE"
 
 
@@ -85,9 +87,20 @@ def _kernel_options() -> KernelOptions | None:
         _warn(f"{DRAIN_HZ}={hz!r}: {_reason(exc)}; using the default")
     try:
         if chunks:
-            options = replace(options, chunks_per_segment=int(chunks))
+            options = replace(options, chunks_per_region=int(chunks))
     except ValueError as exc:
         _warn(f"{RING_CHUNKS}={chunks!r}: {_reason(exc)}; using the default")
+    size = os.environ.get(RING_SIZE)
+    try:
+        if size:
+            from iket_tui.agent.ir_store import parse_size
+
+            parsed = parse_size(size)
+            if parsed is None:
+                raise ValueError("not a size")
+            options = replace(options, ring_bytes=parsed)
+    except ValueError as exc:
+        _warn(f"{RING_SIZE}={size!r}: {_reason(exc)}; using the default")
     ring_file = os.environ.get(RING_FILE)
     if ring_file:
         options = replace(options, ring_file=Path(ring_file))

@@ -69,8 +69,8 @@ class OpenedRing:
     keep: object = None  # what keeps the memory alive (a mapping); device memory is never freed
 
 
-def open_device_rings(chunks_per_segment: int) -> list[OpenedRing]:
-    """A new ring in device memory for every CUDA device."""
+def open_device_rings(geometry: RingGeometry) -> list[OpenedRing]:
+    """A new ring of ``geometry`` in device memory for every CUDA device."""
     try:
         import cupy
     except ImportError:
@@ -85,7 +85,6 @@ def open_device_rings(chunks_per_segment: int) -> list[OpenedRing]:
             raise RingUnavailable("no CUDA device")
         for index in range(count):
             props = runtime.getDeviceProperties(index)
-            geometry = RingGeometry.for_sms(int(props["multiProcessorCount"]), chunks_per_segment)
             ring = DeviceRing(geometry, index)
             name = props.get("name", b"CUDA device")
             rings.append(
@@ -181,7 +180,8 @@ class KernelTracer:
     def _open_rings(self) -> list[OpenedRing]:
         if self.options.ring_file is not None:
             return open_ring_files(str(self.options.ring_file))
-        return open_device_rings(self.options.chunks_per_segment)
+        options = self.options
+        return open_device_rings(RingGeometry(options.regions, options.records_per_region))
 
     def _current_target(self) -> RingTarget | None:
         """The ring of the device current in the compiling thread (where its kernels will run)."""
@@ -201,8 +201,8 @@ class KernelTracer:
             "t_ns": time.monotonic_ns(),
         }
         if not self.rings:
-            no_ring = {"device": None, "device_index": None, "ring_id": None, "ring_bytes": 0, "segments": 0}
-            return [{**common, **no_ring, "records_per_segment": 0, "reason": self.reason}]
+            no_ring = {"device": None, "device_index": None, "ring_id": None, "ring_bytes": 0, "ring_events": 0}
+            return [{**common, **no_ring, "regions": 0, "records_per_region": 0, "reason": self.reason}]
         return [
             {
                 **common,
@@ -210,8 +210,9 @@ class KernelTracer:
                 "device_index": ring.device_index,
                 "ring_id": ring.view.ring_id,
                 "ring_bytes": ring.view.geometry.total_bytes,
-                "segments": ring.view.geometry.segments,
-                "records_per_segment": ring.view.geometry.records_per_segment,
+                "ring_events": ring.view.geometry.capacity_records,
+                "regions": ring.view.geometry.regions,
+                "records_per_region": ring.view.geometry.records_per_region,
                 "reason": None,
             }
             for ring in self.rings

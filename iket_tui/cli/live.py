@@ -305,6 +305,8 @@ def _kernel_env(args: argparse.Namespace) -> dict[str, str]:
         env["IKET_TUI_DRAIN_HZ"] = f"{args.drain_hz:g}"
     if args.ring_chunks is not None:
         env["IKET_TUI_RING_CHUNKS"] = str(args.ring_chunks)
+    if args.ring_size is not None:
+        env["IKET_TUI_RING_SIZE"] = str(args.ring_size)
     return env
 
 

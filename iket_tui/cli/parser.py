@@ -89,7 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
             "--ring-chunks",
             type=_ring_chunks,
             metavar="N",
-            help="with kernel tracing: ring chunks per warp slot, a power of two, at least 16 (32)",
+            help="with kernel tracing: the ring's region, what one warp of one block keeps, in 256-byte units of"
+            " 16 records, a power of two (32: 512 events)",
+        )
+        sub.add_argument(
+            "--ring-size",
+            type=_ring_size,
+            metavar="SIZE",
+            help="with kernel tracing: the ring's records in all, e.g. 256M or 1G (128M: 8,388,608 events, 16,384"
+            " warps of a block at once)",
         )
 
     run = command(
@@ -532,6 +540,18 @@ def _drain_hz(text: str) -> float:
     return value
 
 
+def _ring_size(text: str) -> int:
+    from iket_tui.agent.ir_store import parse_size
+    from iket_tui.agent.kernel_options import MAX_RING_BYTES, MIN_RING_BYTES
+
+    value = parse_size(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not a size (such as 256M or 1G): {text!r}")
+    if not MIN_RING_BYTES <= value <= MAX_RING_BYTES:
+        raise argparse.ArgumentTypeError(f"the ring size must be between 1M and 64G: {text!r}")
+    return value
+
+
 def _ring_chunks(text: str) -> int:
     from iket_tui.agent.kernel_options import MIN_RING_CHUNKS
 
@@ -541,4 +561,6 @@ def _ring_chunks(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < MIN_RING_CHUNKS or value & (value - 1):
         raise argparse.ArgumentTypeError(f"ring chunks must be a power of two, at least {MIN_RING_CHUNKS}: {text!r}")
+    if value > 1 << 16:
+        raise argparse.ArgumentTypeError(f"ring chunks must be at most {1 << 16}: {text!r}")
     return value

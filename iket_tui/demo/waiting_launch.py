@@ -22,7 +22,7 @@ from iket_tui.ring.buffer import RingView
 from iket_tui.ring.cpu_producer import WarpWriter
 from iket_tui.ring.drain import RingDrain
 from iket_tui.ring.events import EventInfo, ModuleEvents
-from iket_tui.ring.layout import ID_BITS_MIN, WARP_SLOTS, RingGeometry
+from iket_tui.ring.layout import ID_BITS_MIN, RingGeometry
 from iket_tui.ring.wire import kernel_module, kernel_records
 
 TILE, FIRST_A, K_STEP, LOAD, MMA = (
@@ -57,7 +57,7 @@ class WaitingLaunch:
     """One ``traced_gemm`` launch written into ``ring``, starting at device time ``t0_ns``,
     whose block :data:`HELD_BLOCK` waits inside k-step :data:`HELD_AT_K` until released.
 
-    Block ``i`` (row-major over the grid) runs on SM ``first_sm + i``: the ring needs 64 SMs
+    Block ``i`` (row-major over the grid) runs on SM ``first_sm + i``: the ring needs a region for
     from there (a warp that waits keeps its warp slot, so another launch at the same time runs
     on other SMs).
     """
@@ -127,10 +127,11 @@ class WaitingLaunch:
         return self._held_at_ns
 
     def _writer(self, index: int, block: tuple[int, int], warp: int, start: int) -> WarpWriter:
-        segment = (self.first_sm + index) * WARP_SLOTS + warp
         return WarpWriter(
             self.ring,
-            segment=segment,
+            sm=self.first_sm + index,
+            grid=(GRID[0], GRID[1], 1),
+            block_warps=WARPS,
             module=self.module,
             launch=self.launch,
             block=(block[0], block[1], 0),
@@ -195,7 +196,7 @@ def waiting_stream(
     ``drain_ns`` (its block waiting), released ``hold_ns`` later, and drained again after
     ``drain_ns``. Each ``kernel_records`` carries ``device_now_ns``, the device timer at its
     drain, as the ring's live transport sends it."""
-    geometry = RingGeometry.for_sms(GRID[0] * GRID[1], 16)
+    geometry = RingGeometry(GRID[0] * GRID[1] * WARPS, 256)
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, ring_id)
     drain = RingDrain(ring)
     writer = WaitingLaunch(ring, module=TRACED_TABLE.module, launch=launch, t0_ns=device_t_ns)

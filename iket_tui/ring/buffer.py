@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 
 from iket_tui.ring.layout import (
+    DESCRIPTOR_BYTES,
+    DESCRIPTOR_DTYPE,
+    DESCRIPTOR_WORDS,
     MAGIC,
     RECORD_BYTES,
     RECORD_DTYPE,
@@ -26,8 +29,6 @@ from iket_tui.ring.layout import (
     RING_HEADER_DTYPE,
     RING_LAYOUT,
     RING_VERSION,
-    SEGMENT_COUNTER_DTYPE,
-    WARP_SLOTS,
     RingGeometry,
 )
 
@@ -48,7 +49,7 @@ class RingFormatError(ValueError):
 
 class RingView:
     """A ring in ``memory`` (a writable one-dimensional ``uint8`` array): its header, its
-    per-segment counters and its records, as numpy views (no copies)."""
+    region descriptors and its records, as numpy views (no copies)."""
 
     def __init__(self, memory: np.ndarray[Any, np.dtype[np.uint8]]) -> None:
         if memory.ndim != 1 or memory.dtype != np.uint8 or len(memory) < RING_HEADER_BYTES:
@@ -59,15 +60,15 @@ class RingView:
         if int(header["version"][0]) != RING_VERSION or int(header["layout"][0]) != RING_LAYOUT:
             raise RingFormatError(f"ring version {int(header['version'][0])}, this iket-tui reads {RING_VERSION}")
         try:
-            geometry = RingGeometry(int(header["segments"][0]), int(header["records_per_segment"][0]))
+            geometry = RingGeometry(int(header["regions"][0]), int(header["records_per_region"][0]))
         except ValueError as exc:
             raise RingFormatError(str(exc)) from None
         if (
-            int(header["counters_offset"][0]) != geometry.counters_offset
+            int(header["descriptors_offset"][0]) != geometry.descriptors_offset
             or int(header["records_offset"][0]) != geometry.records_offset
             or int(header["total_bytes"][0]) != geometry.total_bytes
             or int(header["record_bytes"][0]) != RECORD_BYTES
-            or int(header["warp_slots"][0]) != WARP_SLOTS
+            or int(header["descriptor_bytes"][0]) != DESCRIPTOR_BYTES
         ):
             raise RingFormatError("ring header does not match its own geometry")
         if len(memory) < geometry.total_bytes:
@@ -75,11 +76,14 @@ class RingView:
         self.memory = memory
         self.geometry = geometry
         self.header = header
-        counters_end = geometry.counters_offset + geometry.segments * SEGMENT_COUNTER_DTYPE.itemsize
-        self.counters = memory[geometry.counters_offset : counters_end].view(SEGMENT_COUNTER_DTYPE)
-        region = memory[geometry.records_offset : geometry.total_bytes]
-        self.records = region.view(RECORD_DTYPE).reshape(geometry.segments, geometry.records_per_segment)
-        """Shape (segments, records_per_segment): position ``p`` lies in slot ``p % records_per_segment``."""
+        descriptors_end = geometry.descriptors_offset + geometry.regions * DESCRIPTOR_BYTES
+        self.descriptors = memory[geometry.descriptors_offset : descriptors_end].view(DESCRIPTOR_DTYPE)
+        """One per region: who holds it (see :data:`~iket_tui.ring.layout.DESCRIPTOR_DTYPE`)."""
+        self.descriptor_words = self.descriptors.view("<u4").reshape(geometry.regions, DESCRIPTOR_WORDS)
+        area = memory[geometry.records_offset : geometry.total_bytes]
+        self.records = area.view(RECORD_DTYPE).reshape(geometry.regions, geometry.records_per_region)
+        """Shape (regions, records_per_region): a warp's position ``p`` lies in slot ``p % records_per_region``."""
+        self.record_words = area.view("<u4").reshape(geometry.regions, geometry.records_per_region, 4)
 
     @classmethod
     def format(
@@ -94,11 +98,11 @@ class RingView:
         header["version"] = RING_VERSION
         header["layout"] = RING_LAYOUT
         header["record_bytes"] = RECORD_BYTES
-        header["segments"] = geometry.segments
-        header["records_per_segment"] = geometry.records_per_segment
-        header["warp_slots"] = WARP_SLOTS
+        header["regions"] = geometry.regions
+        header["records_per_region"] = geometry.records_per_region
+        header["descriptor_bytes"] = DESCRIPTOR_BYTES
         header["ring_id"] = secrets.randbits(63) if ring_id is None else ring_id
-        header["counters_offset"] = geometry.counters_offset
+        header["descriptors_offset"] = geometry.descriptors_offset
         header["records_offset"] = geometry.records_offset
         header["total_bytes"] = geometry.total_bytes
         return cls(memory)
@@ -117,9 +121,16 @@ class RingView:
         return int(self.header["retired_records"][0]), int(self.header["retired_events"][0])
 
     @property
-    def warps(self) -> tuple[int, int]:
-        """Warps started and ended so far (every generation)."""
-        return int(self.header["warps_started"][0]), int(self.header["warps_ended"][0])
+    def warps(self) -> tuple[int, int, int]:
+        """Warps that claimed a region, warps that ended, and the records those wrote (this
+        generation)."""
+        header = self.header
+        return int(header["claims"][0].sum()), int(header["warps_ended"][0]), int(header["events_ended"][0])
+
+    @property
+    def stripe_claims(self) -> list[int]:
+        """Each claim stripe's count of claims (this generation)."""
+        return [int(count) for count in self.header["claims"][0]]
 
     def begin_generation(self) -> int:
         """Empty the ring for a new generation and return its number; the owner calls this
@@ -128,13 +139,13 @@ class RingView:
         generation = self.generation
         self.header["generation"] = generation + 1
         store_fence()
-        records = int(self.counters["next"].astype(np.uint64).sum())
-        events = int(self.counters["events"].astype(np.uint64).sum())
-        self.counters[:] = 0
-        self.memory[self.geometry.records_offset : self.geometry.total_bytes] = 0
+        _, _, events = self.warps
+        self.memory[self.geometry.descriptors_offset : self.geometry.total_bytes] = 0
         old_records, old_events = self.retired
-        self.header["retired_records"] = old_records + records
+        self.header["retired_records"] = old_records + events
         self.header["retired_events"] = old_events + events
+        for name in ("claims", "warps_ended", "events_ended"):
+            self.header[name] = 0
         store_fence()
         self.header["generation"] = generation + 2
         return generation + 2

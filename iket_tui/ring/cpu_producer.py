@@ -16,23 +16,23 @@ from __future__ import annotations
 import argparse
 import struct
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
 from iket_tui.ring.buffer import MappedRing, RingFormatError, RingView
 from iket_tui.ring.events import EventInfo, ModuleEvents
 from iket_tui.ring.layout import (
-    BEGIN_RECORDS,
+    CLAIM_STRIPES,
+    END_COUNT_BITS,
     END_PARTIAL,
     ID_BITS_MIN,
-    RECORD_BEGIN,
-    RECORD_BLOCK,
-    RECORD_END,
-    RECORD_LAUNCH,
-    WARP_SLOTS,
+    STAMP_LAP_SHIFT,
+    claim_number,
     range_end_id,
 )
 
@@ -48,58 +48,77 @@ def payload_bits(value: int | float) -> int:
     return value & _MASK32
 
 
+_claim_lock = threading.Lock()
+
+
+def claim_region(ring: RingView, sm: int = 0) -> int:
+    """The next claim of ``ring`` for a warp on SM ``sm`` (its region is ``claim % regions``), as
+    the warp's one atomic add on its stripe's counter."""
+    stripe = sm % CLAIM_STRIPES
+    counters = ring.header["claims"][0]
+    with _claim_lock:
+        taken = int(counters[stripe])
+        counters[stripe] = taken + 1
+    return claim_number(taken, stripe)
+
+
 class WarpWriter:
-    """One warp writing into its segment: its begin records at once, then a record per event,
-    each visible to a reader as soon as it is written."""
+    """One warp of one block writing into the region it claims: its descriptor at once, then a
+    record per event, each visible to a reader as soon as it is written."""
 
     def __init__(
         self,
         ring: RingView,
         *,
-        segment: int,
         module: int,
         kernel: int = 0,
         launch: int = 0,
         block: tuple[int, int, int] = (0, 0, 0),
         warp: int = 0,
         id_bits: int = ID_BITS_MIN,
-        sm: int | None = None,
+        sm: int = 0,
+        grid: tuple[int, int, int] = (1, 1, 1),
+        block_warps: int = 1,
         clock: Callable[[], int] = time.monotonic_ns,
         start_ns: int | None = None,
     ) -> None:
         self.ring = ring
-        self.segment = segment
         self.module, self.kernel, self.launch, self.block, self.warp = module, kernel, launch, block, warp
         self.id_bits = id_bits
         self.id_mask = (1 << id_bits) - 1
         self.clock = clock
         self.closed = False
-        self._slots = ring.records[segment]
-        self._words = self._slots.view("<u4").reshape(-1, 4)
-        self._cap = ring.geometry.records_per_segment
-        counters = ring.counters[segment]
-        self.pos = int(counters["next"])
-        self.events_before = int(counters["events"])
-        self._first = self.pos + BEGIN_RECORDS
+        self.claim = claim_region(ring, sm)
+        geometry = ring.geometry
+        self.region = self.claim & (geometry.regions - 1)
+        self._words = ring.record_words[self.region]
+        self._descriptor = ring.descriptor_words[self.region]
+        self._cap = geometry.records_per_region
+        self._base = geometry.stamp_base(self.claim)
+        self.pos = 0
         t = clock() if start_ns is None else start_ns
         self.last_ns = t
         """The time of the newest record (what :meth:`close` ends at by default)."""
-        sm = segment // WARP_SLOTS if sm is None else sm
-        self._store(RECORD_BEGIN << 8 | id_bits << 12 | kernel << 16 | warp << 24, t >> 32, t & _MASK32)
-        self._store(RECORD_LAUNCH << 8 | module << 16, launch & _MASK32, block[0])
-        self._store(RECORD_BLOCK << 8 | sm << 16, block[1] | block[2] << 16, self.events_before & _MASK32)
-        ring.header["warps_started"] += 1
+        self._part(0, launch, block[0], block[1] | block[2] << 16)
+        self._part(1, module << 16 | kernel << 8 | warp, t, t >> 32)
+        self._part(2, sm | id_bits << 8 | block_warps << 16, grid[0], grid[1] | grid[2] << 16)
 
     @property
     def events(self) -> int:
         """Events this warp has written."""
-        return self.pos - self._first
+        return self.pos
+
+    def _part(self, index: int, a: int, b: int, c: int) -> None:
+        part = self._descriptor[4 * index : 4 * index + 4]
+        part[0] = 0
+        part[1:] = (a & _MASK32, b & _MASK32, c & _MASK32)
+        part[0] = (self.claim + 1) & _MASK32
 
     def _store(self, word: int, hi: int, payload: int) -> None:
         row = self._words[self.pos % self._cap]
         row[3] = 0
         row[:3] = (word & _MASK32, hi & _MASK32, payload & _MASK32)
-        row[3] = (self.pos + 1) & _MASK32
+        row[3] = (self._base + self.pos) & _MASK32
         self.pos += 1
 
     def event(self, event_id: int, payload: int | float | None = None, t_ns: int | None = None) -> None:
@@ -116,19 +135,18 @@ class WarpWriter:
         self.event(range_end_id(self.id_bits), t_ns=t_ns)
 
     def close(self, t_ns: int | None = None, *, partial: bool = False) -> None:
-        """The warp finishes: its end record (at ``t_ns``, default the time of its newest
-        record), then the segment's counters for the next warp in the slot; ``partial`` says not
-        every lane was active."""
+        """The warp finishes: its descriptor's end part (at ``t_ns``, default the time of its
+        newest record), then the header's counters; ``partial`` says not every lane was active."""
         if self.closed:
             return
         self.closed = True
         t = self.last_ns if t_ns is None else t_ns
-        events = self.events
-        self._store(RECORD_END << 8 | (END_PARTIAL if partial else 0) << 12, t >> 32, t & _MASK32)
-        # one 8-byte store, as the device's: a reader never sees one half new and the other old
-        pair = self.pos & _MASK32 | ((self.events_before + events) & _MASK32) << 32
-        self.ring.counters.view("<u8")[self.segment] = pair
-        self.ring.header["warps_ended"] += 1
+        flags = END_PARTIAL if partial else 0
+        self._part(3, t, t >> 32, self.pos | flags << END_COUNT_BITS)
+        header = self.ring.header
+        with _claim_lock:
+            header["warps_ended"] += 1
+            header["events_ended"] += self.pos
 
     def __enter__(self) -> WarpWriter:
         return self
@@ -140,62 +158,68 @@ class WarpWriter:
 def flood(
     ring: RingView,
     *,
-    records_per_segment: int,
-    segments: Sequence[int] | None = None,
+    records_per_warp: int,
+    warps: int | None = None,
     module: int = 1,
+    launch: int = 0,
+    block_warps: int = 1,
     id_bits: int = ID_BITS_MIN,
     t0: int = 1 << 40,
 ) -> int:
-    """Write one warp of ``records_per_segment`` records (its begin records, marks with id 1,
-    ``2**id_bits`` ns apart, and its end record) into each of ``segments`` (default: all), as
-    many warps of the device would, all at once. Returns the number of events written. Records
-    beyond a segment's capacity lap the ring: only the newest ``records_per_segment`` of each
-    segment remain to be read."""
-    cap = ring.geometry.records_per_segment
-    segs = np.arange(ring.geometry.segments) if segments is None else np.asarray(segments, dtype=np.int64)
-    total = records_per_segment
-    if total < BEGIN_RECORDS + 1:
-        raise ValueError(f"a warp writes at least {BEGIN_RECORDS + 1} records")
-    n_events = total - BEGIN_RECORDS - 1
-    kept = min(total, cap)
-    start = ring.counters["next"][segs].astype(np.int64)
-    events_start = ring.counters["events"][segs].astype(np.int64)
+    """One launch of ``warps`` warps (default: one per region), ``block_warps`` to a block (warp
+    ``i`` is warp ``i % block_warps`` of block ``i // block_warps``, on SM ``i % CLAIM_STRIPES``), of
+    ``records_per_warp`` events each (marks with id 1, ``2**id_bits`` ns apart), each claiming a region and ending, as
+    the device's warps would, all at once. Returns the number of events written. A warp that
+    writes more than its region holds laps it (only its newest records remain), and claims beyond
+    the ring's regions take the oldest warps' regions."""
+    geometry = ring.geometry
+    cap = geometry.records_per_region
+    n = geometry.regions if warps is None else warps
+    if records_per_warp < 0 or n < 0:
+        raise ValueError("a flood needs a count of warps and of records per warp")
+    counters = ring.header["claims"][0]
+    with _claim_lock:
+        first = counters.astype(np.int64)
+        counters += np.bincount(np.arange(n) % CLAIM_STRIPES, minlength=CLAIM_STRIPES).astype(np.uint64)
+    index = np.arange(n, dtype=np.int64)
+    stripe = index % CLAIM_STRIPES
+    claims = (first[stripe] + index // CLAIM_STRIPES) * CLAIM_STRIPES + stripe
+    # a later warp's claim takes an earlier one's region: only the last warp of each region stays
+    last = np.unique((claims % geometry.regions)[::-1], return_index=True)[1]
+    kept_warps = np.sort(n - 1 - last)
+    index, stripe, claims = index[kept_warps], stripe[kept_warps], claims[kept_warps]
+    regions = claims & (geometry.regions - 1)
+    kept = min(records_per_warp, cap)
     step = 1 << id_bits
-    offsets = np.arange(total - kept, total)
-    pos = start[:, None] + offsets[None, :]
-    rows = np.zeros((*pos.shape, 4), dtype="<u4")
-    times = t0 + (offsets[None, :] - BEGIN_RECORDS) * step + np.zeros_like(pos)
-    rows[..., 0] = (times & _MASK32 & ~(step - 1)) | 1
-    rows[..., 1] = times >> 32
-    begin_t = t0 - step
-    first = {
-        0: (RECORD_BEGIN << 8 | id_bits << 12, begin_t >> 32, begin_t & _MASK32),
-        1: (RECORD_LAUNCH << 8 | module << 16, 0, None),
-        2: (RECORD_BLOCK << 8, 0, None),
-        total - 1: (RECORD_END << 8, (t0 + n_events * step) >> 32, (t0 + n_events * step) & _MASK32),
-    }
-    for offset, (word, hi, payload) in first.items():
-        column = offset - (total - kept)
-        if column < 0:
-            continue
-        rows[:, column, 0] = word | (segs // WARP_SLOTS << 16 if offset == 2 else 0)
-        rows[:, column, 1] = hi
-        if offset == 1:
-            rows[:, column, 2] = segs
-        elif offset == 2:
-            rows[:, column, 2] = events_start & _MASK32
-        else:
-            rows[:, column, 2] = payload
-    rows[..., 3] = (pos + 1) & _MASK32
-    slots = pos % cap
-    words = ring.records.view("<u4").reshape(ring.geometry.segments, cap, 4)
-    words[segs[:, None], slots, 3] = 0
-    words[segs[:, None], slots, :3] = rows[..., :3]
-    words[segs[:, None], slots, 3] = rows[..., 3]
-    ring.counters.view("<u8")[segs] = (start + total) & _MASK32 | ((events_start + n_events) & _MASK32) << 32
-    ring.header["warps_started"] += len(segs)
-    ring.header["warps_ended"] += len(segs)
-    return int(len(segs) * n_events)
+    positions = np.arange(records_per_warp - kept, records_per_warp, dtype=np.int64)
+    times = t0 + positions * step
+    base = (((claims >> geometry.region_bits) << STAMP_LAP_SHIFT) + 1) & _MASK32
+    words = ring.record_words
+    slots = positions % cap
+    body = np.zeros((len(claims), kept, 4), dtype="<u4")
+    body[..., 0] = (times & _MASK32 & ~(step - 1)) | 1
+    body[..., 1] = times >> 32
+    body[..., 3] = (base[:, None] + positions[None, :]) & _MASK32
+    words[regions[:, None], slots[None, :], 3] = 0
+    words[regions[:, None], slots[None, :], :3] = body[..., :3]
+    words[regions[:, None], slots[None, :], 3] = body[..., 3]
+    t_end = t0 + max(records_per_warp - 1, 0) * step
+    descriptor = np.zeros((len(claims), 16), dtype="<u4")
+    tags = (claims + 1) & _MASK32
+    descriptor[:, 0] = descriptor[:, 4] = descriptor[:, 8] = descriptor[:, 12] = tags
+    descriptor[:, 1] = launch & _MASK32
+    descriptor[:, 2] = index // block_warps
+    descriptor[:, 5] = module << 16 | index % block_warps
+    descriptor[:, 6], descriptor[:, 7] = (t0 - step) & _MASK32, (t0 - step) >> 32
+    descriptor[:, 9] = stripe | id_bits << 8 | block_warps << 16  # on SM ``i % CLAIM_STRIPES``
+    descriptor[:, 10], descriptor[:, 11] = max(-(-n // block_warps), 1), 1 | 1 << 16
+    descriptor[:, 13], descriptor[:, 14] = t_end & _MASK32, t_end >> 32
+    descriptor[:, 15] = records_per_warp
+    ring.descriptor_words[regions] = descriptor
+    with _claim_lock:
+        ring.header["warps_ended"] += n
+        ring.header["events_ended"] += n * records_per_warp
+    return n * records_per_warp
 
 
 @dataclass(frozen=True)
@@ -243,21 +267,22 @@ def synthetic_warps(warps: int, events_per_warp: int, *, seed: int = 0) -> Itera
         yield warp, events
 
 
-def write_synthetic(
-    ring: RingView, warps: int, events_per_warp: int, *, seed: int = 0, module: int = 1, segments: int | None = None
-) -> int:
-    """Write :func:`synthetic_warps` into ``ring``, warp ``w`` into segment ``w % segments``,
-    one warp after the other; returns the number of events."""
-    segments = ring.geometry.segments if segments is None else segments
+SYNTHETIC_SMS: Final = 132
+"""The SMs synthetic warps run on, as an H200's: their claims spread over every claim stripe."""
+
+
+def write_synthetic(ring: RingView, warps: int, events_per_warp: int, *, seed: int = 0, module: int = 1) -> int:
+    """Write :func:`synthetic_warps` into ``ring``, warp ``w`` as block ``w`` of launch ``seed``
+    on SM ``w % SYNTHETIC_SMS``, one warp after the other; returns the number of events."""
     total = 0
     for warp, events in synthetic_warps(warps, events_per_warp, seed=seed):
         writer = WarpWriter(
             ring,
-            segment=warp % segments,
             module=module,
             launch=seed,
             block=(warp, 0, 0),
             warp=warp % 32,
+            sm=warp % SYNTHETIC_SMS,
             clock=_never,
             start_ns=events[0].t_ns if events else 0,
         )

@@ -3,11 +3,13 @@ through a DMA engine, on a non-blocking stream of the agent's own, while kernels
 
 :class:`DeviceRing` allocates the ring with ``cudaMalloc`` (through CuPy) and a pinned host
 mirror of it; it is the drain's :class:`~iket_tui.ring.drain.RecordSource`. Each pass copies the
-header first (its two warp counters say whether any warp ran since the last passes, so an idle
-ring is not copied whole), then the records into the mirror, which the drain reads in place,
-then the records again into a second buffer for the stamps a drain checks after its copy: the
-copying is the DMA engine's, not the drain's. It also estimates the device's ``%globaltimer`` against the host's
-monotonic clock once, with a one-thread kernel between two host clock reads.
+header first (its warp counters say whether any warp ran since the last passes, so an idle ring
+is not copied at all), then, for the claims the drain asks about (one run of consecutive claims,
+so at most two spans of regions), their descriptors, their records, and their descriptors again
+into a buffer of their own: the copying is the DMA engine's, not the drain's, and only the
+regions of warps that ran since the drain last finished with them cross the bus. It also
+estimates the device's ``%globaltimer`` against the host's monotonic clock once, with a
+one-thread kernel between two host clock reads.
 
 CuPy and a CUDA device are needed to construct one; importing this module needs neither.
 """
@@ -20,12 +22,12 @@ from typing import Any, Final
 import numpy as np
 
 from iket_tui.ring.buffer import RingView, memory_at
-from iket_tui.ring.drain import record_words
-from iket_tui.ring.layout import RingGeometry
+from iket_tui.ring.drain import RegionCopy
+from iket_tui.ring.layout import DESCRIPTOR_BYTES, DESCRIPTOR_WORDS, RingGeometry
 
 QUIET_PASSES: Final = 2
-"""Passes that must see the same warp counters, with every warp that started ended, before the
-records are no longer copied (the first such pass may still miss records of the last warps)."""
+"""Passes that must see the same warp counters, with every warp that claimed a region ended,
+before no region is copied (the first such pass may still miss records of the last warps)."""
 
 _NOW_KERNEL: Final = r"""
 extern "C" __global__ void iket_tui_globaltimer(unsigned long long* out) {
@@ -55,27 +57,27 @@ class DeviceRing:
             self.mirror = int(runtime.hostAlloc(size, 0))
             host = memory_at(self.mirror, size)
             self.view = RingView.format(host, geometry, ring_id)
-            records_bytes = size - geometry.records_offset
-            self.check = int(runtime.hostAlloc(records_bytes, 0))
-            self._check_stamps = (
-                memory_at(self.check, records_bytes)
-                .view(self.view.records.dtype)
-                .reshape(self.view.records.shape)["stamp"]
-            )
+            descriptors_bytes = geometry.regions * DESCRIPTOR_BYTES
+            self.check = int(runtime.hostAlloc(descriptors_bytes, 0))
+            self._check_words = memory_at(self.check, descriptors_bytes).view("<u4").reshape(-1, DESCRIPTOR_WORDS)
             runtime.memcpy(self.address, self.mirror, geometry.records_offset, runtime.memcpyHostToDevice)
             runtime.memset(self.address + geometry.records_offset, 0, size - geometry.records_offset)
             self.stream = cupy.cuda.Stream(non_blocking=True)
             self.clock_offset_ns = self._calibrate()
-        self._last_warps: tuple[int, int] | None = None
+        self._last_warps: tuple[int, int, int] | None = None
         self._quiet = 0
         self.copies = 0
-        """Record copies made (two per pass that copies)."""
+        """Passes whose regions were copied."""
+        self.bytes_copied = 0
+        """Bytes of descriptors and records copied, in all."""
 
-    def _copy(self, offset: int, size: int, into: int | None = None) -> None:
+    def _copy(self, spans: list[tuple[int, int, int]]) -> None:
+        """Copy each (device offset, size, host address) on the ring's stream, then wait once."""
         runtime = self._runtime
-        target = self.mirror + offset if into is None else into
         with self._cupy.cuda.Device(self.device):
-            runtime.memcpyAsync(target, self.address + offset, size, runtime.memcpyDeviceToHost, self.stream.ptr)
+            for offset, size, target in spans:
+                runtime.memcpyAsync(target, self.address + offset, size, runtime.memcpyDeviceToHost, self.stream.ptr)
+                self.bytes_copied += size
             self.stream.synchronize()
 
     def _calibrate(self) -> int | None:
@@ -102,7 +104,7 @@ class DeviceRing:
     # The drain's RecordSource.
 
     def refresh(self) -> bool:
-        self._copy(0, self.geometry.records_offset)
+        self._copy([(0, 256, self.mirror)])
         warps = self.view.warps
         if warps == self._last_warps and warps[0] == warps[1]:
             self._quiet += 1
@@ -111,23 +113,29 @@ class DeviceRing:
         self._last_warps = warps
         return self._quiet < QUIET_PASSES
 
-    def stamps(self) -> np.ndarray[Any, Any]:
+    def read(self, claims: np.ndarray[Any, Any]) -> RegionCopy:
         geometry = self.geometry
-        self._copy(geometry.records_offset, geometry.total_bytes - geometry.records_offset)
+        regions = claims & (geometry.regions - 1)
+        first, count = int(regions[0]), min(int(claims[-1] - claims[0]) + 1, geometry.regions)
+        runs = [(first, min(count, geometry.regions - first))]
+        if runs[0][1] < count:
+            runs.append((0, count - runs[0][1]))
+        region_bytes = geometry.region_bytes
+        before, records, after = [], [], []
+        for start, n in runs:
+            at = geometry.descriptors_offset + start * DESCRIPTOR_BYTES
+            before.append((at, n * DESCRIPTOR_BYTES, self.mirror + at))
+            after.append((at, n * DESCRIPTOR_BYTES, self.check + start * DESCRIPTOR_BYTES))
+            at = geometry.records_offset + start * region_bytes
+            records.append((at, n * region_bytes, self.mirror + at))
+        self._copy(before + records + after)
         self.copies += 1
-        stamps: np.ndarray[Any, Any] = self.view.records["stamp"]  # the mirror stays as copied until the next pass
-        return stamps
-
-    def rows(self, segments: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        return record_words(self.view.records, segments, copy=False)
-
-    def stamps_after(self, segments: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        geometry = self.geometry
-        self._copy(geometry.records_offset, geometry.total_bytes - geometry.records_offset, into=self.check)
-        self.copies += 1
-        stamps = self._check_stamps
-        after: np.ndarray[Any, Any] = stamps if len(segments) == len(stamps) else stamps[segments]
-        return after
+        view = self.view
+        contiguous = int(regions[-1]) - int(regions[0]) == len(regions) - 1
+        if contiguous:  # read in place: the mirror stays as copied until the next pass
+            rows = slice(int(regions[0]), int(regions[-1]) + 1)
+            return RegionCopy(view.descriptor_words[rows], view.record_words[rows], self._check_words[rows])
+        return RegionCopy(view.descriptor_words[regions], view.record_words[regions], self._check_words[regions])
 
     def device_now_ns(self) -> int | None:
         return None if self.clock_offset_ns is None else time.monotonic_ns() + self.clock_offset_ns

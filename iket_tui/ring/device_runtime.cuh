@@ -6,21 +6,23 @@
 // first statement of each kernel with events; the log's destructor finishes the warp.
 // docs/ring.md describes the bytes it writes and the order it writes them in.
 //
-// An event runs on the kernel's own critical path, so it is as short as it can be: a timer read
-// and one 16-byte store into the warp's segment of a ring in device memory, at an offset held in
-// a register. No staging, no branch, no fence: each record carries its own sequence stamp, and
-// the host (which copies the ring with a DMA engine) takes a record only when its stamp is the
-// one expected at that position. Because every event reaches device memory at once, a warp that
-// never executes another instruction still shows every event it ran.
+// A warp claims a region of the ring when it begins (one atomic add by one lane, on the claim
+// counter of its SM's stripe: eight counters, so that a wave of blocks does not queue on one), says who it is
+// in the region's descriptor, and writes its events into the region. An event runs on the
+// kernel's own critical path, so it is as short as it can be: a timer read and one 16-byte store
+// at an offset held in a register. No staging, no branch, no fence: each record carries its own
+// stamp, and the host (which copies the ring with a DMA engine) takes a record only when its
+// stamp is the one expected at that position. Because every event reaches device memory at
+// once, a warp that never executes another instruction still shows every event it ran.
 //
 // What the includer defines (all integers, with their C suffixes):
 //   IKET_TUI_RING_ADDRESS        the ring, in device memory
-//   IKET_TUI_COUNTERS_OFFSET, IKET_TUI_RECORDS_OFFSET, IKET_TUI_SEGMENTS,
-//   IKET_TUI_RECORDS_PER_SEGMENT the ring's geometry (records per segment: a power of two)
-//   IKET_TUI_WARPS_STARTED_OFFSET, IKET_TUI_WARPS_ENDED_OFFSET
-//                                the header's two warp counters
-//   IKET_TUI_WARP_SLOTS, IKET_TUI_RECORD_BEGIN, IKET_TUI_RECORD_LAUNCH, IKET_TUI_RECORD_BLOCK,
-//   IKET_TUI_RECORD_END, IKET_TUI_END_PARTIAL, IKET_TUI_END_DIVERGED
+//   IKET_TUI_DESCRIPTORS_OFFSET, IKET_TUI_RECORDS_OFFSET, IKET_TUI_REGION_BITS,
+//   IKET_TUI_RECORDS_PER_REGION  the ring's geometry (regions: 1 << IKET_TUI_REGION_BITS; records per
+//                                region: a power of two)
+//   IKET_TUI_CLAIMS_OFFSET, IKET_TUI_CLAIM_STRIPES, IKET_TUI_WARPS_ENDED_OFFSET, IKET_TUI_EVENTS_ENDED_OFFSET
+//                                the header's claim counters (one per stripe, 8 bytes each) and warp counters
+//   IKET_TUI_STAMP_LAP_SHIFT, IKET_TUI_END_COUNT_BITS, IKET_TUI_END_PARTIAL, IKET_TUI_END_DIVERGED
 //   IKET_TUI_MODULE, IKET_TUI_ID_BITS, IKET_TUI_RANGE_END_ID, IKET_TUI_TOKENLESS_END_ID
 //                                the module and its event ids
 // IKET_TUI_HOST_SIMULATION builds the same log for the host, one object per lane, for tests
@@ -29,40 +31,39 @@
 #ifndef IKET_TUI_DEVICE_RUNTIME_CUH
 #define IKET_TUI_DEVICE_RUNTIME_CUH
 
-#if !defined(IKET_TUI_RING_ADDRESS) || !defined(IKET_TUI_COUNTERS_OFFSET) || !defined(IKET_TUI_RECORDS_OFFSET) || \
-    !defined(IKET_TUI_SEGMENTS) || !defined(IKET_TUI_RECORDS_PER_SEGMENT) ||                                       \
-    !defined(IKET_TUI_WARPS_STARTED_OFFSET) || !defined(IKET_TUI_WARPS_ENDED_OFFSET) ||                            \
-    !defined(IKET_TUI_WARP_SLOTS) || !defined(IKET_TUI_RECORD_BEGIN) || !defined(IKET_TUI_RECORD_LAUNCH) ||        \
-    !defined(IKET_TUI_RECORD_BLOCK) || !defined(IKET_TUI_RECORD_END) || !defined(IKET_TUI_END_PARTIAL) ||          \
+#if !defined(IKET_TUI_RING_ADDRESS) || !defined(IKET_TUI_DESCRIPTORS_OFFSET) || !defined(IKET_TUI_RECORDS_OFFSET) || \
+    !defined(IKET_TUI_REGION_BITS) || !defined(IKET_TUI_RECORDS_PER_REGION) || !defined(IKET_TUI_CLAIMS_OFFSET) ||   \
+    !defined(IKET_TUI_WARPS_ENDED_OFFSET) || !defined(IKET_TUI_EVENTS_ENDED_OFFSET) ||                               \
+    !defined(IKET_TUI_STAMP_LAP_SHIFT) || !defined(IKET_TUI_END_COUNT_BITS) || !defined(IKET_TUI_END_PARTIAL) ||    \
     !defined(IKET_TUI_END_DIVERGED) || !defined(IKET_TUI_MODULE) || !defined(IKET_TUI_ID_BITS) ||                  \
-    !defined(IKET_TUI_RANGE_END_ID) || !defined(IKET_TUI_TOKENLESS_END_ID)
+    !defined(IKET_TUI_RANGE_END_ID) || !defined(IKET_TUI_TOKENLESS_END_ID) || !defined(IKET_TUI_CLAIM_STRIPES)
 #error "the iket-tui device runtime needs the ring's, the layout's and the module's #defines (see its first lines)"
 #endif
 
 namespace iket_tui {
-constexpr unsigned long long kRing = IKET_TUI_RING_ADDRESS;
-constexpr unsigned long long kCountersOffset = IKET_TUI_COUNTERS_OFFSET;
-constexpr unsigned long long kRecordsOffset = IKET_TUI_RECORDS_OFFSET;
-constexpr unsigned long long kWarpsStarted = IKET_TUI_RING_ADDRESS + IKET_TUI_WARPS_STARTED_OFFSET;
+constexpr unsigned long long kDescriptors = IKET_TUI_RING_ADDRESS + IKET_TUI_DESCRIPTORS_OFFSET;
+constexpr unsigned long long kRecords = IKET_TUI_RING_ADDRESS + IKET_TUI_RECORDS_OFFSET;
+constexpr unsigned long long kClaims = IKET_TUI_RING_ADDRESS + IKET_TUI_CLAIMS_OFFSET;
+constexpr unsigned kStripes = IKET_TUI_CLAIM_STRIPES;
 constexpr unsigned long long kWarpsEnded = IKET_TUI_RING_ADDRESS + IKET_TUI_WARPS_ENDED_OFFSET;
-constexpr unsigned kSegments = IKET_TUI_SEGMENTS;
-constexpr unsigned kCapMask = IKET_TUI_RECORDS_PER_SEGMENT - 1u;
-constexpr unsigned long long kSegmentBytes = 16ull * IKET_TUI_RECORDS_PER_SEGMENT;
-constexpr unsigned kOffsetMask = (unsigned)(kSegmentBytes - 1ull);
-constexpr unsigned kWarpSlots = IKET_TUI_WARP_SLOTS;
+constexpr unsigned long long kEventsEnded = IKET_TUI_RING_ADDRESS + IKET_TUI_EVENTS_ENDED_OFFSET;
+constexpr unsigned kRegionBits = IKET_TUI_REGION_BITS;
+constexpr unsigned kRegionMask = (1u << kRegionBits) - 1u;
+constexpr unsigned long long kRegionBytes = 16ull * IKET_TUI_RECORDS_PER_REGION;
+constexpr unsigned kOffsetMask = (unsigned)(kRegionBytes - 1ull);
+constexpr unsigned kLapShift = IKET_TUI_STAMP_LAP_SHIFT;
+constexpr unsigned kCountBits = IKET_TUI_END_COUNT_BITS;
 constexpr unsigned kModule = IKET_TUI_MODULE;
 constexpr unsigned kIdBits = IKET_TUI_ID_BITS;
 constexpr unsigned kIdMask = (1u << kIdBits) - 1u;
 constexpr unsigned kEndId = IKET_TUI_RANGE_END_ID;
 constexpr unsigned kTokenlessEndId = IKET_TUI_TOKENLESS_END_ID;
-constexpr unsigned kBegin = IKET_TUI_RECORD_BEGIN << 8;
-constexpr unsigned kLaunch = IKET_TUI_RECORD_LAUNCH << 8;
-constexpr unsigned kBlock = IKET_TUI_RECORD_BLOCK << 8;
-constexpr unsigned kEnd = IKET_TUI_RECORD_END << 8;
 constexpr unsigned kEndPartial = IKET_TUI_END_PARTIAL;
 constexpr unsigned kEndDiverged = IKET_TUI_END_DIVERGED;
-static_assert((kCapMask & (kCapMask + 1u)) == 0u, "records per segment must be a power of two");
-static_assert(kSegmentBytes <= (1ull << 32), "an event's byte offset in its segment is 32 bits");
+static_assert((IKET_TUI_RECORDS_PER_REGION & (IKET_TUI_RECORDS_PER_REGION - 1u)) == 0u,
+              "records per region must be a power of two");
+static_assert(kRegionBytes <= (1ull << 32), "an event's byte offset in its region is 32 bits");
+static_assert((kStripes & (kStripes - 1u)) == 0u, "claim stripes must be a power of two");
 
 #if defined(IKET_TUI_HOST_SIMULATION)
 __device__ __forceinline__ unsigned long long timer() { return iket_tui_sim::now; }
@@ -74,16 +75,14 @@ __device__ __forceinline__ void store_record(unsigned long long address, unsigne
                                              unsigned stamp) {
   iket_tui_sim::store_record(address, word, hi, payload, stamp);
 }
-__device__ __forceinline__ void load_counters(unsigned long long address, unsigned& next, unsigned& events) {
-  next = ((volatile unsigned*)address)[0];
-  events = ((volatile unsigned*)address)[1];
+// The claim: the leader takes the next claim number, every lane then reads it (lanes run one
+// after another here, leader first).
+__device__ __forceinline__ unsigned long long claim_region(bool leader, unsigned, unsigned long long counter) {
+  if (leader) iket_tui_sim::claimed = (*(volatile unsigned long long*)counter)++;
+  return iket_tui_sim::claimed;
 }
-__device__ __forceinline__ void store_counters(unsigned long long address, unsigned next, unsigned events) {
-  ((volatile unsigned*)address)[0] = next;
-  ((volatile unsigned*)address)[1] = events;
-}
-__device__ __forceinline__ void count_warp(bool first, unsigned long long address) {
-  if (first) *(volatile unsigned long long*)address += 1ull;
+__device__ __forceinline__ void add_to_counter(bool leader, unsigned long long address, unsigned long long value) {
+  if (leader) *(volatile unsigned long long*)address += value;
 }
 #else
 // All 64 bits: ptxas then reads the timer with CS2R; a read of the low half alone became a
@@ -133,87 +132,89 @@ __device__ __forceinline__ void store_record(unsigned long long address, unsigne
 #endif
 }
 
-// Where the last warp in this slot stopped. A weak load: only warps of this SM ever store these
-// counters, so its caches see their last value (a strong .sys or volatile load here hung
-// TileLang's warp-specialized kernels on the H200: docs/ring.md).
-__device__ __forceinline__ void load_counters(unsigned long long address, unsigned& next, unsigned& events) {
-  asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(next), "=r"(events) : "l"(address) : "memory");
+// One lane claims the warp's region (an atomic add on the header's claim counter, predicated: no
+// branch) and hands the claim to the others. The result is first needed by the descriptor's
+// stores, so its round trip overlaps the timer and special-register reads before them.
+__device__ __forceinline__ unsigned long long claim_region(bool leader, unsigned mask, unsigned long long counter) {
+  unsigned long long claim = 0ull;
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0;\n\t@p atom.relaxed.gpu.global.add.u64 %0, [%2], 1;\n\t}"
+               : "+l"(claim)
+               : "r"((unsigned)leader), "l"(counter)
+               : "memory");
+  return __shfl_sync(mask, claim, __ffs(mask) - 1);
 }
 
-__device__ __forceinline__ void store_counters(unsigned long long address, unsigned next, unsigned events) {
-  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(address), "r"(next), "r"(events) : "memory");
-}
-
-// One lane adds one to a warp counter of the header: a predicated reduction, no branch.
-__device__ __forceinline__ void count_warp(bool first, unsigned long long address) {
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p red.relaxed.gpu.global.add.u64 [%1], 1;\n\t}" ::"r"(
-                   (unsigned)first),
-               "l"(address)
+// One lane adds to a counter of the header: a predicated reduction, no branch.
+__device__ __forceinline__ void add_to_counter(bool leader, unsigned long long address, unsigned long long value) {
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p red.relaxed.gpu.global.add.u64 [%1], %2;\n\t}" ::"r"(
+                   (unsigned)leader),
+               "l"(address), "l"(value)
                : "memory");
 }
 #endif
 
-// The log of one warp: where its segment's records lie, its position in them, and what the
-// segment's counters become when it ends. Every lane holds the same values.
+// The log of one warp: its claim, where its region's records lie, where the next record goes and
+// the stamp it carries. Every lane holds the same values.
 //
-// An event finds its slot from `off`, the next slot's byte offset in the segment, added to the
-// slab and then moved on by 16 and wrapped with a mask: not from `pos` (`slab + 16 * (pos & mask)`,
-// as the warp's own records do). The position stays for the stamp. One register more, but on
-// the H200 k-step GEMM the offset costs less than the position (the same ring, in one run:
-// benchmarks/gpu_ring_variants.py, `off32`; docs/ring.md gives the figures and what else was tried).
+// An event finds its slot from `off`, the next slot's byte offset in the region, added to the
+// slab and then moved on by 16 and wrapped with a mask (a warp that writes more than its region
+// holds laps its own region, keeping its newest records); the stamp counts up by one. On the
+// H200 k-step GEMM the register-held offset costs less than deriving the address from a position
+// (benchmarks/gpu_ring_variants.py, `off32`; docs/ring.md gives the figures).
 struct Warp {
-  unsigned long long slab;  // the segment's first record
-  unsigned pos;             // the next record's position in the segment
-  unsigned off;             // the byte offset of the next record's slot in the segment: 16 * (pos & mask)
-  unsigned events_base;     // the segment's events before this warp, minus the warp's first event position
+  unsigned long long slab;  // the region's first record
+  unsigned off;             // the byte offset of the next record's slot in the region
+  unsigned stamp;           // the next record's stamp: the claim's stamp base + the record's position
+  unsigned claim;           // the low 32 bits of the claim: its stripe's count * kStripes + the stripe (the region
+                            // is claim & kRegionMask)
 
   __device__ __forceinline__ explicit Warp(unsigned kernel) {
     const unsigned lane = special_laneid();
+    const unsigned mask = __activemask();
+    const bool leader = lane == (unsigned)(__ffs(mask) - 1);
     const unsigned sm = special_smid();
-    const unsigned seg = (sm * kWarpSlots + (special_warpid() & (kWarpSlots - 1u))) % kSegments;
-    slab = kRing + kRecordsOffset + (unsigned long long)seg * kSegmentBytes;
-    unsigned events;
-    load_counters(kRing + kCountersOffset + 8ull * seg, pos, events);
+    const unsigned stripe = sm & (kStripes - 1u);
+    const unsigned long long taken = claim_region(leader, mask, kClaims + 8ull * stripe) * kStripes + stripe;
     const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) >> 5;
     const unsigned long long grid = special_gridid();
     const unsigned long long now = timer();
-    store_record(slot(pos), kBegin | (kIdBits << 12) | (kernel << 16) | ((tid >> 5) << 24), (unsigned)(now >> 32),
-                 (unsigned)now, pos + 1u);
-    store_record(slot(pos + 1u), kLaunch | (kModule << 16), (unsigned)grid, blockIdx.x, pos + 2u);
-    store_record(slot(pos + 2u), kBlock | (sm << 16), blockIdx.y | (blockIdx.z << 16), events, pos + 3u);
-    pos += 3u;
-    off = 16u * (pos & kCapMask);
-    events_base = events - pos;
-    const unsigned mask = __activemask();
-    count_warp(lane == (unsigned)(__ffs(mask) - 1), kWarpsStarted);
+    claim = (unsigned)taken;
+    stamp = ((unsigned)(taken >> kRegionBits) << kLapShift) + 1u;
+    off = 0u;
+    const unsigned region = claim & kRegionMask;
+    slab = kRecords + (unsigned long long)region * kRegionBytes;
+    const unsigned long long d = kDescriptors + 64ull * region;
+    const unsigned tag = claim + 1u;  // never 0: a descriptor never written names no claim
+    store_record(d, tag, (unsigned)grid, blockIdx.x, blockIdx.y | (blockIdx.z << 16));
+    store_record(d + 16ull, tag, (kModule << 16) | (kernel << 8) | (tid >> 5), (unsigned)now, (unsigned)(now >> 32));
+    store_record(d + 32ull, tag, sm | (kIdBits << 8) | (warps << 16), gridDim.x, gridDim.y | (gridDim.z << 16));
   }
 
-  // The end record, then the counters for the next warp in this slot: the lanes agree on the
-  // furthest position any of them reached.
+  // The end: the lanes agree on the furthest record any of them wrote, then the descriptor's end
+  // part, then the header's counters of warps and records ended.
   __device__ __forceinline__ ~Warp() {
     const unsigned lane = special_laneid();
     const unsigned mask = __activemask();
-    const unsigned top = __reduce_max_sync(mask, pos);
+    const unsigned base = ((claim >> kRegionBits) << kLapShift) + 1u;
+    const unsigned count = __reduce_max_sync(mask, stamp - base);
     const unsigned flags =
-        (mask != 0xffffffffu ? kEndPartial : 0u) | (__match_any_sync(mask, pos) != mask ? kEndDiverged : 0u);
+        (mask != 0xffffffffu ? kEndPartial : 0u) | (__match_any_sync(mask, stamp) != mask ? kEndDiverged : 0u);
     const unsigned long long now = timer();
-    store_record(slot(top), kEnd | (flags << 12), (unsigned)(now >> 32), (unsigned)now, top + 1u);
-    const unsigned long long seg = (slab - kRing - kRecordsOffset) / kSegmentBytes;
-    store_counters(kRing + kCountersOffset + 8ull * seg, top + 1u, events_base + top);
-    count_warp(lane == (unsigned)(__ffs(mask) - 1), kWarpsEnded);
-  }
-
-  __device__ __forceinline__ unsigned long long slot(unsigned position) const {
-    return slab + 16ull * (position & kCapMask);
+    store_record(kDescriptors + 64ull * (claim & kRegionMask) + 48ull, claim + 1u, (unsigned)now,
+                 (unsigned)(now >> 32), count | (flags << kCountBits));
+    const bool leader = lane == (unsigned)(__ffs(mask) - 1);
+    add_to_counter(leader, kWarpsEnded, 1ull);
+    add_to_counter(leader, kEventsEnded, (unsigned long long)count);
   }
 
   template <unsigned ID, bool PAYLOAD>
   __device__ __forceinline__ void event(unsigned payload) {
     constexpr unsigned id = ID == kTokenlessEndId ? kEndId : ID;
     const unsigned long long now = timer();
-    store_record(slab + off, ((unsigned)now & ~kIdMask) | id, (unsigned)(now >> 32), PAYLOAD ? payload : 0u, pos + 1u);
+    store_record(slab + off, ((unsigned)now & ~kIdMask) | id, (unsigned)(now >> 32), PAYLOAD ? payload : 0u, stamp);
     off = (off + 16u) & kOffsetMask;
-    pos += 1u;
+    stamp += 1u;
   }
 };
 }  // namespace iket_tui

@@ -1,12 +1,17 @@
 """The ring's binary layout, described once: numpy dtypes for the reader, the CPU producer and
 the wire, and the constants the CUDA runtime is compiled with.
 
-A ring (version 2) is one buffer in device memory: a 256-byte header, one 8-byte counter pair
-per segment, then the records, ``records_per_segment`` of them per segment. A segment belongs
-to one hardware warp slot (an SM and a warp slot on it), so it has a single writer at a time.
-A record is 16 bytes, stored by the warp in one instruction, and carries its own sequence stamp:
-an event (time and id, payload), or one of the records a warp writes when it begins (its
-identity) and ends. The agent copies the ring to the host with a DMA engine.
+A ring (version 3) is one buffer in device memory: a 256-byte header, one 64-byte descriptor
+per region, then the records, ``records_per_region`` of them per region. A warp claims a region
+of its own when it begins (one atomic add on one of the header's :data:`CLAIM_STRIPES` claim
+counters, the one of its SM: each counter's claims go round its share of the regions in order),
+writes who it is into the region's descriptor, and then one 16-byte record
+per event into the region, each carrying a stamp that names the claim and the record's position.
+A warp that writes more records than its region holds laps its own region, so its newest events
+stay; its name stays in the descriptor, which its events never overwrite. When claims come
+round again the oldest region goes to a new warp: a burst faster than the reader loses whole
+warps, the oldest first, never pieces of them. The agent copies the ring to the host with a DMA
+engine.
 
 What a drain hands on, and what travels to clients, is a *drained chunk* (:class:`ChunkLayout`):
 a warp's identity once, then its events' time words and payloads; ``docs/ring.md`` tells the
@@ -23,13 +28,13 @@ import numpy as np
 
 VERSION: Final = 1
 """The drained chunk format's version (part of its layout id on the wire)."""
-RING_VERSION: Final = 2
-"""The ring's own version: 16-byte stamped records in device memory."""
+RING_VERSION: Final = 3
+"""The ring's own version: a region claimed per warp, 16-byte stamped records in device memory."""
 MAGIC: Final = b"IKETRING"
 LANES: Final = 32
 """Threads in a warp: a chunk is stored by the whole warp, one word per lane per store."""
 WARP_SLOTS: Final = 64
-"""Warp slots per SM on Hopper: segment = SM * WARP_SLOTS + warp slot."""
+"""Warp slots per SM on Hopper: a drained chunk's ``segment`` is ``SM * WARP_SLOTS + warp % WARP_SLOTS``."""
 RING_HEADER_BYTES: Final = 256
 CHUNK_ALIGN: Final = 4096
 ID_BITS_MIN: Final = 5
@@ -39,26 +44,34 @@ RANGE_END_TOKENLESS_ID: Final = 31
 """The id TileLang's frontend gives every range end (``TL_IKET_EVENT(31)``)."""
 RECORD_BYTES: Final = 16
 RECORDS_PER_CHUNK: Final = 16
-"""Ring sizes are given in 256-byte units of 16 records (``--ring-chunks``)."""
-MIN_RECORDS_PER_SEGMENT: Final = 16
-BEGIN_RECORDS: Final = 3
-"""Records a warp writes when it begins: :data:`RECORD_BEGIN`, :data:`RECORD_LAUNCH`, :data:`RECORD_BLOCK`."""
+"""Region sizes are given in 256-byte units of 16 records (``--ring-chunks``)."""
+MIN_RECORDS_PER_REGION: Final = 16
+DESCRIPTOR_BYTES: Final = 64
+"""A region's descriptor: four 16-byte parts, each stored whole and naming its claim."""
+STAMP_LAP_SHIFT: Final = 20
+"""A record's stamp is ``(lap << STAMP_LAP_SHIFT) + position + 1`` (modulo 2**32), ``lap`` the
+number of times claims went round the regions before its warp's claim: records a region kept
+from its earlier warps never carry a stamp its current warp's positions expect."""
+MAX_REGION_BITS: Final = 32 - 12
+"""At most 2**20 regions: a stamp's lap is the 12 claim bits above the region's, which the device
+reads from the claim's low 32 bits."""
+CLAIM_STRIPES: Final = 8
+"""Claim counters: a warp on SM ``s`` claims from counter ``s % CLAIM_STRIPES``, whose claims take
+every ``CLAIM_STRIPES``-th region. One counter for the whole GPU made the warps of a wave of blocks
+wait on each other's atomics (a point of the one-range-per-block GEMM's time on the H200); with
+eight, 132 SMs share them 16 or 17 to a counter."""
+DEFAULT_REGIONS: Final = 16384
+"""Regions of the agent's default ring: as many warps (of a block each) as it holds at once."""
+DEFAULT_RECORDS_PER_REGION: Final = 512
+"""Records per region of the agent's default ring (8 KiB): the events one warp of one block
+keeps whole; a warp that writes more keeps its newest this many. ``--ring-chunks N`` gives ``16 N``."""
 
-# Record types: a record whose word has its low 8 bits zero is a warp's own record (no event id
-# is 0), its type in bits 8..11.
-RECORD_EVENT: Final = 0
-RECORD_BEGIN: Final = 1
-"""word: type | id_bits << 12 | kernel << 16 | warp << 24; hi, payload: the begin time (high, low)."""
-RECORD_LAUNCH: Final = 2
-"""word: type | module << 16; hi: launch (low 32 bits of %gridid); payload: block_x."""
-RECORD_BLOCK: Final = 3
-"""word: type | SM << 16; hi: block_y | block_z << 16; payload: the segment's events before this warp."""
-RECORD_END: Final = 4
-"""word: type | end flags << 12; hi, payload: the end time (high, low)."""
 END_PARTIAL: Final = 1
-"""In an end record's flags: not all 32 lanes were active when the warp ended."""
+"""In a descriptor's end flags: not all 32 lanes were active when the warp ended."""
 END_DIVERGED: Final = 2
-"""In an end record's flags: the lanes disagreed on their position (some events ran on part of the warp)."""
+"""In a descriptor's end flags: the lanes disagreed on their position (some events ran on part of the warp)."""
+END_COUNT_BITS: Final = 30
+"""A descriptor's end word holds the warp's record count in its low 30 bits, its flags above."""
 DRAINED_EVENTS_PER_CHUNK: Final = 26
 """Events in one drained chunk at most: 26 event words then 26 payload words, 52 of a 256-byte
 chunk's 53 body words."""
@@ -75,6 +88,9 @@ FLAG_WARP_BEGIN: Final = 8
 FLAG_PAYLOAD_EVERY_EVENT: Final = 16
 """Every event has a payload word, used or not: event ``k``'s in word ``HEADER_WORDS +
 DRAINED_EVENTS_PER_CHUNK + k``, after the (at most :data:`DRAINED_EVENTS_PER_CHUNK`) events."""
+FLAG_WARP_LAPPED: Final = 32
+"""Events of this warp written before this chunk's first were overwritten before they were read
+(the warp wrote more than its region holds, or the drain fell behind it): the warp is not whole."""
 
 # Event kinds, as decoded.
 KIND_MARK: Final = 0
@@ -124,67 +140,79 @@ CHUNK_HEADER_FIELDS: Final[tuple[tuple[str, str], ...]] = (
 HEADER_BYTES: Final = 40
 HEADER_WORDS: Final = HEADER_BYTES // 4
 
+_HEADER_FIELDS: Final = (
+    ("magic", "S8", 0),
+    ("version", "<u4", 8),
+    ("layout", "<u4", 12),
+    ("record_bytes", "<u4", 16),
+    ("regions", "<u4", 20),
+    ("records_per_region", "<u4", 24),
+    ("descriptor_bytes", "<u4", 28),
+    ("generation", "<u4", 32),
+    ("ring_id", "<u8", 40),
+    ("retired_records", "<u8", 48),
+    ("retired_events", "<u8", 56),
+    ("descriptors_offset", "<u8", 64),
+    ("records_offset", "<u8", 72),
+    ("total_bytes", "<u8", 80),
+    ("warps_ended", "<u8", 96),
+    ("events_ended", "<u8", 104),
+    ("claims", ("<u8", (8,)), 128),
+)
+
 RING_HEADER_DTYPE: Final = np.dtype(
     {
-        "names": [
-            "magic",
-            "version",
-            "layout",
-            "record_bytes",
-            "segments",
-            "records_per_segment",
-            "warp_slots",
-            "generation",
-            "ring_id",
-            "retired_records",
-            "retired_events",
-            "counters_offset",
-            "records_offset",
-            "total_bytes",
-            "warps_started",
-            "warps_ended",
-        ],
-        "formats": [
-            "S8",
-            "<u4",
-            "<u4",
-            "<u4",
-            "<u4",
-            "<u4",
-            "<u4",
-            "<u4",
-            "<u8",
-            "<u8",
-            "<u8",
-            "<u8",
-            "<u8",
-            "<u8",
-            "<u8",
-            "<u8",
-        ],
-        "offsets": [0, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80, 88, 96],
+        "names": [name for name, _, _ in _HEADER_FIELDS],
+        "formats": [form for _, form, _ in _HEADER_FIELDS],
+        "offsets": [offset for _, _, offset in _HEADER_FIELDS],
         "itemsize": RING_HEADER_BYTES,
     }
 )
 """The ring header. ``generation`` is odd while the owner resets the ring; ``retired_*`` are
-the totals written in all earlier generations; ``warps_started`` and ``warps_ended`` are counted
-by the warps (one atomic each per warp), so a reader tells an idle ring from a busy one by
-copying the header alone."""
+the totals written in all earlier generations. The warps count themselves: ``claims`` (one
+atomic add per warp when it begins, on the counter of its SM's stripe: see :func:`claim_number`),
+``warps_ended`` and ``events_ended`` (the records of the warps that ended), so a reader tells an
+idle ring from a busy one, and what it has not read yet, by copying the header alone."""
 
 RING_LAYOUT: Final = (RING_VERSION << 16) | RECORD_BYTES
 """The ring's layout id: version and record size."""
-WARPS_STARTED_OFFSET: Final = 88
+CLAIMS_OFFSET: Final = 128
 WARPS_ENDED_OFFSET: Final = 96
+EVENTS_ENDED_OFFSET: Final = 104
 
-SEGMENT_COUNTER_DTYPE: Final = np.dtype([("next", "<u4"), ("events", "<u4")])
-"""Per segment: records and events written so far (modulo 2**32), stored by a warp when it
-finishes so the next warp in that slot carries on from there."""
+DESCRIPTOR_WORDS: Final = DESCRIPTOR_BYTES // 4
+DESCRIPTOR_DTYPE: Final = np.dtype(
+    [
+        ("tag_a", "<u4"),
+        ("launch", "<u4"),  # low 32 bits of %gridid
+        ("block_x", "<u4"),
+        ("block_yz", "<u4"),  # block_y | block_z << 16
+        ("tag_b", "<u4"),
+        ("code", "<u4"),  # module << 16 | kernel << 8 | warp
+        ("begin_lo", "<u4"),
+        ("begin_hi", "<u4"),
+        ("tag_c", "<u4"),
+        ("shape", "<u4"),  # SM | id_bits << 8 | warps per block << 16
+        ("grid_x", "<u4"),
+        ("grid_yz", "<u4"),  # gridDim.y | gridDim.z << 16
+        ("tag_d", "<u4"),
+        ("end_lo", "<u4"),
+        ("end_hi", "<u4"),
+        ("end_count", "<u4"),  # records written | end flags << END_COUNT_BITS
+    ]
+)
+"""A region's descriptor, four 16-byte parts, each stored whole by one instruction and beginning
+with the tag of the claim it belongs to (``claim + 1`` modulo 2**32, so that memory never written
+names no claim): three when the warp begins (who it is, when it
+began, its launch's shape) and one when it ends (when, how many records, the end flags). A part
+whose claim is not the region's current one is not (or no longer) that warp's."""
 
 RECORD_DTYPE: Final = np.dtype([("word", "<u4"), ("hi", "<u4"), ("payload", "<u4"), ("stamp", "<u4")])
-"""One ring record. An event: ``word`` = ``(time_lo & ~id_mask) | id`` (id >= 1), ``hi`` = the
-time's high half, ``payload`` = the raw payload bits; a warp's own record has ``word & 0xff == 0``
-(see ``RECORD_*``). ``stamp`` = position in the segment + 1 (modulo 2**32), stored with the
-rest: a reader takes the record at position ``p`` only when its stamp is ``p + 1``."""
+"""One ring record, one event: ``word`` = ``(time_lo & ~id_mask) | id`` (id >= 1), ``hi`` = the
+time's high half, ``payload`` = the raw payload bits; ``stamp`` = :func:`stamp_base` of the warp's
+claim + its position among the warp's records (modulo 2**32), stored with the rest: a reader
+takes the record in slot ``p % records_per_region`` as the warp's position ``p`` only when its
+stamp says so."""
 
 EVENT_DTYPE: Final = np.dtype(
     [
@@ -209,10 +237,16 @@ payload type, kernel) and bytes 16..31 the warp's identity, so a decoder fills t
 store each."""
 
 
-def _chunk_dtype(first_name: str, chunk_words: int) -> np.dtype[np.void]:
-    fields: list[tuple[Any, ...]] = [(first_name, CHUNK_HEADER_FIELDS[0][1]), *CHUNK_HEADER_FIELDS[1:]]
-    fields.append(("words", "<u4", (chunk_words - HEADER_WORDS - 1,)))
-    fields.append(("tail", "<u4"))
+def _chunk_dtype(names: tuple[str, str, str, str], chunk_words: int) -> np.dtype[np.void]:
+    first, second, third, last = names
+    fields: list[tuple[Any, ...]] = [
+        (first, "<u4"),
+        (second, "<u4"),
+        (third, "<u4"),
+        *CHUNK_HEADER_FIELDS[3:],
+        ("words", "<u4", (chunk_words - HEADER_WORDS - 1,)),
+        (last, "<u4"),
+    ]
     return np.dtype(fields)
 
 
@@ -263,13 +297,16 @@ class ChunkLayout:
     @cached_property
     def chunk_dtype(self) -> np.dtype[np.void]:
         """A chunk as it lies in the ring."""
-        return _chunk_dtype("tag", self.chunk_words)
+        return _chunk_dtype(("tag", "stamp", "events_before", "tail"), self.chunk_words)
 
     @cached_property
     def drained_dtype(self) -> np.dtype[np.void]:
         """A chunk as a drain hands it on: the tag word, checked and no longer needed, holds
-        the segment the chunk came from (SM = segment // WARP_SLOTS)."""
-        return _chunk_dtype("segment", self.chunk_words)
+        the warp's SM and warp slot (``segment``: SM = segment // WARP_SLOTS); the stamp,
+        ``events_before`` and tail words hold its launch's shape (``grid_x``, ``grid_yz`` =
+        ``gridDim.y | gridDim.z << 16``, ``block_warps`` = warps per block), all 0 where unknown
+        (drains of rings before version 3)."""
+        return _chunk_dtype(("segment", "grid_x", "grid_yz", "block_warps"), self.chunk_words)
 
 
 DEFAULT_LAYOUT: Final = ChunkLayout()
@@ -288,48 +325,79 @@ def layout_by_id(layout_id: int) -> ChunkLayout:
 
 @dataclass(frozen=True)
 class RingGeometry:
-    """How big a ring is and where its parts lie.
+    """How big a ring is and where its parts lie: ``regions`` regions (a power of two, at least
+    :data:`CLAIM_STRIPES`, so that each region is one stripe's; each one warp's of one block at a time) of ``records_per_region`` records (a power of two, at least
+    :data:`MIN_RECORDS_PER_REGION`)."""
 
-    ``segments`` is normally ``SMs * WARP_SLOTS``; ``records_per_segment`` is a power of two,
-    at least :data:`MIN_RECORDS_PER_SEGMENT`.
-    """
-
-    segments: int
-    records_per_segment: int
+    regions: int
+    records_per_region: int
 
     def __post_init__(self) -> None:
-        cap = self.records_per_segment
-        if cap < MIN_RECORDS_PER_SEGMENT or cap & (cap - 1):
-            raise ValueError(f"records per segment must be a power of two >= {MIN_RECORDS_PER_SEGMENT}, not {cap}")
-        if not 1 <= self.segments < 1 << 24:
-            raise ValueError(f"segments must be between 1 and {1 << 24}, not {self.segments}")
+        cap = self.records_per_region
+        if cap < MIN_RECORDS_PER_REGION or cap & (cap - 1) or cap > 1 << END_COUNT_BITS - 2:
+            raise ValueError(f"records per region must be a power of two >= {MIN_RECORDS_PER_REGION}, not {cap}")
+        if not CLAIM_STRIPES <= self.regions <= 1 << MAX_REGION_BITS or self.regions & (self.regions - 1):
+            raise ValueError(
+                f"regions must be a power of two between {CLAIM_STRIPES} and {1 << MAX_REGION_BITS}, not {self.regions}"
+            )
 
     @classmethod
-    def for_sms(cls, sms: int, chunks_per_segment: int) -> RingGeometry:
-        """A ring with one segment for every warp slot of ``sms`` multiprocessors, of
-        ``chunks_per_segment`` 256-byte units (:data:`RECORDS_PER_CHUNK` records) each."""
-        return cls(sms * WARP_SLOTS, chunks_per_segment * RECORDS_PER_CHUNK)
+    def default(cls, chunks_per_region: int | None = None) -> RingGeometry:
+        """The agent's ring: :data:`DEFAULT_REGIONS` regions of :data:`DEFAULT_RECORDS_PER_REGION`
+        records, or of ``chunks_per_region`` 256-byte units (:data:`RECORDS_PER_CHUNK` records)."""
+        records = DEFAULT_RECORDS_PER_REGION if chunks_per_region is None else chunks_per_region * RECORDS_PER_CHUNK
+        return cls(DEFAULT_REGIONS, records)
 
     @property
-    def counters_offset(self) -> int:
+    def region_bits(self) -> int:
+        """``regions == 1 << region_bits``: a claim's lap is ``claim >> region_bits``."""
+        return self.regions.bit_length() - 1
+
+    @property
+    def descriptors_offset(self) -> int:
         return RING_HEADER_BYTES
 
     @property
     def records_offset(self) -> int:
-        end = self.counters_offset + self.segments * SEGMENT_COUNTER_DTYPE.itemsize
+        end = self.descriptors_offset + self.regions * DESCRIPTOR_BYTES
         return -(-end // CHUNK_ALIGN) * CHUNK_ALIGN
 
     @property
-    def segment_bytes(self) -> int:
-        return self.records_per_segment * RECORD_BYTES
+    def region_bytes(self) -> int:
+        return self.records_per_region * RECORD_BYTES
 
     @property
     def total_bytes(self) -> int:
-        return self.records_offset + self.segments * self.segment_bytes
+        return self.records_offset + self.regions * self.region_bytes
 
     @property
     def capacity_records(self) -> int:
-        return self.segments * self.records_per_segment
+        return self.regions * self.records_per_region
+
+    def stamp_base(self, claim: int) -> int:
+        """The stamp of the first record of the warp holding ``claim`` (its next records count
+        up from there, modulo 2**32)."""
+        return stamp_base(claim, self.region_bits)
+
+
+def claim_number(stripe_claim: int, stripe: int) -> int:
+    """The claim a warp holds when its stripe's counter gave it ``stripe_claim``: ``stripe_claim *
+    CLAIM_STRIPES + stripe``. Its region is ``claim % regions`` (every ``CLAIM_STRIPES``-th region
+    is the stripe's), its tag ``claim + 1`` and its lap ``claim // regions``, so that two claims of
+    one region differ in tag and lap."""
+    return stripe_claim * CLAIM_STRIPES + stripe
+
+
+def stripe_share(regions: int) -> int:
+    """Claims of one stripe a ring holds at once: a stripe's claim is lost once its counter is
+    this far past it."""
+    return regions // CLAIM_STRIPES
+
+
+def stamp_base(claim: int, region_bits: int) -> int:
+    """``((claim >> region_bits) << STAMP_LAP_SHIFT) + 1`` modulo 2**32: what the device's
+    runtime starts a warp's stamps at."""
+    return (((claim >> region_bits) << STAMP_LAP_SHIFT) + 1) & 0xFFFFFFFF
 
 
 def id_bits_for(max_event_id: int) -> int:

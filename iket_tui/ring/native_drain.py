@@ -2,14 +2,14 @@
 compiler and loaded with ctypes; :class:`~iket_tui.ring.drain.RingDrain`'s numpy code is the
 reference and the fallback.
 
-numpy makes several passes over every record of a pass (the stamps compared three times, the
-own records found, the stop found, the events gathered), and those passes alone cost more than
-the drain's target (``docs/benchmark-log.md``). ``drain_pass.c`` reads each record once instead:
-:meth:`NativePass.scan` checks its three stamps, finds where each segment's pass stops and
-notes the warps' own records; :meth:`NativePass.chunks` cuts the runs of a warp's events into
-drained chunks and writes each whole, header and events, reading each event's record once.
-Everything that works on the warps' own records and the chunks stays in numpy, shared by both
-drains, so they hand on the same chunks and counts.
+numpy makes several passes over every record of a pass (positions from stamps, the checks, the
+stop found, the events gathered), and those passes alone cost several times the drain's target.
+``drain_pass.c`` reads each record once instead: :meth:`NativePass.regions` finds, for each
+region, the run of records its reader takes (looking at the whole region only where the warp
+lapped it); :meth:`NativePass.chunks` cuts the runs into drained chunks and writes each whole,
+header and events, reading each event's record once. Everything that works per warp (its
+descriptor, its counts, which pieces make its chunks) stays in numpy, shared by both drains, so
+they hand on the same chunks and counts.
 
 The library is built once per process, in the drain's thread at its first pass, in at most
 :data:`COMPILE_TIMEOUT_S`, into a per-user cache directory (``$XDG_CACHE_HOME/iket-tui/native``
@@ -55,6 +55,7 @@ Array = np.ndarray[Any, Any]
 
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _U32P = ctypes.POINTER(ctypes.c_uint32)
+_U8P = ctypes.POINTER(ctypes.c_uint8)
 _lock = threading.Lock()
 _loaded: tuple[NativePass | None, str] | None = None
 _said = False
@@ -71,47 +72,53 @@ class NativePass:
     library: ctypes.CDLL
     path: Path
 
-    def scan(
-        self, before: Array, before_index: Array, records: Array, after: Array, off: Array, rf: Array, own: Array
-    ) -> tuple[Array, int]:
-        """Each segment's stop (relative to ``off``) and how many own records went into ``own``
-        (``int64`` of shape (4, room): ``row * cap + relative position``, word, hi and payload,
-        in order; -1 when there was no room for all).
-
-        ``before``: stamps before the copy, (segments, cap), rows ``before_index``; ``records``:
-        the copy, (n, cap, 4) ``uint32``, C-contiguous; ``after``: stamps after it, (n, cap)."""
-        n, cap = records.shape[0], records.shape[1]
-        stop = np.empty(n, dtype=np.int64)
-        for array in (before, after):
-            if array.dtype != np.uint32 or array.ndim != 2 or any(s % 4 for s in array.strides):
-                raise ValueError("stamps must be a 2-d uint32 array")
-        if own.dtype != np.int64 or own.ndim != 2 or own.shape[0] != 4 or not own.flags.c_contiguous:
-            raise ValueError("room for own records must be C-contiguous int64 of shape (4, room)")
-        if n == 0:
-            return stop, 0
-        if records.dtype != np.uint32 or not records.flags.c_contiguous or records.shape[2] != 4:
+    def regions(
+        self,
+        records: Array,
+        before: Array | None,
+        after: Array | None,
+        base: Array,
+        read: Array,
+        count: Array,
+        begun: Array,
+    ) -> tuple[Array, Array, Array]:
+        """For each region of ``records`` (``uint32`` of shape (n, cap, 4)), with its stamps
+        before and after the copy where the writers write while it is read: where its run
+        starts, how many positions it takes, and the newest position it holds (see
+        :func:`~iket_tui.ring.drain.RingDrain` for what each means)."""
+        if not records.flags.c_contiguous or records.dtype != np.uint32 or records.ndim != 3:
             raise ValueError("records must be C-contiguous uint32 of shape (n, cap, 4)")
-        index = np.ascontiguousarray(before_index, dtype=np.int64)
-        off64 = np.ascontiguousarray(off, dtype=np.int64)
-        rf64 = np.ascontiguousarray(rf, dtype=np.int64)
-        k = self.library.iket_scan(
+        n, cap = records.shape[0], records.shape[1]
+        checks: list[Array | None] = []
+        for stamps in (before, after):
+            if stamps is None:
+                checks.append(None)
+                continue
+            stamps = np.ascontiguousarray(stamps, dtype=np.uint32)
+            if stamps.shape != (n, cap):
+                raise ValueError("stamps must be one per record")
+            checks.append(stamps)
+        columns = [np.ascontiguousarray(a, dtype=np.int64) for a in (read, count)]
+        bases = np.ascontiguousarray(base, dtype=np.uint32)
+        flags = np.ascontiguousarray(begun, dtype=np.uint8)
+        if any(len(c) != n for c in (columns[0], columns[1], bases, flags)):
+            raise ValueError("one base, read position, count and flag per region")
+        start, run, newest = (np.empty(n, dtype=np.int64) for _ in range(3))
+        self.library.iket_regions(
             n,
             cap,
-            _ptr(before, _U32P),
-            before.strides[0] // 4,
-            before.strides[1] // 4,
-            _ptr(index, _I64P),
             _ptr(records, _U32P),
-            _ptr(after, _U32P),
-            after.strides[0] // 4,
-            after.strides[1] // 4,
-            _ptr(off64, _I64P),
-            _ptr(rf64, _I64P),
-            _ptr(stop, _I64P),
-            _ptr(own, _I64P),
-            own.shape[1],
+            None if checks[0] is None else _ptr(checks[0], _U32P),
+            None if checks[1] is None else _ptr(checks[1], _U32P),
+            _ptr(bases, _U32P),
+            _ptr(columns[0], _I64P),
+            _ptr(columns[1], _I64P),
+            _ptr(flags, _U8P),
+            _ptr(start, _I64P),
+            _ptr(run, _I64P),
+            _ptr(newest, _I64P),
         )
-        return stop, int(k)
+        return start, run, newest
 
     def chunks(
         self,
@@ -123,34 +130,34 @@ class NativePass:
         first_flags: Array,
         last_flags: Array,
         empty_t: Array,
-        segment: Array,
         table: Array,
         out: Array,
     ) -> bool:
         """Write the drained chunks of pieces (``length`` records from ``slot`` of copy row
         ``row``) into ``out`` (rows of ``uint32`` words, exactly as many as the pieces cut into
         chunks of :data:`~iket_tui.ring.layout.DRAINED_EVENTS_PER_CHUNK`): headers from ``table``
-        (words 3 to 7 per warp, row ``header``) and ``segment[row]``, flags, ``t_base`` (the first
-        event's time, or ``empty_t`` for a chunk of none) and events. ``False`` where a chunk's
-        events lie 2**32 ns or more apart (``out`` is then partly written)."""
+        (9 words per warp, row ``header``: words 3 to 7, then words 0, 1, 2 and the tail), flags,
+        ``t_base`` (the first event's time, or ``empty_t`` for a chunk of none) and events.
+        ``False`` where a chunk's events lie 2**32 ns or more apart (``out`` is then partly
+        written)."""
         if not records.flags.c_contiguous or records.dtype != np.uint32 or records.ndim != 3:
             raise ValueError("records must be C-contiguous uint32 of shape (n, cap, 4)")
         if not out.flags.c_contiguous or out.dtype != np.uint32 or out.shape[1] < HEADER_WORDS + 2 * PER:
             raise ValueError("chunks must be C-contiguous uint32 rows")
         n, cap = records.shape[0], records.shape[1]
         columns = [np.ascontiguousarray(a, dtype=np.int64) for a in (row, slot, length, header)]
-        columns += [np.ascontiguousarray(a, dtype=np.int64) for a in (first_flags, last_flags, empty_t, segment)]
+        columns += [np.ascontiguousarray(a, dtype=np.int64) for a in (first_flags, last_flags, empty_t)]
         r, s, m, h = columns[:4]
         pieces = len(r)
-        if any(len(c) != pieces for c in columns[:7]) or (r < 0).any() or (r >= min(n, len(columns[7]))).any():
+        if any(len(c) != pieces for c in columns) or (r < 0).any() or (r >= n).any():
             raise ValueError("a piece lies outside the copy")
         if (s < 0).any() or (m < 0).any() or (s + m > cap).any() or (h < 0).any() or (h >= len(table)).any():
-            raise ValueError("a piece lies outside its segment or names no warp")
+            raise ValueError("a piece lies outside its region or names no warp")
         if int(np.maximum(-(-m // PER), 1).sum()) != len(out):
             raise ValueError("the chunks are not as many as the pieces make")
         identities = np.ascontiguousarray(table, dtype=np.uint32)
-        if identities.ndim != 2 or identities.shape[1] != 5:
-            raise ValueError("a warp's header words are 5")
+        if identities.ndim != 2 or identities.shape[1] != 9:
+            raise ValueError("a warp's header words are 9")
         written = self.library.iket_chunks(
             _ptr(records, _U32P),
             cap,
@@ -228,12 +235,11 @@ def _build() -> NativePass:
         _compile(cc, source, directory, path)
     try:
         library = ctypes.CDLL(str(path))
-        library.iket_scan.restype = ctypes.c_int64
-        library.iket_scan.argtypes = [ctypes.c_int64, ctypes.c_int64, _U32P, ctypes.c_int64, ctypes.c_int64, _I64P]
-        library.iket_scan.argtypes += [_U32P, _U32P, ctypes.c_int64, ctypes.c_int64, _I64P, _I64P, _I64P, _I64P]
-        library.iket_scan.argtypes += [ctypes.c_int64]
+        library.iket_regions.restype = None
+        library.iket_regions.argtypes = [ctypes.c_int64, ctypes.c_int64, _U32P, _U32P, _U32P, _U32P, _I64P, _I64P]
+        library.iket_regions.argtypes += [_U8P, _I64P, _I64P, _I64P]
         library.iket_chunks.restype = ctypes.c_int64
-        library.iket_chunks.argtypes = [_U32P, ctypes.c_int64, ctypes.c_int64, *[_I64P] * 8, _U32P, _U32P]
+        library.iket_chunks.argtypes = [_U32P, ctypes.c_int64, ctypes.c_int64, *[_I64P] * 7, _U32P, _U32P]
         library.iket_chunks.argtypes += [ctypes.c_int64] * 4
     except (OSError, AttributeError) as error:
         raise NativeBuildError(f"{path}: cannot be loaded ({_one_line(error)})") from None

@@ -9,13 +9,13 @@ other message; docs/ring.md lists their fields.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
 
 from iket_tui.protocol.messages import KERNEL_MODULE, KERNEL_RECORDS
-from iket_tui.ring.counters import DrainBatch, RingCounters
+from iket_tui.ring.counters import LOSS_DTYPE, LOSS_REASONS, DrainBatch, RingCounters
 from iket_tui.ring.events import EventTableError, ModuleEvents
 from iket_tui.ring.layout import (
     DRAINED_EVENTS_PER_CHUNK,
@@ -28,6 +28,9 @@ from iket_tui.ring.layout import (
 )
 
 _COUNTER_FIELDS: Final = tuple(RingCounters().to_fields())
+_OPTIONAL_COUNTERS: Final = frozenset({"warps_lost", "warps_unread"})
+"""Counters a drain of a ring before version 3 did not send (read as 0)."""
+_MAX_LOSSES: Final = 1 << 20
 _COUNTER_END: Final = 1 << 63
 _RING_ID_END: Final = 1 << 64
 _WARP_SLOTS_END: Final = 257
@@ -76,7 +79,12 @@ def kernel_records(batch: DrainBatch, *, t_ns: int) -> dict[str, Any]:
         "counters": batch.counters.to_fields(),
         "t_ns": t_ns,
         "device_now_ns": batch.device_now_ns,
+        "losses": batch.losses.tobytes(),
     }
+
+
+def _no_losses() -> np.ndarray[Any, np.dtype[np.void]]:
+    return np.zeros(0, dtype=LOSS_DTYPE)
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,8 @@ class Records:
     generation_changed: bool
     device_now_ns: int | None = None
     """The device's clock at the drain's pass, where the agent knew it."""
+    losses: np.ndarray[Any, np.dtype[np.void]] = field(default_factory=_no_losses)
+    """The warps of the batch's pass that lost events, named (:data:`~iket_tui.ring.counters.LOSS_DTYPE`)."""
 
 
 def records_from_message(msg: Mapping[str, Any]) -> Records:
@@ -112,9 +122,21 @@ def records_from_message(msg: Mapping[str, Any]) -> Records:
     if count < 0 or len(blob) != count * layout.chunk_bytes:
         raise RecordsError(f"kernel_records holds {len(blob)} bytes for {count} chunks of {layout.chunk_bytes}")
     if not isinstance(counters, Mapping) or not all(
-        _in_range(counters.get(k), 0, _COUNTER_END) for k in _COUNTER_FIELDS
+        _in_range(_optional(counters.get(k), 0) if k in _OPTIONAL_COUNTERS else counters.get(k), 0, _COUNTER_END)
+        for k in _COUNTER_FIELDS
     ):
         raise RecordsError("kernel_records without its counters (integers from 0 to 2**63)")
+    lost_blob = msg.get("losses")
+    if lost_blob is None:
+        losses = _no_losses()
+    elif not isinstance(lost_blob, bytes | bytearray | memoryview) or len(lost_blob) % LOSS_DTYPE.itemsize:
+        raise RecordsError("kernel_records whose losses are not whole loss records")
+    elif len(lost_blob) > _MAX_LOSSES * LOSS_DTYPE.itemsize:
+        raise RecordsError(f"kernel_records naming more than {_MAX_LOSSES} lost warps")
+    else:
+        losses = np.frombuffer(lost_blob, dtype=LOSS_DTYPE)
+        if len(losses) and (~np.isin(losses["reason"], list(LOSS_REASONS)) | (losses["events"] < -1)).any():
+            raise RecordsError("kernel_records naming a loss of no reason there is")
     ring_id = _optional(msg.get("ring_id"), 0)
     if not _in_range(ring_id, 0, _RING_ID_END):
         raise RecordsError(f"kernel_records of an impossible ring id {_shown(ring_id)}")
@@ -131,11 +153,12 @@ def records_from_message(msg: Mapping[str, Any]) -> Records:
     return Records(
         chunks=chunks,
         layout=layout,
-        counters=RingCounters(**{k: counters[k] for k in _COUNTER_FIELDS}),
+        counters=RingCounters(**{k: _optional(counters.get(k), 0) for k in _COUNTER_FIELDS}),
         ring_id=ring_id,
         warp_slots=warp_slots,
         generation_changed=bool(msg.get("generation_changed")),
         device_now_ns=device_now,
+        losses=losses,
     )
 
 

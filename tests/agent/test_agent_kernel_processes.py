@@ -34,7 +34,7 @@ WAIT_S = 120.0
 
 
 def test_launches_of_two_processes_with_the_same_ring_and_module_ids_are_told_apart(tmp_path: Path) -> None:
-    rings = [MappedRing.create(tmp_path / f"ring{n}", RingGeometry.for_sms(64, 16), ring_id=RING_ID) for n in (0, 1)]
+    rings = [MappedRing.create(tmp_path / f"ring{n}", RingGeometry(4096, 256), ring_id=RING_ID) for n in (0, 1)]
     gates = [tmp_path / f"gate{n}" for n in (0, 1)]
     releases = [tmp_path / f"release{n}" for n in (0, 1)]
     procs = [

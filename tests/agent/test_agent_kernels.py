@@ -82,7 +82,7 @@ def test_without_a_device_the_event_table_reaches_clients_and_the_user_is_told_o
 
 
 def test_records_of_one_ring_per_device_stream_to_the_client_exactly_and_apart(tmp_path: Path) -> None:
-    rings = [MappedRing.create(tmp_path / f"ring{device}", RingGeometry.for_sms(4, 32)) for device in (0, 1)]
+    rings = [MappedRing.create(tmp_path / f"ring{device}", RingGeometry(256, 512)) for device in (0, 1)]
     gate = tmp_path / "gate"
     env = {
         **TRACED,
@@ -96,6 +96,10 @@ def test_records_of_one_ring_per_device_stream_to_the_client_exactly_and_apart(t
         tracing = [client.read_until(lambda msg: msg["type"] == m.KERNEL_TRACING) for _ in rings]
         assert [(t["ring_id"], t["device_index"], t["reason"]) for t in tracing] == [
             (ring.view.ring_id, device, None) for device, ring in enumerate(rings)
+        ]
+        # each ring's size, in bytes and in the events it holds at once
+        assert [(t["ring_bytes"], t["ring_events"], t["regions"], t["records_per_region"]) for t in tracing] == [
+            (ring.view.geometry.total_bytes, 256 * 512, 256, 512) for ring in rings
         ]
         # one producer process per device, side by side
         producers = [
@@ -141,7 +145,7 @@ def test_records_of_one_ring_per_device_stream_to_the_client_exactly_and_apart(t
 
 
 def test_two_processes_each_tracing_their_own_ring_work_side_by_side(tmp_path: Path) -> None:
-    rings = [MappedRing.create(tmp_path / f"ring{n}", RingGeometry.for_sms(2, 32)) for n in (0, 1)]
+    rings = [MappedRing.create(tmp_path / f"ring{n}", RingGeometry(128, 512)) for n in (0, 1)]
     gates = [tmp_path / f"gate{n}" for n in (0, 1)]
     procs = [
         spawn_target(

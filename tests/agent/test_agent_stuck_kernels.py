@@ -29,7 +29,7 @@ S = 1_000_000_000
 
 
 def test_a_client_sees_the_waiting_block_and_its_warps_last_events_then_the_launch_completes(tmp_path: Path) -> None:
-    ring = MappedRing.create(tmp_path / "ring", RingGeometry.for_sms(64, 16))
+    ring = MappedRing.create(tmp_path / "ring", RingGeometry(4096, 256))
     gate, release = tmp_path / "gate", tmp_path / "release"
     env = {
         "IKET_TUI_KERNELS": "1",

@@ -49,12 +49,12 @@ def test_run_records_the_program_and_exits_with_its_code(tmp_path: Path) -> None
 def test_run_with_kernels_passes_the_tracing_settings_to_the_program(tmp_path: Path) -> None:
     out = tmp_path / "run.msgpack"
     seen_env = tmp_path / "env.txt"
-    variables = "$IKET_TUI_KERNELS $IKET_TUI_DRAIN_HZ $IKET_TUI_RING_CHUNKS"
+    variables = "$IKET_TUI_KERNELS $IKET_TUI_DRAIN_HZ $IKET_TUI_RING_CHUNKS $IKET_TUI_RING_SIZE"
     script = f'echo "{variables}" > {shlex.quote(str(seen_env))}; exec {_fake("normal")}'
-    args = ("run", "--kernels", "--drain-hz", "50", "--ring-chunks", "64", "--no-ui", "--record", str(out))
-    result = run_iket(*args, "--", "sh", "-c", script)
+    args = ("run", "--kernels", "--drain-hz", "50", "--ring-chunks", "64", "--ring-size", "256M", "--no-ui")
+    result = run_iket(*args, "--record", str(out), "--", "sh", "-c", script)
     assert result.returncode == 0, result.stderr
-    assert seen_env.read_text().split() == ["1", "50", "64"]
+    assert seen_env.read_text().split() == ["1", "50", "64", str(256 << 20)]
 
 
 def test_run_finds_the_agent_in_a_process_the_program_started(tmp_path: Path) -> None:
@@ -111,7 +111,9 @@ def test_run_interrupted_while_recording_leaves_a_closed_file(tmp_path: Path) ->
         (("frobnicate",), "invalid choice: 'frobnicate'"),
         (("run", "--kernels", "--drain-hz", "0", "--", "true"), "the drain rate must be between 0 and 1000 Hz"),
         (("run", "--kernels", "--ring-chunks", "6", "--", "true"), "ring chunks must be a power of two"),
-        (("run", "--kernels", "--ring-chunks", "8", "--", "true"), "at least 16"),
+        (("run", "--kernels", "--ring-chunks", "0", "--", "true"), "at least 1"),
+        (("run", "--kernels", "--ring-size", "512K", "--", "true"), "the ring size must be between 1M and 64G"),
+        (("run", "--kernels", "--ring-size", "lots", "--", "true"), "not a size (such as 256M or 1G)"),
     ],
 )
 def test_usage_errors_are_one_line(args: tuple[str, ...], error: str) -> None:

@@ -48,10 +48,10 @@ def small_kernel_stream(tmp_path: Path) -> Iterator[list[m.Message]]:
     3264..3360 holding ``inner`` (int32 -5) 3296..3328, then ``outer`` from 3392, never ended.
     Warp 1: ``inner`` (int32 7) 3424..3456, the launch's last event.
     """
-    ring = MappedRing.create(tmp_path / "ring", RingGeometry.for_sms(1, 16))
+    ring = MappedRing.create(tmp_path / "ring", RingGeometry(64, 256))
     try:
         common: dict[str, Any] = {"module": 1, "launch": 7, "block": (1, 0, 0), "clock": _never}
-        with WarpWriter(ring.view, segment=0, warp=0, start_ns=3200, **common) as warp:
+        with WarpWriter(ring.view, warp=0, start_ns=3200, **common) as warp:
             warp.event(2, 1.5, t_ns=3200)
             warp.end(t_ns=3232)
             warp.event(1, t_ns=3264)
@@ -59,7 +59,7 @@ def small_kernel_stream(tmp_path: Path) -> Iterator[list[m.Message]]:
             warp.end(t_ns=3328)
             warp.end(t_ns=3360)
             warp.event(1, t_ns=3392)
-        with WarpWriter(ring.view, segment=1, warp=1, start_ns=3424, **common) as warp:
+        with WarpWriter(ring.view, warp=1, start_ns=3424, **common) as warp:
             warp.event(3, 7, t_ns=3424)
             warp.end(t_ns=3456)
         batch = RingDrain(ring.view).drain()

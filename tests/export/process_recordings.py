@@ -59,12 +59,12 @@ def launch_messages(tmp: Path, name: str, *, warps: int, t_ns: int) -> tuple[lis
     """Launch 7 of ``small_kernel`` (module 1) in a ring of its own (its own random id), block
     (1,0,0): each of ``warps`` warps with a ``tick`` mark, then ``outer`` holding ``inner``;
     the messages, and how many ranges and marks they hold."""
-    ring = MappedRing.create(tmp / f"ring-{name}", RingGeometry.for_sms(1, 16))
+    ring = MappedRing.create(tmp / f"ring-{name}", RingGeometry(64, 256))
     try:
         for warp in range(warps):
             start = 3200 + 1000 * warp
             with WarpWriter(
-                ring.view, segment=warp, warp=warp, start_ns=start, module=1, launch=7, block=(1, 0, 0), clock=_never
+                ring.view, warp=warp, start_ns=start, module=1, launch=7, block=(1, 0, 0), clock=_never
             ) as writer:
                 writer.event(2, 1.5, t_ns=start)
                 writer.event(1, t_ns=start + 32)

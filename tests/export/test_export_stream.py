@@ -167,15 +167,15 @@ def test_records_of_a_launch_that_come_after_its_warps_all_ended_join_it(tmp_pat
     """A grid larger than the GPU runs in waves: between two drains every warp that began may have
     ended, so the launch looks done and its events leave the model; the next wave's records
     join them, and the launch is written whole, as the whole session writes it."""
-    ring = MappedRing.create(tmp_path / "ring", RingGeometry.for_sms(1, 16))
+    ring = MappedRing.create(tmp_path / "ring", RingGeometry(64, 256))
     try:
         common: dict[str, Any] = {"module": 1, "launch": 7, "clock": _never}
-        with WarpWriter(ring.view, segment=0, warp=0, start_ns=1000, block=(0, 0, 0), **common) as warp:
+        with WarpWriter(ring.view, warp=0, start_ns=1000, block=(0, 0, 0), **common) as warp:
             warp.event(1, t_ns=1000)
             warp.end(t_ns=1100)
         drain = RingDrain(ring.view)
         first = drain.drain()
-        with WarpWriter(ring.view, segment=1, warp=0, start_ns=2000, block=(1, 0, 0), **common) as warp:
+        with WarpWriter(ring.view, warp=0, start_ns=2000, block=(1, 0, 0), **common) as warp:
             warp.event(1, t_ns=2000)
             warp.event(2, 2.5, t_ns=2050)
             warp.end(t_ns=2100)

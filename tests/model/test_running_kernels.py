@@ -27,7 +27,6 @@ from iket_tui.ring.layout import (
     KIND_MARK,
     KIND_START,
     KIND_UNKNOWN,
-    WARP_SLOTS,
     RingGeometry,
 )
 from iket_tui.ring.wire import kernel_module, kernel_records
@@ -173,7 +172,7 @@ def test_a_begin_record_without_an_event_reads_as_no_event_yet() -> None:
 
 
 def _ring(ring_id: int = 7) -> tuple[RingView, RingDrain]:
-    geometry = RingGeometry.for_sms(128, 16)
+    geometry = RingGeometry(8192, 256)
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, ring_id)
     return ring, RingDrain(ring)
 
@@ -237,13 +236,13 @@ def test_a_launch_runs_past_the_threshold_only_once_quiet_for_longer_than_it(dev
 def test_a_warp_that_waits_runs_past_the_threshold_however_busy_the_launchs_other_warps_are() -> None:
     """Block (3,0)'s warp 4 stops at `mma` while block (0,0)'s warp 4 polls, a `k_step` mark
     every second: the launch's newest event is never old, its waiting warp is."""
-    geometry = RingGeometry.for_sms(8, 16)
+    geometry = RingGeometry(512, 256)
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, 7)
     drain = RingDrain(ring)
 
     def writer(sm: int, block: int) -> WarpWriter:
         return WarpWriter(
-            ring, segment=sm * WARP_SLOTS + 4, module=1, launch=6, block=(block, 0, 0), warp=4,
+            ring, sm=sm, module=1, launch=6, block=(block, 0, 0), warp=4,
             id_bits=ID_BITS_MIN, clock=lambda: 0, start_ns=T0,
         )  # fmt: skip
 

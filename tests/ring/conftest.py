@@ -15,8 +15,8 @@ from iket_tui.ring.layout import RingGeometry
 
 @pytest.fixture
 def ring_file(tmp_path: Path) -> Iterator[MappedRing]:
-    """A ring of 4 SMs' warp slots, 1024 records each, in a file."""
-    ring = MappedRing.create(tmp_path / "ring", RingGeometry.for_sms(4, 64))
+    """A ring of 256 regions of 1024 records, in a file."""
+    ring = MappedRing.create(tmp_path / "ring", RingGeometry(256, 1024))
     yield ring
     ring.close()
 

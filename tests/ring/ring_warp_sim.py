@@ -1,9 +1,9 @@
 """The CUDA runtime's own source, compiled for the host and run one object per lane.
 
-The runtime keeps its special-register reads and its stores in small functions that have a
-host version under ``IKET_TUI_HOST_SIMULATION``; everything else (positions, record words,
-begin and end records, counters handed from warp to warp, the header's warp counters) is the
-very code nvcc compiles for the GPU. A driver maps the ring file at the ring's address, runs a
+The runtime keeps its special-register reads, its claim, its counter additions and its stores in
+small functions that have a host version under ``IKET_TUI_HOST_SIMULATION``; everything else
+(the region a claim names, stamps, record words, the descriptor's parts) is the very code nvcc
+compiles for the GPU. A driver maps the ring file at the ring's address, runs a
 script of warps and events on 32 lane objects in lockstep (every lane stores the same record
 to the same address, as the device's lanes do in one instruction; a record is stored stamp
 cleared, body, stamp, as one store is seen whole), and exits; the test then drains the file with
@@ -35,7 +35,7 @@ SHIM = r"""
 struct iket_tui_dim3 { unsigned x, y, z; };
 namespace iket_tui_sim {
 unsigned lane, smid, warpid;
-unsigned long long now, gridid;
+unsigned long long now, gridid, claimed;
 inline void store_record(unsigned long long address, unsigned word, unsigned hi, unsigned payload, unsigned stamp) {
   volatile unsigned* at = (volatile unsigned*)address;
   at[3] = 0u;
@@ -45,7 +45,7 @@ inline void store_record(unsigned long long address, unsigned word, unsigned hi,
   at[3] = stamp;
 }
 }
-iket_tui_dim3 blockIdx, threadIdx, blockDim;
+iket_tui_dim3 blockIdx, threadIdx, blockDim, gridDim;
 inline unsigned __activemask() { return 0xffffffffu; }
 inline unsigned __match_any_sync(unsigned mask, unsigned) { return mask; }
 inline unsigned __reduce_max_sync(unsigned, unsigned value) { return value; }
@@ -63,9 +63,9 @@ static void dispatch(iket_tui::Warp& w, unsigned id, bool payload, unsigned bits
 
 int main(int argc, char** argv) {
   int fd = open(argv[1], O_RDWR);
-  void* at = mmap((void*)iket_tui::kRing, std::strtoull(argv[2], nullptr, 10), PROT_READ | PROT_WRITE,
+  void* at = mmap((void*)IKET_TUI_RING_ADDRESS, std::strtoull(argv[2], nullptr, 10), PROT_READ | PROT_WRITE,
                   MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-  if (at != (void*)iket_tui::kRing) { std::perror("mmap at the ring address"); return 2; }
+  if (at != (void*)IKET_TUI_RING_ADDRESS) { std::perror("mmap at the ring address"); return 2; }
   alignas(iket_tui::Warp) static unsigned char storage[32][sizeof(iket_tui::Warp)];
   iket_tui::Warp* lanes[32] = {};
   // A warp that stops (S) keeps its log here, never destroyed: it hangs.
@@ -73,11 +73,13 @@ int main(int argc, char** argv) {
   int n_stopped = 0;
   char op;
   while (std::scanf(" %c", &op) == 1) {
-    if (op == 'W') {  // W sm slot grid block_x block_y block_z warp warps t
-      unsigned sm, slot, bx, by, bz, warp, warps; unsigned long long grid, t;
-      std::scanf("%u %u %llu %u %u %u %u %u %llu", &sm, &slot, &grid, &bx, &by, &bz, &warp, &warps, &t);
+    if (op == 'W') {  // W sm slot grid block_x block_y block_z warp warps t grid_x grid_y grid_z
+      unsigned sm, slot, bx, by, bz, warp, warps, gx, gy, gz; unsigned long long grid, t;
+      std::scanf("%u %u %llu %u %u %u %u %u %llu %u %u %u", &sm, &slot, &grid, &bx, &by, &bz, &warp, &warps, &t, &gx,
+                 &gy, &gz);
       iket_tui_sim::smid = sm; iket_tui_sim::warpid = slot; iket_tui_sim::gridid = grid; iket_tui_sim::now = t;
       blockIdx = {bx, by, bz};
+      gridDim = {gx, gy, gz};
       blockDim = {warps * 32u, 1u, 1u};
       for (int lane = 0; lane < 32; ++lane) {
         iket_tui_sim::lane = (unsigned)lane;
@@ -145,6 +147,7 @@ class SimWarp:
     events: list[tuple[int, int | None, int]]
     grid: int = 1
     warps_per_block: int = 4
+    grid_dim: tuple[int, int, int] = (1, 1, 1)
     end_ns: int | None = None
     start_ns: int | None = None
     """When the warp begins (default: at its first event)."""
@@ -158,6 +161,7 @@ def script(warps: Iterable[SimWarp]) -> str:
         start = w.start_ns if w.start_ns is not None else (w.events[0][2] if w.events else 0)
         lines.append(
             f"W {w.sm} {w.slot} {w.grid} {w.block[0]} {w.block[1]} {w.block[2]} {w.warp} {w.warps_per_block} {start}"
+            f" {w.grid_dim[0]} {w.grid_dim[1]} {w.grid_dim[2]}"
         )
         for event_id, bits, t in w.events:
             lines.append(f"E {event_id} {0 if bits is None else 1} {bits or 0} {t}")

@@ -1,5 +1,6 @@
 """The CUDA runtime's own logic, run on the host, read back by the real drain and decoder: every
-record a warp stores, its begin and end, a warp that stops mid-way, a ring it laps."""
+record a warp stores, its claim, descriptor and end, a warp that stops mid-way, a warp that laps
+its own region, claims that go round the ring."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import pytest
 import ring_warp_sim as sim
 
 from iket_tui.ring.buffer import MappedRing
+from iket_tui.ring.counters import LOSS_OVERWRITTEN
 from iket_tui.ring.cpu_producer import payload_bits, synthetic_warps
 from iket_tui.ring.decode import EventTables
 from iket_tui.ring.device import RingTarget
 from iket_tui.ring.drain import RingDrain
 from iket_tui.ring.events import EventInfo, ModuleEvents
 from iket_tui.ring.layout import (
-    BEGIN_RECORDS,
     EVENT_WARP_BEGIN,
     EVENT_WARP_END,
     EVENT_WARP_ROW,
@@ -59,9 +60,10 @@ def _warps(count: int, events: int) -> list[sim.SimWarp]:
         warps.append(
             sim.SimWarp(
                 sm=index % 3,
-                slot=(index // 3) % 2,  # several warps in turn in each slot: counters handed on
+                slot=(index // 3) % 2,
                 block=(index, index % 5, 1),
                 warp=index % 4,
+                grid_dim=(24, 5, 2),
                 events=[(e.event_id, None if e.payload is None else payload_bits(e.payload), e.t_ns) for e in stream],
             )
         )
@@ -73,7 +75,7 @@ def _events_only(events: np.ndarray) -> np.ndarray:
 
 
 def test_what_the_device_runtime_writes_the_drain_reads_exactly(tmp_path: Path) -> None:
-    ring, program = _ring(tmp_path, RingGeometry.for_sms(3, 64))
+    ring, program = _ring(tmp_path, RingGeometry(256, 256))
     warps = _warps(24, 150)
     sim.run(program, ring.path, ring.view.geometry.total_bytes, warps)
     batch = RingDrain(ring.view).drain()
@@ -99,21 +101,20 @@ def test_what_the_device_runtime_writes_the_drain_reads_exactly(tmp_path: Path) 
     assert sorted(got) == sorted(expected)
     counters = batch.counters
     assert counters.events_written == counters.events_read == 24 * 150
-    assert counters.chunks_written == counters.chunks_read == 24 * (150 + BEGIN_RECORDS + 1)
+    assert counters.chunks_written == counters.chunks_read == 24 * 150  # a record is an event
     assert counters.chunks_lost == counters.events_lost == counters.torn == 0
     for flag in (EVENT_WARP_BEGIN, EVENT_WARP_END):
         marked = events[(events["kind"] & flag) != 0]
         assert sorted(marked["block_x"].tolist()) == list(range(24))
     assert set((events["kind"] & KIND_MASK)[events["event"] == 31].tolist()) == {KIND_END}
     assert (events["module"] == TABLE.module).all()
-    assert ring.view.warps == (24, 24)
-    # the six warps that ran in turn in slot (0, 0) handed their counters on
-    assert int(ring.view.counters[0]["next"]) == 4 * (150 + BEGIN_RECORDS + 1)
-    assert int(ring.view.counters[0]["events"]) == 4 * 150
+    assert ring.view.warps == (24, 24, 24 * 150)  # claims, warps ended and the events they wrote
+    # each warp names its launch's shape: the grid and the warps of its block
+    assert set(batch.chunks["block_warps"].tolist()) == {4} and set(batch.chunks["grid_x"].tolist()) == {24}
 
 
 def test_a_warp_that_stops_shows_every_event_it_ran_and_no_end(tmp_path: Path) -> None:
-    ring, program = _ring(tmp_path, RingGeometry.for_sms(1, 16))
+    ring, program = _ring(tmp_path, RingGeometry(64, 256))
     t = 1 << 42
     ran = [(2, None, t + 100), (3, payload_bits(17), t + 200), (2, None, t + 300)]
     stuck = sim.SimWarp(sm=0, slot=3, block=(3, 0, 0), warp=1, events=ran, stops=True)
@@ -133,14 +134,14 @@ def test_a_warp_that_stops_shows_every_event_it_ran_and_no_end(tmp_path: Path) -
     assert (began["t_ns"], began["event"], began["warp"]) == (t + 50, 0, 2)
     (finished,) = events[events["block_x"] == 5]
     assert finished["kind"] & EVENT_WARP_BEGIN and finished["kind"] & EVENT_WARP_END
-    assert ring.view.warps == (3, 1)
+    assert ring.view.warps == (3, 1, 1)
     counters = drain.counters
     assert (counters.events_read, counters.events_lost, counters.chunks_lost) == (4, 0, 0)
     assert drain.drain().chunks.size == 0  # nothing more until the warps go on
 
 
 def test_long_gaps_decode_exactly(tmp_path: Path) -> None:
-    ring, program = _ring(tmp_path, RingGeometry.for_sms(1, 16))
+    ring, program = _ring(tmp_path, RingGeometry(64, 256))
     t = 1 << 42
     times = [t, t + 1000, t + 3_000_000_000, t + 13_000_000_000, t + 13_000_000_512]
     warp = sim.SimWarp(sm=0, slot=5, block=(9, 0, 0), warp=2, events=[(1, None, x) for x in times])
@@ -148,31 +149,47 @@ def test_long_gaps_decode_exactly(tmp_path: Path) -> None:
     batch = RingDrain(ring.view).drain()
     events = batch.decode(EventTables([TABLE]))
     assert events["t_ns"].tolist() == [x & ~31 for x in times]
-    assert set(batch.chunks["segment"].tolist()) == {5}
+    assert set(batch.chunks["segment"].tolist()) == {2}  # SM 0, warp 2
     assert (events["kind"] & KIND_MASK).tolist() == [KIND_MARK] * 5
 
 
-def test_a_ring_lapped_by_the_device_counts_every_lost_record_and_event(tmp_path: Path) -> None:
-    ring, program = _ring(tmp_path, RingGeometry(segments=64, records_per_segment=16))
+def test_a_warp_that_laps_its_region_keeps_its_newest_events_and_its_name(tmp_path: Path) -> None:
+    ring, program = _ring(tmp_path, RingGeometry(8, 16))
     t = 1 << 41
-    first = sim.SimWarp(sm=0, slot=0, block=(0, 0, 0), warp=0, events=[(1, None, t + 40 * i) for i in range(50)])
-    second = sim.SimWarp(sm=0, slot=0, block=(1, 0, 0), warp=0, events=[(1, None, t + 5000 + 40 * i) for i in range(5)])
-    sim.run(program, ring.path, ring.view.geometry.total_bytes, [first, second])
+    long = sim.SimWarp(sm=3, slot=0, block=(7, 1, 0), warp=2, events=[(1, None, t + 40 * i) for i in range(50)])
+    short = sim.SimWarp(sm=4, slot=0, block=(8, 0, 0), warp=0, events=[(1, None, t + 5000 + 40 * i) for i in range(5)])
+    sim.run(program, ring.path, ring.view.geometry.total_bytes, [long, short])
     batch = RingDrain(ring.view).drain()
     counters = batch.counters
-    written = 50 + 5 + 2 * (BEGIN_RECORDS + 1)
-    # the newest 16 records remain: the first warp's last 6 events and its end (its begin lapped away:
-    # lost, not shown), then the second warp whole
-    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (written, 9, written - 9)
-    assert (counters.events_written, counters.events_read, counters.events_lost) == (55, 5, 50)
+    # the long warp's newest 16 events, under its own name; the short warp whole
+    assert (counters.events_written, counters.events_read, counters.events_lost) == (55, 21, 34)
     events = batch.decode(EventTables([TABLE]))
-    assert set(events["block_x"].tolist()) == {1}
-    assert int(ring.view.counters[0]["next"]) == written
+    kept = events[(events["block_x"] == 7) & ((events["kind"] & EVENT_WARP_ROW) == 0)]
+    assert kept["t_ns"].tolist() == [(t + 40 * i) & ~31 for i in range(34, 50)]
+    assert set(zip(kept["sm"].tolist(), kept["block_y"].tolist(), kept["warp"].tolist(), strict=True)) == {(3, 1, 2)}
+    assert batch.losses[["block_x", "reason", "events"]].tolist() == [(7, LOSS_OVERWRITTEN, 34)]
+    assert len(events[events["block_x"] == 8]) == 5
+
+
+def test_claims_that_go_round_the_ring_lose_the_oldest_warp_whole(tmp_path: Path) -> None:
+    ring, program = _ring(tmp_path, RingGeometry(16, 16))  # two regions for the claims of SM 0
+    t = 1 << 41
+    warps = [
+        sim.SimWarp(sm=0, slot=0, block=(b, 0, 0), warp=0, events=[(1, None, t + 1000 * b + 40 * i) for i in range(6)])
+        for b in range(3)
+    ]
+    sim.run(program, ring.path, ring.view.geometry.total_bytes, warps)
+    batch = RingDrain(ring.view).drain()
+    counters = batch.counters
+    assert (counters.events_written, counters.events_read, counters.events_lost) == (18, 12, 6)
+    assert counters.warps_unread == 1
+    events = batch.decode(EventTables([TABLE]))
+    assert sorted(set(events["block_x"].tolist())) == [1, 2]
 
 
 def test_a_module_with_many_events_widens_its_ids(tmp_path: Path) -> None:
     table = ModuleEvents(7, 6, ("wide",), tuple(EventInfo(i, f"e{i}", "range") for i in range(1, 41) if i != 31))
-    ring, program = _ring(tmp_path, RingGeometry.for_sms(1, 16), id_bits=6)
+    ring, program = _ring(tmp_path, RingGeometry(64, 256), id_bits=6)
     t = 1 << 40
     ids = [1, 40, 31, 33, 31, 2]  # 31 is how TileLang writes a range end
     warp = sim.SimWarp(

@@ -26,7 +26,7 @@ from iket_tui.ring.device import (
 from iket_tui.ring.events import EventInfo, decode_token
 from iket_tui.ring.layout import RingGeometry
 
-RING = RingTarget(0x7F0000000000, RingGeometry.for_sms(132, 16), ring_id=0xABC)
+RING = RingTarget(0x7F0000000000, RingGeometry(8192, 256), ring_id=0xABC)
 
 
 def token(name: str, kind: str = "mark", payload: str = "NoPayload", event_id: int = 1) -> str:
@@ -181,8 +181,7 @@ def _ptx_kernels(ptx: str) -> dict[str, str]:
 
 _TIMER_READ = re.compile(r"\bmov\.u64\s+%rd\d+, %globaltimer;")
 _RECORD_STORE = re.compile(r"\bst\.global\.v4\.u32 \[%rd\d+\], \{%r\d+, %r\d+, %r\d+, %r\d+\};")
-_COUNTERS_STORE = "st.global.v2.u32"
-_COUNTERS_LOAD = "ld.global.v2.u32"
+_CLAIM = "@p atom.relaxed.gpu.global.add.u64"
 _WARP_COUNT = "@p red.relaxed.gpu.global.add.u64"
 
 
@@ -190,7 +189,7 @@ _WARP_COUNT = "@p red.relaxed.gpu.global.add.u64"
 def test_nvcc_accepts_the_runtime_for_sm_90a_in_every_ring_size(tmp_path: Path) -> None:
     sources = []
     for chunks in (1, 16, 64):
-        ring = RingTarget(0x7F0000000000, RingGeometry.for_sms(132, chunks), ring_id=1)
+        ring = RingTarget(0x7F0000000000, RingGeometry(8192, 16 * chunks), ring_id=1)
         path = tmp_path / f"ring{chunks}.cu"
         path.write_text(inject(KERNELS, ring, module=3).code)
         sources.append(path.name)
@@ -202,7 +201,7 @@ def test_nvcc_accepts_the_runtime_for_sm_90a_in_every_ring_size(tmp_path: Path) 
 
 @needs_nvcc
 def test_the_ptx_of_traced_kernels_stores_one_record_per_event_with_no_fence(tmp_path: Path) -> None:
-    geometry = RingGeometry.for_sms(132, 16)
+    geometry = RingGeometry(8192, 256)
     ring = RingTarget(0x7F0000000000, geometry, ring_id=1)
     (tmp_path / "traced.cu").write_text(inject(KERNELS, ring, module=3).code)
     (tmp_path / "no_ring.cu").write_text(inject(KERNELS, None, module=3).code)
@@ -210,17 +209,19 @@ def test_the_ptx_of_traced_kernels_stores_one_record_per_event_with_no_fence(tmp
     kernels = _ptx_kernels((tmp_path / "traced.ptx").read_text())
     assert sorted(kernels) == ["first", "second", "untraced"]
 
-    counters = str(ring.address + geometry.counters_offset)
+    counters = str(ring.address + geometry.descriptors_offset)
     records = str(ring.address + geometry.records_offset)
     for name, events in (("first", 10), ("second", 2)):  # first's loop of 4 ranges is unrolled
         ptx = kernels[name]
         assert len(_TIMER_READ.findall(ptx)) == events + 2  # every event, and the warp's begin and end
         assert "%globaltimer_lo" not in ptx and "%globaltimer_hi" not in ptx  # all 64 bits at once
         assert counters in ptx and records in ptx  # the ring's address is compiled in
-        assert _COUNTERS_LOAD in ptx and _COUNTERS_STORE in ptx  # carried on from the slot's last warp, and on
-        # one 16-byte store per event, three for the warp's begin, one for its end
+        assert ptx.count(_CLAIM) == 1  # the warp claims its region: one atomic, one lane, no branch
+        assert "shfl.sync" in ptx  # and hands the claim to the other lanes
+        # one 16-byte store per event, three descriptor parts at the warp's begin, one at its end
         assert len(_RECORD_STORE.findall(ptx)) == events + 4
-        assert ptx.count(_WARP_COUNT) == 2  # warps started and ended, one lane each
+        assert ptx.count(_WARP_COUNT) == 2  # warps and records ended, one lane each
+        assert "ld.global" not in ptx.split("%globaltimer")[0]  # nothing is loaded before the first event
         assert "fence" not in ptx and "membar" not in ptx and ".sys" not in ptx  # nothing waits on the host
     untraced = kernels["untraced"]
     assert "%globaltimer" not in untraced and counters not in untraced
@@ -230,7 +231,7 @@ def test_the_ptx_of_traced_kernels_stores_one_record_per_event_with_no_fence(tmp
 
 @needs_nvcc
 def test_the_runtime_resource_compiles_as_a_header_only_with_its_defines(tmp_path: Path) -> None:
-    ring = RingTarget(0x7F0000000000, RingGeometry.for_sms(132, 16), ring_id=1)
+    ring = RingTarget(0x7F0000000000, RingGeometry(8192, 256), ring_id=1)
     header = tmp_path / RUNTIME_RESOURCE
     header.write_text(runtime_cuh())
     kernel = f'extern "C" __global__ void k() {{\n  iket_tui::Warp {WARP_VARIABLE}(0u);\n  TL_IKET_EVENT(1);\n}}\n'

@@ -1,6 +1,7 @@
 """Drain and decode a ring written by the CPU producer: from a thread, from another process,
-lapped on purpose, records not visible yet, overwritten during the copy, impossible records, a
-warp seen while it runs, a reset to a new generation."""
+warps that lap their own regions, claims that go round the ring, records and descriptors not
+visible yet, a region claimed again during the copy, a warp seen while it runs, a reset to a new
+generation, and the shape of the GEMM users trace (thousands of events per warp and block)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from iket_tui.ring.buffer import MappedRing, RingView
-from iket_tui.ring.counters import DrainBatch
+from iket_tui.ring.counters import LOSS_LAPPED, LOSS_OVERWRITTEN, DrainBatch, RingCounters
 from iket_tui.ring.cpu_producer import (
     WarpWriter,
     flood,
@@ -23,12 +24,15 @@ from iket_tui.ring.cpu_producer import (
     write_synthetic,
 )
 from iket_tui.ring.decode import EventTables, payload_values
-from iket_tui.ring.drain import LiveRing, RingDrain
+from iket_tui.ring.drain import LiveRing, RegionCopy, RingDrain
 from iket_tui.ring.layout import (
     EVENT_DTYPE,
     EVENT_WARP_BEGIN,
     EVENT_WARP_END,
     EVENT_WARP_ROW,
+    FLAG_WARP_BEGIN,
+    FLAG_WARP_END,
+    FLAG_WARP_LAPPED,
     KIND_END,
     KIND_MASK,
     KIND_UNKNOWN,
@@ -110,7 +114,7 @@ def test_events_written_by_another_process_are_drained_while_it_writes(
 
 
 def test_payloads_decode_to_the_values_written(ring_file: MappedRing, tables: EventTables) -> None:
-    with WarpWriter(ring_file.view, segment=3, module=1, start_ns=1000) as warp:
+    with WarpWriter(ring_file.view, module=1, start_ns=1000) as warp:
         warp.event(3, -5, t_ns=1100)
         warp.event(4, 0xFFFF_FFF0, t_ns=1200)
         warp.event(5, 2.75, t_ns=1300)
@@ -121,108 +125,137 @@ def test_payloads_decode_to_the_values_written(ring_file: MappedRing, tables: Ev
     assert [int(k) & KIND_MASK for k in events["kind"]][-1] == KIND_END
 
 
-def test_a_tiny_ring_lapped_on_purpose_counts_the_loss_exactly() -> None:
-    geometry = RingGeometry(segments=2, records_per_segment=16)
-    ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)
+def _tiny(regions: int = 8, records: int = 16) -> RingView:
+    geometry = RingGeometry(regions, records)
+    return RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)
+
+
+def _balanced(counters: RingCounters) -> tuple[int, int, int]:
+    assert counters.balanced and counters.chunks_written == counters.events_written  # a record is an event
+    return counters.events_written, counters.events_read, counters.events_lost
+
+
+def test_a_warp_that_writes_more_than_its_region_keeps_its_newest_events_under_its_own_name() -> None:
+    ring = _tiny()
     drain = RingDrain(ring)
-    assert flood(ring, records_per_segment=12) == 2 * 8
-    first = drain.drain().counters
-    assert (first.chunks_written, first.chunks_read, first.chunks_lost) == (24, 24, 0)
-    assert (first.events_written, first.events_read, first.events_lost) == (16, 16, 0)
+    assert flood(ring, records_per_warp=12, warps=2, launch=3, block_warps=2) == 24
+    first = drain.drain()
+    assert _balanced(first.counters) == (24, 24, 0) and len(first.losses) == 0
 
-    flood(ring, records_per_segment=40)  # 40 more per segment into 16 slots: 24 of each are gone
+    flood(ring, records_per_warp=40, warps=2, launch=4, block_warps=2)  # 40 each into 16 slots: 24 of each are gone
     second = drain.drain()
-    counters = second.counters
-    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (104, 24, 80)
-    # the surviving records belong to warps whose begin was lapped away: lost, never misattributed;
-    # their events are counted from the segment's counters, stored when the warp ended
-    assert len(second.chunks) == 0
-    assert (counters.events_written, counters.events_read, counters.events_lost) == (16 + 72, 16, 72)
-    flood(ring, records_per_segment=12)
-    third = drain.drain().counters
-    assert (third.events_written, third.events_read, third.events_lost) == (16 + 72 + 16, 32, 72)
-    assert third.balanced and third.chunks_written == 128
-    assert drain.drain().counters == third  # nothing new: nothing counted twice
+    assert _balanced(second.counters) == (104, 56, 48)
+    events = second.decode(EventTables([synthetic_table()]))
+    kept = events[(events["kind"] & EVENT_WARP_ROW) == 0]
+    # the newest 16 of each warp, named: launch 4, block 0, warps 0 and 1
+    assert sorted(set(zip(kept["launch"].tolist(), kept["warp"].tolist(), strict=True))) == [(4, 0), (4, 1)]
+    assert len(kept) == 32 and kept["t_ns"].min() == (1 << 40) + 24 * 32
+    assert (second.chunks["flags"] & FLAG_WARP_LAPPED != 0).sum() == 2  # each warp says it is not whole
+    assert second.losses[["launch", "warp", "reason", "events"]].tolist() == [
+        (4, 0, LOSS_OVERWRITTEN, 24),
+        (4, 1, LOSS_OVERWRITTEN, 24),
+    ]
+    assert drain.drain().counters == second.counters  # nothing new: nothing counted twice
 
 
-def _warp_with(view: RingView, events: int, segment: int = 0) -> WarpWriter:
-    warp = WarpWriter(view, segment=segment, module=1, launch=5, block=(2, 0, 0), warp=3, start_ns=0)
+def test_claims_that_go_round_the_ring_before_it_is_read_lose_the_oldest_warps_whole() -> None:
+    ring = _tiny(regions=8)  # one region for each claim stripe
+    drain = RingDrain(ring)
+    flood(ring, records_per_warp=12, warps=20, launch=7, block_warps=2)  # 20 warps, 8 regions
+    batch = drain.drain()
+    assert _balanced(batch.counters) == (240, 96, 144)
+    assert (batch.counters.warps_unread, batch.counters.warps_lost) == (12, 12)
+    events = batch.decode(EventTables([synthetic_table()]))
+    # the newest eight warps whole (blocks 6 to 9), never a piece of an older one
+    assert sorted(set(zip(events["block_x"].tolist(), events["warp"].tolist(), strict=True))) == [
+        (block, warp) for block in range(6, 10) for warp in (0, 1)
+    ]
+    begins = (batch.chunks["flags"] & FLAG_WARP_BEGIN) != 0
+    ends = (batch.chunks["flags"] & FLAG_WARP_END) != 0
+    assert begins.sum() == ends.sum() == 8
+    assert (batch.chunks["grid_x"] == 10).all() and (batch.chunks["block_warps"] == 2).all()
+
+
+def test_a_region_claimed_again_before_its_warp_was_read_to_its_end_names_what_it_lost() -> None:
+    ring = _tiny(regions=8)
+    drain = RingDrain(ring)
+    held = WarpWriter(ring, module=1, launch=2, block=(5, 0, 0), warp=1, start_ns=0)
+    for i in range(4):
+        held.event(1, t_ns=64 * (i + 1))
+    assert drain.drain().events == 4
+    for i in range(4, 10):
+        held.event(1, t_ns=64 * (i + 1))
+    held.close()
+    flood(ring, records_per_warp=3, warps=2, launch=9)  # both regions go to later warps before the next read
+    batch = drain.drain()
+    # named, though its end was never read: how many it lost comes from the header's count of the
+    # events of the warps that ended, once every claim is finished with
+    assert batch.losses[["launch", "block_x", "warp", "reason", "events"]].tolist() == [(2, 5, 1, LOSS_LAPPED, -1)]
+    assert _balanced(batch.counters) == (16, 10, 6)
+    assert batch.counters.warps_lost == 1 and batch.counters.warps_unread == 0
+
+
+def _warp_with(view: RingView, events: int) -> WarpWriter:
+    warp = WarpWriter(view, module=1, launch=5, block=(2, 0, 0), warp=3, start_ns=0)
     for i in range(events):
         warp.event(1, t_ns=64 * (i + 1))
     return warp
 
 
-def test_a_record_not_visible_yet_ends_its_segments_pass_until_it_is(ring_file: MappedRing) -> None:
+def test_a_record_not_visible_yet_ends_its_regions_pass_until_it_is(ring_file: MappedRing) -> None:
     view = ring_file.view
     _warp_with(view, 10).close()
     stamps = view.records["stamp"][0]
-    late = int(stamps[7])
-    stamps[7] = 0  # position 7 is stored, its stamp not visible yet; 8 onwards are
+    late = int(stamps[4])
+    stamps[4] = 0  # position 4 is stored, its stamp not visible yet; 5 onwards are
     drain = RingDrain(view)
     first = drain.drain()
-    assert first.events == 4  # positions 3..6
-    assert (first.counters.chunks_written, first.counters.chunks_lost) == (7, 0)
-    assert first.counters.balanced
+    assert first.events == 4  # positions 0..3
+    assert _balanced(first.counters) == (4, 4, 0)
 
-    stamps[7] = late
+    stamps[4] = late
     second = drain.drain()
     assert second.events == 6
-    counters = second.counters
-    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (14, 14, 0)
-    assert (counters.events_written, counters.events_lost) == (10, 0)
+    assert _balanced(second.counters) == (10, 10, 0)
+    assert (second.chunks["flags"] & FLAG_WARP_END).any()
 
 
-def test_a_warps_begin_is_read_whole_or_not_at_all(ring_file: MappedRing, tables: EventTables) -> None:
+def test_a_warp_is_read_only_once_its_descriptor_is_whole(ring_file: MappedRing, tables: EventTables) -> None:
     view = ring_file.view
     warp = _warp_with(view, 2)
-    stamps = view.records["stamp"][0]
-    late = int(stamps[1])
-    stamps[1] = 0  # the launch record is not visible yet: the begin waits with it
+    words = view.descriptor_words[0]
+    late = int(words[4])
+    words[4] = 0  # the descriptor's second part is not visible yet: the warp waits with it
     drain = RingDrain(view)
-    assert drain.drain().events == 0 and drain.counters.chunks_written == 0
-    stamps[1] = late
+    assert drain.drain().events == 0 and drain.counters.events_written == 0
+    words[4] = late
     events = drain.drain().decode(tables)
     assert events["launch"].tolist() == [5, 5] and events["warp"].tolist() == [3, 3]
     warp.close()
 
 
-def test_a_reader_lapped_during_its_copy_never_hands_on_the_overwritten_records() -> None:
-    geometry = RingGeometry(segments=1, records_per_segment=16)
-    ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)
+def test_a_region_claimed_again_during_the_copy_is_never_handed_on() -> None:
+    ring = _tiny(regions=8)
 
-    class LappedDuringCopy(LiveRing):
-        def rows(self, segments: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-            copied = super().rows(segments)
-            flood(self.ring, records_per_segment=16)  # the writer laps the ring between copy and recheck
-            return copied
+    class ClaimedDuringCopy(LiveRing):
+        def read(self, claims: np.ndarray[Any, Any]) -> RegionCopy:
+            copied = super().read(claims)
+            flood(self.ring, records_per_warp=16, warps=1, launch=2)  # a later warp takes the region meanwhile
+            return RegionCopy(copied.descriptors, copied.records, self.ring.descriptor_words[claims % 8])
 
-    flood(ring, records_per_segment=16)
-    drain = RingDrain(ring, source=LappedDuringCopy(ring))
+    flood(ring, records_per_warp=16, warps=1, launch=1)
+    drain = RingDrain(ring, source=ClaimedDuringCopy(ring))
     batch = drain.drain()
     assert len(batch.chunks) == 0
-    assert (batch.counters.chunks_written, batch.counters.chunks_read, batch.counters.torn) == (0, 0, 0)
+    assert (batch.counters.events_read, batch.counters.torn) == (0, 0)
     batch = RingDrain(ring).drain()  # a reader that is not lapped reads the newest warp whole
-    assert (batch.counters.chunks_read, batch.counters.events_read) == (16, 12)
-
-
-def test_a_record_stored_whole_but_impossible_is_torn_never_shown(ring_file: MappedRing, tables: EventTables) -> None:
-    view = ring_file.view
-    warp = _warp_with(view, 3)
-    rows = view.records.view("<u4").reshape(view.geometry.segments, -1, 4)
-    rows[0, 4, 0] = 0x0F00  # position 4 (the second event) holds a record of no type there is
-    warp.close()
-    drain = RingDrain(view)
-    events = drain.drain().decode(tables)
-    assert events["t_ns"].tolist() == [64, 192]
-    counters = drain.counters
-    assert (counters.torn, counters.chunks_lost, counters.events_read) == (1, 1, 2)
-    assert (counters.events_written, counters.events_lost) == (3, 1)
+    assert batch.counters.events_read == 16 and set(batch.chunks["launch"].tolist()) == {2}
 
 
 def test_a_warp_is_shown_while_it_runs_and_ends_when_it_ends(ring_file: MappedRing, tables: EventTables) -> None:
     view = ring_file.view
     drain = RingDrain(view)
-    warp = WarpWriter(view, segment=9, module=1, block=(4, 0, 0), warp=1, start_ns=1000)
+    warp = WarpWriter(view, module=1, block=(4, 0, 0), warp=1, start_ns=1000)
     began = drain.drain().decode(tables)
     assert began["kind"].tolist() == [EVENT_WARP_ROW | EVENT_WARP_BEGIN | KIND_UNKNOWN]
     assert began["t_ns"].tolist() == [1000]
@@ -250,8 +283,7 @@ def test_a_new_generation_counts_what_the_old_one_left_unread(ring_file: MappedR
     assert batch.generation_changed
     counters = batch.counters
     assert (counters.generation, counters.resets) == (2, 1)
-    assert (counters.events_written, counters.events_read, counters.events_lost) == (1900, 1400, 500)
-    assert counters.balanced
+    assert _balanced(counters) == (1900, 1400, 500)
     assert sorted(_got(_collect(drain, [batch], tables))) == sorted(_expected(4, 100, seed=4))
 
 
@@ -263,33 +295,14 @@ def test_a_reset_under_way_is_left_alone(ring_file: MappedRing) -> None:
     assert len(batch.chunks) == 0 and batch.counters.events_written == 0
 
 
-def test_a_warp_whose_begin_was_lapped_is_lost_not_torn_and_the_next_warp_is_read() -> None:
-    geometry = RingGeometry(segments=1, records_per_segment=16)
-    ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)
-    drain = RingDrain(ring)
-    first = WarpWriter(ring, segment=0, module=1, block=(1, 0, 0), start_ns=0)
-    for i in range(14):
-        first.event(1, t_ns=64 * (i + 1))
-    first.close()  # 18 records into 16 slots: its begin and launch records are gone, its block record is left
-    second = WarpWriter(ring, segment=0, module=1, block=(2, 0, 0), start_ns=2000)
-    second.event(2, t_ns=2100)
-    batch = drain.drain()
-    counters = batch.counters
-    assert counters.torn == 0
-    assert (counters.chunks_written, counters.chunks_read, counters.chunks_lost) == (22, 4, 18)
-    events = batch.decode(EventTables([synthetic_table()]))
-    assert set(events["block_x"].tolist()) == {2}
-    assert (counters.events_written, counters.events_read, counters.events_lost) == (15, 1, 14)
-
-
-def test_a_quiet_ring_is_copied_until_every_segment_is_read_up_to_its_counters_after_a_reset_too(
+def test_a_quiet_ring_is_not_copied_once_every_claim_is_read_to_its_end_after_a_reset_too(
     ring_file: MappedRing,
 ) -> None:
     view = ring_file.view
 
     class Quiet(LiveRing):
         """A source like a GPU ring's: ``refresh`` says whether any warp ran since the last
-        passes (here: ``moved``); every copy of the stamps is counted."""
+        passes (here: ``moved``); every copy of regions is counted."""
 
         moved = True
         copies = 0
@@ -297,9 +310,9 @@ def test_a_quiet_ring_is_copied_until_every_segment_is_read_up_to_its_counters_a
         def refresh(self) -> bool:
             return self.moved
 
-        def stamps(self) -> np.ndarray[Any, Any]:
+        def read(self, claims: np.ndarray[Any, Any]) -> RegionCopy:
             self.copies += 1
-            return super().stamps()
+            return super().read(claims)
 
     source = Quiet(view)
     drain = RingDrain(view, source=source)
@@ -307,18 +320,70 @@ def test_a_quiet_ring_is_copied_until_every_segment_is_read_up_to_its_counters_a
     stamps = view.records["stamp"][0]
     late = int(stamps[7])
     stamps[7] = 0  # position 7 is not visible yet when the warps have all ended
-    assert drain.drain().events == 4 and not drain.caught_up
-    source.moved = False  # no warp runs any more, yet the segment is short of its counters
+    assert drain.drain().events == 7 and not drain.caught_up
+    source.moved = False  # no warp runs any more, yet the warp is not read to its end
     stamps[7] = late
-    assert drain.drain().events == 6 and drain.caught_up and source.copies == 2
-    assert drain.drain().events == 0 and source.copies == 2  # read up to its counters: not copied
+    assert drain.drain().events == 3 and drain.caught_up and source.copies == 2
+    assert drain.drain().events == 0 and source.copies == 2  # read to its end: not copied
 
     assert view.begin_generation() == 2
-    _warp_with(view, 3, segment=5).close()
+    _warp_with(view, 3).close()
     source.moved = True
     batch = drain.drain()
     assert batch.generation_changed and batch.events == 3 and drain.caught_up
     source.moved = False
     assert drain.drain().events == 0 and source.copies == 3  # quiet again after the reset
-    counters = drain.counters
-    assert counters.balanced and (counters.events_written, counters.events_read, counters.events_lost) == (13, 13, 0)
+    assert _balanced(drain.counters) == (13, 13, 0)
+
+
+# The load users bring: the fp16 GEMM 4096^3 traced at every k-step writes 512 events per warp
+# per block, 4 warps a block, 1,024 blocks: 2,097,152 events a launch.
+
+GEMM_BLOCKS, GEMM_WARPS, GEMM_EVENTS = 1024, 4, 512
+
+
+def _whole_launches(batch: DrainBatch) -> dict[int, int]:
+    """Launch -> warps that arrived whole (began and ended, nothing overwritten) in ``batch``."""
+    chunks = batch.chunks
+    flags = chunks["flags"].astype(np.int64)
+    key = chunks["launch"].astype(np.int64) << 32 | chunks["block_x"].astype(np.int64) << 8 | chunks["warp"]
+    began = set(key[flags & FLAG_WARP_BEGIN != 0].tolist())
+    ended = set(key[flags & FLAG_WARP_END != 0].tolist())
+    lapped = set(key[flags & FLAG_WARP_LAPPED != 0].tolist())
+    whole: dict[int, int] = {}
+    for k in (began & ended) - lapped:
+        whole[k >> 32] = whole.get(k >> 32, 0) + 1
+    return whole
+
+
+def test_a_gemm_launch_traced_at_every_k_step_arrives_whole_in_the_default_ring() -> None:
+    ring = _tiny(regions=8192, records=1024)  # the agent's default ring: 128 MiB of records
+    drain = RingDrain(ring)
+    written = flood(ring, records_per_warp=GEMM_EVENTS, warps=GEMM_BLOCKS * GEMM_WARPS, launch=1, block_warps=4)
+    assert written == 2_097_152
+    batch = drain.drain()
+    assert _balanced(batch.counters) == (written, written, 0)
+    assert _whole_launches(batch) == {1: GEMM_BLOCKS * GEMM_WARPS}
+    assert len(np.unique(batch.chunks["block_x"])) == GEMM_BLOCKS
+
+
+def test_a_burst_of_gemm_launches_faster_than_the_reader_keeps_the_newest_launches_whole() -> None:
+    ring = _tiny(regions=8192, records=1024)
+    drain = RingDrain(ring)
+    for launch in range(30):  # back to back, before any read: the ring holds two launches at once
+        flood(ring, records_per_warp=GEMM_EVENTS, warps=GEMM_BLOCKS * GEMM_WARPS, launch=launch, block_warps=4)
+    batch = drain.drain()
+    assert _whole_launches(batch) == {28: 4096, 29: 4096}
+    assert _balanced(batch.counters) == (30 * 2_097_152, 2 * 2_097_152, 28 * 2_097_152)
+    assert batch.counters.warps_unread == 28 * 4096
+
+
+def test_gemm_warps_writing_more_than_their_regions_hold_keep_their_newest_events_named() -> None:
+    ring = _tiny(regions=4096, records=256)  # 4 warps of 1,024 blocks: one region each, 256 of 512 events
+    drain = RingDrain(ring)
+    flood(ring, records_per_warp=GEMM_EVENTS, warps=GEMM_BLOCKS * GEMM_WARPS, launch=3, block_warps=4)
+    batch = drain.drain()
+    assert _balanced(batch.counters) == (2_097_152, 1_048_576, 1_048_576)
+    assert len(batch.losses) == 4096 and set(batch.losses["reason"].tolist()) == {LOSS_OVERWRITTEN}
+    assert (batch.losses["events"] == 256).all()
+    assert len(np.unique(batch.chunks["block_x"])) == GEMM_BLOCKS

@@ -62,3 +62,36 @@ def test_damaged_messages_are_refused_in_one_line(ring_file: MappedRing) -> None
     table = kernel_module(synthetic_table(), ring_id=None, layout=DEFAULT_LAYOUT, t_ns=0)
     with pytest.raises(EventTableError, match="bad event id 31"):
         module_from_message({**table, "events": [{"id": 31, "name": "x", "kind": "mark"}]})
+
+
+def test_losses_travel_with_their_batch_and_an_older_agents_batch_still_reads() -> None:
+    import numpy as np
+
+    from iket_tui.ring.buffer import RingView
+    from iket_tui.ring.counters import LOSS_OVERWRITTEN
+    from iket_tui.ring.cpu_producer import flood
+    from iket_tui.ring.layout import RingGeometry
+
+    geometry = RingGeometry(8, 16)
+    ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry)
+    flood(ring, records_per_warp=40, warps=3, launch=8, block_warps=3)
+    batch = RingDrain(ring).drain()
+    records = records_from_message(_through_frames(kernel_records(batch, t_ns=2)))
+    assert records.losses.tobytes() == batch.losses.tobytes()
+    assert records.losses[["launch", "warp", "reason", "events"]].tolist() == [
+        (8, warp, LOSS_OVERWRITTEN, 24) for warp in range(3)
+    ]
+    assert (records.counters.warps_lost, records.counters.warps_unread) == (0, 0)
+    assert set(records.chunks["grid_x"].tolist()) == {1} and set(records.chunks["block_warps"].tolist()) == {3}
+
+    older = kernel_records(batch, t_ns=2)
+    del older["losses"]
+    older["counters"] = {k: v for k, v in older["counters"].items() if k not in ("warps_lost", "warps_unread")}
+    read = records_from_message(_through_frames(older))
+    assert len(read.losses) == 0 and read.counters.events_read == batch.counters.events_read
+    with pytest.raises(RecordsError, match="whose losses are not whole loss records"):
+        records_from_message({**kernel_records(batch, t_ns=2), "losses": b"\0" * 5})
+    bad = batch.losses.copy()
+    bad["reason"] = 9
+    with pytest.raises(RecordsError, match="naming a loss of no reason there is"):
+        records_from_message({**kernel_records(batch, t_ns=2), "losses": bad.tobytes()})

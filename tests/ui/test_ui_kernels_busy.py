@@ -17,7 +17,7 @@ from iket_tui.model.synthetic import live_stream
 from iket_tui.ring.buffer import RingView
 from iket_tui.ring.cpu_producer import WarpWriter
 from iket_tui.ring.drain import RingDrain
-from iket_tui.ring.layout import DEFAULT_LAYOUT, ID_BITS_MIN, WARP_SLOTS, RingGeometry
+from iket_tui.ring.layout import DEFAULT_LAYOUT, ID_BITS_MIN, RingGeometry
 from iket_tui.ring.wire import kernel_module, kernel_records
 from iket_tui.sources.base import SourceState
 from iket_tui.ui.app import IketApp
@@ -35,13 +35,13 @@ TRACING = {"type": "kernel_tracing", "enabled": True, "device": "NVIDIA H200", "
 def busy_neighbour(seconds: int) -> list[dict[str, Any]]:
     """One ``kernel_records`` a second for ``seconds`` s: block (3,0)'s warp 4 stops at `mma`
     right after the launch began, block (0,0)'s warp 4 polls with a `k_step` mark each second."""
-    geometry = RingGeometry.for_sms(8, 16)
+    geometry = RingGeometry(512, 256)
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, RING)
     drain = RingDrain(ring)
 
     def writer(sm: int, block: int) -> WarpWriter:
         return WarpWriter(
-            ring, segment=sm * WARP_SLOTS + 4, module=1, launch=6, block=(block, 0, 0), warp=4,
+            ring, sm=sm, module=1, launch=6, block=(block, 0, 0), warp=4,
             id_bits=ID_BITS_MIN, clock=lambda: 0, start_ns=DEVICE_T,
         )  # fmt: skip
 
