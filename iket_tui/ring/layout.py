@@ -326,8 +326,8 @@ def layout_by_id(layout_id: int) -> ChunkLayout:
 @dataclass(frozen=True)
 class RingGeometry:
     """How big a ring is and where its parts lie: ``regions`` regions (a power of two, at least
-    :data:`CLAIM_STRIPES`, so that each region is one stripe's; each one warp's of one block at a time) of ``records_per_region`` records (a power of two, at least
-    :data:`MIN_RECORDS_PER_REGION`)."""
+    :data:`CLAIM_STRIPES`, so that each region is one stripe's; each one warp's of one block at a
+    time) of ``records_per_region`` records (a power of two, at least :data:`MIN_RECORDS_PER_REGION`)."""
 
     regions: int
     records_per_region: int
