@@ -1,19 +1,22 @@
-"""How fast one core drains and decodes the kernel event ring.
+"""How fast the host drains and decodes the kernel event ring.
 
-A ring the size a 132-SM GPU gets (one segment per warp slot, 512 records each) is filled by
-the CPU producer, a warp of ``--records`` records in every segment, as warps of a busy kernel
-would fill it; then :class:`RingDrain` reads them (stamps checked before and after the copy,
-warps identified, counters kept, events cut into drained chunks) and :func:`decode` turns them
-into events. Rates are in events per second, best of several passes (the machine is shared):
+A ring of the agent's default size (``KernelOptions()``, 128 MiB of records) is filled by the
+CPU producer, one warp of ``--records`` events (default: a region's worth) in every region, as
+the warps of a busy kernel would fill it; then :class:`RingDrain` reads them (descriptors checked before and
+after, each record's stamp against its claim and position, counters kept, events cut into
+drained chunks) and :func:`decode` turns them into events. Rates are in events per second, best
+of several passes (the machine is shared):
 
-    python -m benchmarks.ring_drain [--sms 132] [--records 512] [--passes 8]
+    python -m benchmarks.ring_drain [--regions N] [--region-records N] [--records N] [--passes 8]
 
-Two drains: of a GPU's ring, whose records a DMA engine copies to the host (the drain reads the
-copy in place and the stamps of a second copy: :class:`CopiedRing`, the copies made before the
-clock starts, as the copy engine makes them beside the drain's core); and of a ring file, whose
-records the drain copies itself (:class:`~iket_tui.ring.drain.LiveRing`). Each runs with the
-native drain pass and with numpy alone, taking turns on the same records, and both must hand on
-the same chunks byte for byte.
+Two drains: of a GPU's ring, whose descriptors and records a DMA engine copies to the host (the
+drain reads the copy in place and a second copy of the descriptors, as
+:class:`~iket_tui.ring.device_copy.DeviceRing` hands them over: :class:`CopiedRing`, the copies
+made before the clock starts, as the copy engine makes them beside the drain's cores); and of a
+ring file, whose records the drain copies itself (:class:`~iket_tui.ring.drain.LiveRing`). The
+copy's drain runs with the native pass on as many threads as it takes by default, on one thread,
+and with numpy alone; the file's with the native pass and with numpy alone. They take turns on
+the same records, and each pair must hand on the same chunks byte for byte.
 """
 
 from __future__ import annotations
@@ -26,52 +29,61 @@ from typing import Any
 import numpy as np
 
 from benchmarks.results import Figure
-from iket_tui.agent.kernel_options import DEFAULT_RING_CHUNKS
+from iket_tui.agent.kernel_options import KernelOptions
 from iket_tui.ring.buffer import RingView
 from iket_tui.ring.cpu_producer import flood
 from iket_tui.ring.decode import EventTables, decode
-from iket_tui.ring.drain import LiveRing, RingDrain, record_words
+from iket_tui.ring.drain import LiveRing, RegionCopy, RingDrain
 from iket_tui.ring.events import EventInfo, ModuleEvents
-from iket_tui.ring.layout import EVENT_DTYPE, RECORDS_PER_CHUNK, WARP_SLOTS, RingGeometry
+from iket_tui.ring.layout import EVENT_DTYPE, RingGeometry
 
 TARGET_EVENTS_PER_S = 200e6
+Array = np.ndarray[Any, Any]
 
 
 class CopiedRing(LiveRing):
-    """A ring as the agent's :class:`~iket_tui.ring.device_copy.DeviceRing` hands it to the drain:
-    the records copied to the host (here: the ring itself, which nothing writes during the pass),
-    and a second copy for the stamps checked after, made by :meth:`copy` as the DMA makes it."""
+    """A ring as :class:`~iket_tui.ring.device_copy.DeviceRing` hands it to the drain: the
+    descriptors and records copied to the host (here: the ring itself, which nothing writes
+    during the pass) and read in place, and a second copy of the descriptors, made by
+    :meth:`copy` as the DMA engine makes it after the records."""
 
     def __init__(self, ring: RingView) -> None:
         super().__init__(ring)
-        self._check = np.empty_like(ring.records)
+        self._check = np.empty_like(ring.descriptor_words)
 
     def copy(self) -> None:
-        np.copyto(self._check, self.ring.records)
+        np.copyto(self._check, self.ring.descriptor_words)
 
-    def stamps(self) -> np.ndarray[Any, Any]:
-        stamps: np.ndarray[Any, Any] = self.ring.records["stamp"]
-        return stamps
-
-    def rows(self, segments: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        return record_words(self.ring.records, segments, copy=False)
-
-    def stamps_after(self, segments: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        stamps: np.ndarray[Any, Any] = self._check["stamp"]
-        return stamps if len(segments) == len(stamps) else stamps[segments]
+    def read(self, claims: Array) -> RegionCopy:
+        ring = self.ring
+        regions = claims & (ring.geometry.regions - 1)
+        if int(regions[-1]) - int(regions[0]) == len(regions) - 1:  # one span: read in place
+            rows = slice(int(regions[0]), int(regions[-1]) + 1)
+            return RegionCopy(ring.descriptor_words[rows], ring.record_words[rows], self._check[rows])
+        return RegionCopy(ring.descriptor_words[regions], ring.record_words[regions], self._check[regions])
 
 
-def measure(sms: int = 132, records: int = 512, passes: int = 8) -> dict[str, Any]:
-    """Best drain (of a copied ring and of a live one, each with the native pass and with numpy
-    alone), decode and drain+decode rates over ``passes`` fills of a warp of ``records`` records
-    in every segment of a ring for ``sms`` SMs."""
-    geometry = RingGeometry(sms * WARP_SLOTS, max(records, DEFAULT_RING_CHUNKS * RECORDS_PER_CHUNK))
+def default_geometry() -> RingGeometry:
+    """The agent's ring (``KernelOptions()``)."""
+    options = KernelOptions()
+    return RingGeometry(options.regions, options.records_per_region)
+
+
+def measure(
+    geometry: RingGeometry | None = None, records_per_warp: int | None = None, passes: int = 8
+) -> dict[str, Any]:
+    """Best drain rates (of a copied ring: native on its default threads, native on one thread,
+    numpy; of a ring file: native, numpy), decode and drain+decode rates over ``passes`` fills of
+    a warp of ``records_per_warp`` events (default: a region's worth) in every region."""
+    geometry = default_geometry() if geometry is None else geometry
+    records = geometry.records_per_region if records_per_warp is None else records_per_warp
     rings = {
         name: RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry) for name in ("copied", "live")
     }
     copied = CopiedRing(rings["copied"])
     drains = {
         "copied": RingDrain(rings["copied"], source=copied),
+        "copied_one_thread": RingDrain(rings["copied"], source=copied, threads=1),
         "copied_numpy": RingDrain(rings["copied"], source=copied, native=False),
         "live": RingDrain(rings["live"]),
         "live_numpy": RingDrain(rings["live"], native=False),
@@ -79,13 +91,15 @@ def measure(sms: int = 132, records: int = 512, passes: int = 8) -> dict[str, An
     for drain in drains.values():
         drain.drain()  # the native pass is loaded (and built once) before the clock starts
     tables = EventTables([ModuleEvents(1, 5, ("flood",), (EventInfo(1, "tick", "mark"),))])
-    scratch = np.empty(geometry.segments * records * 2, dtype=EVENT_DTYPE)
+    kept = min(records, geometry.records_per_region) * geometry.regions
+    scratch = np.empty(2 * kept, dtype=EVENT_DTYPE)
     best = dict.fromkeys((*drains, "decode", "both"), 0.0)
+    threads = 1
     clock = time.perf_counter
     events = 0
     for index in range(passes):
         for ring in rings.values():
-            events = flood(ring, records_per_segment=records)
+            events = flood(ring, records_per_warp=records, warps=geometry.regions)
         copied.copy()
         batches = {}
         order = list(drains) if index % 2 == 0 else list(reversed(drains))  # neither always first
@@ -93,26 +107,32 @@ def measure(sms: int = 132, records: int = 512, passes: int = 8) -> dict[str, An
             t0 = clock()
             batches[name] = drains[name].drain()
             t1 = clock()
-            best[name] = max(best[name], events / (t1 - t0))
+            best[name] = max(best[name], kept / (t1 - t0))
+        threads = max(threads, drains["copied"].threads_used)
         for name, batch in batches.items():
-            if batch.events != events or not batch.counters.balanced or batch.counters.events_lost:
-                raise AssertionError(f"{name}: drained {batch.events} of {events} events: {batch.counters}")
-        for kind in ("copied", "live"):
-            if batches[kind].chunks.tobytes() != batches[kind + "_numpy"].chunks.tobytes():
-                raise AssertionError(f"{kind}: the native pass and numpy drained different chunks")
+            counters = batch.counters
+            if batch.events != kept or not counters.balanced or counters.events_lost != (index + 1) * (events - kept):
+                raise AssertionError(f"{name}: drained {batch.events} of {kept} events kept: {counters}")
+        for first, second in (("copied", "copied_numpy"), ("copied", "copied_one_thread"), ("live", "live_numpy")):
+            if batches[first].chunks.tobytes() != batches[second].chunks.tobytes():
+                raise AssertionError(f"{first} and {second} drained different chunks")
         batch = batches["copied"]
         t1 = clock()
         decoded = decode(batch.chunks, tables, batch.layout, scratch=scratch)
         t2 = clock()
-        if len(decoded) != events:
-            raise AssertionError(f"decoded {len(decoded)} of {events} events")
-        best["decode"] = max(best["decode"], events / (t2 - t1))
-        best["both"] = max(best["both"], events / (t2 - t1 + events / best["copied"]))
+        if len(decoded) != kept:
+            raise AssertionError(f"decoded {len(decoded)} of {kept} events")
+        best["decode"] = max(best["decode"], kept / (t2 - t1))
+        best["both"] = max(best["both"], kept / (t2 - t1 + kept / best["copied"]))
     return {
-        "events_per_pass": events,
-        "records_per_pass": geometry.segments * records,
+        "events_per_pass": kept,
+        "regions": geometry.regions,
+        "records_per_region": geometry.records_per_region,
+        "bytes_per_pass": geometry.total_bytes - geometry.descriptors_offset,
         "engine": drains["copied"].engine,
+        "threads": threads,
         "drain_events_per_s": best["copied"],
+        "drain_one_thread_events_per_s": best["copied_one_thread"],
         "drain_numpy_events_per_s": best["copied_numpy"],
         "drain_live_events_per_s": best["live"],
         "drain_live_numpy_events_per_s": best["live_numpy"],
@@ -129,13 +149,26 @@ def run() -> list[Figure]:
 
     result = measure()
     target_ns = 1e9 / TARGET_EVENTS_PER_S
-    how = f"{result['events_per_pass']} events in {result['records_per_pass']} records, best of 8"
+    how = (
+        f"{result['events_per_pass']} events in {result['regions']} regions of {result['records_per_region']} "
+        f"records, best of 8"
+    )
     step = steps()
     floor = sum(step[name] for name in FLOOR_STEPS)
     parts = ", ".join(f"{name} {step[name]:.2f}" for name in FLOOR_STEPS)
     numpy = f"{how}; numpy alone in the same run"
+    threads = f"{how}; up to {result['threads']} threads"
     return [
-        Figure("ring drain of a GPU ring's copy, per event", 1e9 / result["drain_events_per_s"], "ns", target_ns, how),
+        Figure(
+            "ring drain of a GPU ring's copy, per event", 1e9 / result["drain_events_per_s"], "ns", target_ns, threads
+        ),
+        Figure(
+            "ring drain of a GPU ring's copy on one thread, per event",
+            1e9 / result["drain_one_thread_events_per_s"],
+            "ns",
+            None,
+            how,
+        ),
         Figure(
             "ring drain of a GPU ring's copy with numpy alone, per event",
             1e9 / result["drain_numpy_events_per_s"],
@@ -156,16 +189,44 @@ def run() -> list[Figure]:
     ]
 
 
+def _power_of_two(text: str) -> int:
+    value = int(text)
+    if value < 1 or value & (value - 1):
+        raise argparse.ArgumentTypeError(f"{text} is not a power of two")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ring_drain", description=__doc__.splitlines()[0])
-    parser.add_argument("--sms", type=int, default=132)
-    parser.add_argument("--records", type=int, default=512, help="records per segment per pass")
+    default = default_geometry()
+    parser.add_argument("--regions", type=_power_of_two, default=default.regions)
+    parser.add_argument("--region-records", type=_power_of_two, default=default.records_per_region)
+    parser.add_argument("--records", type=int, help="events per warp per pass (default: a region's worth)")
     parser.add_argument("--passes", type=int, default=8)
     args = parser.parse_args(argv)
-    result = measure(args.sms, args.records, args.passes)
-    print(f"{result['events_per_pass']} events ({result['records_per_pass']} records) per pass, best of {args.passes}:")
-    print(f"  ({result['engine']})")
-    for name in ("drain", "drain_numpy", "drain_live", "drain_live_numpy", "decode", "drain_decode"):
+    if args.passes < 1 or (args.records is not None and args.records < 1):
+        print("--passes and --records must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        geometry = RingGeometry(args.regions, args.region_records)
+    except ValueError as exc:
+        print(f"python -m benchmarks.ring_drain: {exc}", file=sys.stderr)
+        return 2
+    result = measure(geometry, args.records, args.passes)
+    print(
+        f"{result['events_per_pass']} events kept per pass ({result['regions']} regions of "
+        f"{result['records_per_region']} records, {result['bytes_per_pass'] / 2**20:.1f} MiB), best of {args.passes}:"
+    )
+    print(f"  ({result['engine']}; the default drain's passes ran on up to {result['threads']} threads)")
+    for name in (
+        "drain",
+        "drain_one_thread",
+        "drain_numpy",
+        "drain_live",
+        "drain_live_numpy",
+        "decode",
+        "drain_decode",
+    ):
         rate = result[name + "_events_per_s"]
         print(f"  {name.replace('_', ' '):17} {rate / 1e6:8.1f} M events/s, {1e9 / rate:5.2f} ns an event")
     met = result["drain_events_per_s"] >= TARGET_EVENTS_PER_S
