@@ -10,7 +10,9 @@ It allocates the ring in device memory (:class:`~iket_tui.ring.device_copy.Devic
 to the host by a DMA engine on a stream of its own while kernels run), compiles TileLang kernels
 with the iket-tui runtime through TileLang's CUDA post-processing callback, launches them on
 torch tensors, drains the ring and prints one table; with ``$OUT`` set it also writes
-``$OUT/gpu_ring_check.json``.
+``$OUT/gpu_ring_check.json``. Two rings: the agent's default (``KernelOptions()``), and one of
+16 records per region with room for every warp of its kernel, so that each warp laps its own
+region and must keep its newest 16 events, named by its block and warp.
 
 The kernel builders below are plain TileLang and need no GPU: the CPU tests lower and nvcc them
 (tests/ring/test_ring_tilelang.py), so that what runs here has compiled before.
@@ -33,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from iket_tui.ring.counters import DrainBatch
+from iket_tui.agent.kernel_options import KernelOptions
+from iket_tui.ring.counters import LOSS_OVERWRITTEN, DrainBatch
 from iket_tui.ring.decode import EventTables
 from iket_tui.ring.device import RingTarget
 from iket_tui.ring.drain import RingDrain
@@ -47,8 +50,6 @@ from iket_tui.ring.layout import (
     KIND_MARK,
     KIND_MASK,
     KIND_START,
-    MIN_RECORDS_PER_SEGMENT,
-    WARP_SLOTS,
     RingGeometry,
 )
 from iket_tui.ring.runtime import DeviceRuntime, installed
@@ -183,6 +184,26 @@ def lower_kernel(runtime: DeviceRuntime, func: Any) -> str:
 # ---- the ring in device memory --------------------------------------------------------------------
 
 
+def agent_geometry() -> RingGeometry:
+    """The ring the agent gives a GPU by default (``KernelOptions()``)."""
+    options = KernelOptions()
+    return RingGeometry(options.regions, options.records_per_region)
+
+
+LAPPING_RECORDS = 16
+"""Records per region of the small ring: a warp of the known-count kernel laps its region."""
+LAPPING_BLOCKS_PER_SM = 16
+"""Blocks per SM of the known-count kernel on the small ring (800 steps: 2,402 events a warp)."""
+
+
+def lapping_geometry(warps: int) -> RingGeometry:
+    """A ring of :data:`LAPPING_RECORDS` records per region with at least two regions for each
+    of ``warps`` warps (so that no claim comes round again, however unevenly the SMs' claim
+    counters share them): every warp laps its own region and keeps its newest
+    :data:`LAPPING_RECORDS` events."""
+    return RingGeometry(1 << (2 * warps - 1).bit_length(), LAPPING_RECORDS)
+
+
 class GpuRing:
     """A ring in device memory with its drain (copies by a DMA engine, while kernels run).
 
@@ -196,7 +217,7 @@ class GpuRing:
         self.target = RingTarget(self.device.address, geometry, self.view.ring_id)
         self.tables = EventTables()
         self.runtime = DeviceRuntime(self.target, on_module=self._on_module, cuda_runtime=cuda_runtime)
-        self.drain = RingDrain(self.view, source=self.device)
+        self.drain = RingDrain(self.view, period_s=1.0 / KernelOptions().drain_hz, source=self.device)
 
     def _on_module(self, events: ModuleEvents, target: RingTarget | None) -> None:
         self.tables.add(events)
@@ -296,22 +317,81 @@ def check_known_count(ring: GpuRing, blocks: int, steps: int, label: str, expect
         ),
         Row(f"{label}: torn", counters.torn == 0, str(counters.torn), "0"),
     ]
-    if expect_loss:
-        rows.append(Row(f"{label}: loss counted", counters.events_lost > 0, str(counters.events_lost), "> 0"))
-        rows.append(
-            Row(
-                f"{label}: records written = read + lost",
-                counters.chunks_written == counters.chunks_read + counters.chunks_lost
-                and counters.chunks_written == warps * (known_count_per_warp(steps) + 4),
-                f"written {counters.chunks_written}, read {counters.chunks_read}, lost {counters.chunks_lost}",
-                f"written {warps * (known_count_per_warp(steps) + 4)}",
-            )
-        )
-        return rows
     rows.append(Row(f"{label}: every warp began and ended", began == ended == warps, f"{began}, {ended}", str(warps)))
+    if expect_loss:
+        losses = np.concatenate([batch.losses for _, batch in collected.batches]) if collected.batches else None
+        rows += _check_lapped_warps(events, losses, counters, blocks, steps, label)
+        return rows
     rows.append(Row(f"{label}: received", len(events) == expected, str(len(events)), str(expected)))
     rows.append(Row(f"{label}: lost", counters.events_lost == 0, str(counters.events_lost), "0"))
     rows.extend(_check_known_events(events, blocks, steps, label))
+    return rows
+
+
+def _check_lapped_warps(
+    events: np.ndarray[Any, Any],
+    losses: np.ndarray[Any, Any] | None,
+    counters: Any,
+    blocks: int,
+    steps: int,
+    label: str,
+) -> list[Row]:
+    """Every warp of the known-count kernel wrote more than its region holds: it keeps its
+    newest :data:`LAPPING_RECORDS` events, named by its block and warp, and the drain names it
+    as overwritten with exactly the rest."""
+    per_warp = known_count_per_warp(steps)
+    kept = min(LAPPING_RECORDS, per_warp)
+    warps = blocks * THREADS // 32
+    lost_each = per_warp - kept
+    rows = [
+        Row(
+            f"{label}: events read = warps x {kept}, lost = the rest",
+            counters.events_read == warps * kept and counters.events_lost == warps * lost_each,
+            f"read {counters.events_read}, lost {counters.events_lost}",
+            f"read {warps * kept}, lost {warps * lost_each}",
+        )
+    ]
+    keys = events["block_x"].astype(np.int64) * 64 + events["warp"]
+    found, counts = np.unique(keys, return_counts=True)
+    every = np.array([block * 64 + warp for block in range(blocks) for warp in range(THREADS // 32)], dtype=np.int64)
+    rows.append(
+        Row(
+            f"{label}: each warp's newest {kept} events, named by its block and warp",
+            len(found) == len(every) and bool((found == every).all()) and bool((counts == kept).all()),
+            f"{len(found)} warps, {sorted(set(counts.tolist()))} events each",
+            f"{warps} warps (blocks 0..{blocks - 1}, warps 0..{THREADS // 32 - 1}), {kept} each",
+        )
+    )
+    # The newest events of the known sequence: the last `kept` of mark, (start, tick, end) x steps, scale.
+    expected_kinds = np.array([KIND_MARK] + [KIND_START, KIND_MARK, KIND_END] * steps + [KIND_MARK])[-kept:]
+    expected_payloads = np.zeros(per_warp, dtype=np.uint32)
+    expected_payloads[1 : 1 + 3 * steps : 3] = np.arange(steps, dtype=np.uint32)
+    expected_payloads[-1] = np.float32(SCALE).view(np.uint32)
+    ordered = events[np.argsort(keys, kind="stable")]
+    in_order = len(ordered) == warps * kept
+    if in_order:
+        kinds = (ordered["kind"] & KIND_MASK).reshape(-1, kept)
+        payloads = ordered["payload"].reshape(-1, kept)
+        in_order = bool((kinds == expected_kinds).all()) and bool((payloads == expected_payloads[-kept:]).all())
+    rows.append(Row(f"{label}: the kept events are each warp's last, in order, with their payloads", in_order, "", ""))
+    if losses is None or not len(losses):
+        rows.append(Row(f"{label}: losses name each warp, overwritten", False, "no loss named", f"{warps} warps"))
+        return rows
+    loss_keys = losses["block_x"].astype(np.int64) * 64 + losses["warp"]
+    named, where = np.unique(loss_keys, return_inverse=True)
+    per_named = np.bincount(where, weights=losses["events"].astype(np.int64)).astype(np.int64)
+    reasons = sorted(set(losses["reason"].tolist()))
+    rows.append(
+        Row(
+            f"{label}: losses name each warp, overwritten, with its lost events",
+            reasons == [LOSS_OVERWRITTEN]
+            and len(named) == len(every)
+            and bool((named == every).all())
+            and bool((per_named == lost_each).all()),
+            f"{len(named)} warps named, reasons {reasons}, {sorted(set(per_named.tolist()))[:4]} events each",
+            f"{warps} warps, reason {LOSS_OVERWRITTEN} (overwritten), {lost_each} each",
+        )
+    )
     return rows
 
 
@@ -427,6 +507,7 @@ def check_overhead(ring: GpuRing, rounds: int, launches: int, size: int) -> tupl
         Row(f"overhead {size}: ranges every k-step", ratio_steps <= 1.10, f"{ratio_steps:.3f}", "<= 1.10"),
         Row(f"overhead {size}: one range per block", ratio_block <= 1.01, f"{ratio_block:.3f}", "<= 1.01"),
         Row("drained during GEMMs", True, f"{drained / elapsed / 1e6:.1f} M events/s read", ""),
+        Row("drain during GEMMs: engine, threads", True, drain_engine(ring.drain), ""),
         Row(
             "counters during GEMMs",
             counters.balanced and counters.torn == 0,
@@ -438,6 +519,11 @@ def check_overhead(ring: GpuRing, rounds: int, launches: int, size: int) -> tupl
     figures = {f"gemm{size}_{k}_us": v * 1000 for k, v in medians.items()}
     figures |= {f"ratio{size}_ksteps": ratio_steps, f"ratio{size}_block": ratio_block}
     return rows, figures
+
+
+def drain_engine(drain: RingDrain) -> str:
+    """Which pass a drain runs and on how many threads its last pass ran."""
+    return f"{drain.engine}; last pass on {drain.threads_used} thread(s)"
 
 
 QUEUE_SPIN_S = 0.1
@@ -465,15 +551,22 @@ def timed_launches(kernel: Any, args: tuple[Any, ...], launches: int, what: str)
 
 
 def check_drain_rate() -> list[Row]:
+    """The host drain of a copy of the agent's default ring, filled by the CPU producer."""
     from benchmarks.ring_drain import measure
 
     result = measure()
     return [
         Row(
-            "host drain rate of a GPU ring's copy (one core)",
+            f"host drain rate of a GPU ring's copy (up to {result['threads']} threads)",
             result["drain_events_per_s"] >= 200e6,
-            f"{result['drain_events_per_s'] / 1e6:.0f} M/s",
+            f"{result['drain_events_per_s'] / 1e6:.0f} M/s ({result['engine']})",
             ">= 200 M/s",
+        ),
+        Row(
+            "host drain rate of a GPU ring's copy, one thread",
+            True,
+            f"{result['drain_one_thread_events_per_s'] / 1e6:.0f} M/s",
+            "",
         ),
         Row("host drain rate of a ring file", True, f"{result['drain_live_events_per_s'] / 1e6:.0f} M/s", ""),
         Row("host drain + decode rate", True, f"{result['drain_decode_events_per_s'] / 1e6:.0f} M/s", ""),
@@ -757,8 +850,8 @@ def _timed(name: str, run: Callable[[], list[Row]], rows: list[Row]) -> None:
     print(f"[{name}: {time.monotonic() - t0:.1f} s]", flush=True)
 
 
-def report(rows: list[Row], figures: dict[str, float]) -> int:
-    """Print the table, write ``$OUT/gpu_ring_check.json``; the exit status."""
+def report(rows: list[Row], figures: dict[str, Any], name: str = "gpu_ring_check") -> int:
+    """Print the table, write ``$OUT/<name>.json``; the exit status."""
     import torch
 
     width = max((len(row.check) for row in rows), default=5)
@@ -771,7 +864,7 @@ def report(rows: list[Row], figures: dict[str, float]) -> int:
     out = os.environ.get("OUT")
     if out:
         result = {"rows": [row.__dict__ for row in rows], "figures": figures, "gpu": torch.cuda.get_device_name(0)}
-        with open(os.path.join(out, "gpu_ring_check.json"), "w") as file:
+        with open(os.path.join(out, f"{name}.json"), "w") as file:
             json.dump(result, file, indent=2)
     return 1 if failed else 0
 
@@ -792,8 +885,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU: {torch.cuda.get_device_name(0)}, {sms} SMs; torch {torch.__version__}", flush=True)
     rows: list[Row] = []
     figures: dict[str, float] = {}
-    big = GpuRing(RingGeometry.for_sms(sms, 64))
-    small = GpuRing(RingGeometry(sms * WARP_SLOTS, MIN_RECORDS_PER_SEGMENT))
+    big = GpuRing(agent_geometry())
+    small = GpuRing(lapping_geometry(LAPPING_BLOCKS_PER_SM * sms * THREADS // 32))
     figures["clock_offset_known"] = float(big.device.clock_offset_ns is not None)
     try:
         if not args.overhead_only:
@@ -826,7 +919,9 @@ def _checks(args: argparse.Namespace, big: GpuRing, small: GpuRing, sms: int, ro
     )
     _timed(
         "loss",
-        lambda: check_known_count(small, blocks=16 * sms, steps=800, label="tiny ring", expect_loss=True),
+        lambda: check_known_count(
+            small, blocks=LAPPING_BLOCKS_PER_SM * sms, steps=800, label="lapping ring", expect_loss=True
+        ),
         rows,
     )
     inner = max(1000, int(args.live_seconds * 2e9 / 4 / 2000))
