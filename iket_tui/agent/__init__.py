@@ -6,8 +6,9 @@ TileLang or TVM: it begins watching TileLang compiles when the program imports T
 plain Apache TVM compiles when it imports TVM without TileLang (:mod:`iket_tui.agent.tvm_hook`).
 
 A compile aborted from outside (``iket-tui abort``, or the UI's abort key) raises
-:class:`CompileAborted` from the compile call (``tilelang.compile``, ``tvm.compile``, ...); it derives from
-``BaseException``, so catch it by name to go on.
+:class:`CompileAborted` from the compile call (``tilelang.compile``, ``tvm.compile``, ...); it is an
+``Exception``, as a failed compile's is, so a program that goes on after a failed compile goes on
+after an abort.
 """
 
 from iket_tui.agent import lifecycle, tvm_hook

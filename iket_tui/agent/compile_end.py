@@ -27,6 +27,7 @@ class EndingCompile(NotingCompile):
         self._held_exits: list[Message] = []
         self._stage: str | None = None
         self._finished = False
+        self._interruptible = False
 
     def finish(self, error: BaseException | None) -> None:
         """The compile's entry point returned (or raised ``error``): say how the compile ended,
@@ -42,6 +43,17 @@ class EndingCompile(NotingCompile):
                 if self.compile_id is not None:
                     ended = self.registry.running.ended(self.compile_id, failures.describe(error) if error else None)
                     abort.forget_unraised(ended)
+                if self._interruptible:
+                    self._interruptible = False
+                    self.registry.running.interrupt.leave()
+
+    def interruptible(self) -> None:
+        """The compile starts, on its compiler's thread: on the main thread, an abort may interrupt
+        what the thread waits in until it ends (see :mod:`~iket_tui.agent.interrupt`). Never raises."""
+        try:
+            self._interruptible = self.registry.running.interrupt.enter(abort.on_signal)
+        except Exception:
+            self.registry.observer_errors += 1
 
     @abstractmethod
     def _ending(self, error: BaseException | None) -> tuple[str, int | None] | None:

@@ -215,6 +215,10 @@ class PassNotes:
             compile.context_exited(self.context)
 
     def run_before_pass(self, mod: Any, info: Any) -> None:
+        if self.registry.running.aborting:  # some compile is being aborted: this one, if it goes on after it?
+            from iket_tui.agent.abort import raise_again
+
+            raise_again(self.registry.running, self.compile.compile_id)
         try:
             if not self.begun:
                 self._begin(mod)

@@ -13,7 +13,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
+
+from iket_tui.agent.interrupt import MainThreadInterrupt
+
+AbortRoute = Literal["exception", "signal", "processes"]
+"""How an abort reaches a compile's thread (see :mod:`~iket_tui.agent.abort`)."""
+BY_EXCEPTION: Final = "exception"
+"""Raised asynchronously in the thread, at its next Python bytecode."""
+BY_SIGNAL: Final = "signal"
+"""The main thread: a signal interrupts its wait, and the handler raises."""
+BY_ENDING: Final = "processes"
+"""A codegen step waiting on its compiler's processes: they are ended, and the step's failure
+becomes the abort."""
 
 
 @dataclass
@@ -36,6 +48,8 @@ class Abort:
     """Set on the compiling thread when the exception is made there, i.e. when it is raised."""
     error: str | None = None
     """The compile's error (``Type: message``) once it ended with the exception."""
+    via: AbortRoute = BY_EXCEPTION
+    """How it reaches the compile's thread."""
 
 
 @dataclass
@@ -57,6 +71,11 @@ class RunningCompiles:
         self._lock = threading.Lock()
         self._compiles: dict[int, RunningCompile] = {}
         self._ended = threading.Condition(self._lock)
+        self.aborting = 0
+        """How many running compiles have an abort asked of them: read without the lock before
+        every pass, which looks further only when it is not 0."""
+        self.interrupt = MainThreadInterrupt()
+        """The signal that interrupts a wait of the main thread while a compile runs there."""
 
     def began(self, compile_id: int, thread_id: int) -> None:
         """Compile ``compile_id`` runs on thread ``thread_id`` from now on."""
@@ -78,6 +97,8 @@ class RunningCompiles:
             running = self._compiles.get(compile_id)
             if running is None:
                 return False
+            if running.abort is None:
+                self.aborting += 1
             running.abort = abort
             return raise_in(running.thread_id)
 
@@ -88,12 +109,19 @@ class RunningCompiles:
             abort = None if running is None else running.abort
             if abort is not None:
                 abort.error = error
+                self.aborting -= 1
             self._ended.notify_all()
         return abort
 
     def get(self, compile_id: int) -> RunningCompile | None:
         with self._lock:
             return self._compiles.get(compile_id)
+
+    def abort_of(self, compile_id: int) -> Abort | None:
+        """The abort asked of compile ``compile_id``, if it runs and one was asked."""
+        with self._lock:
+            running = self._compiles.get(compile_id)
+            return None if running is None else running.abort
 
     def on_thread(self, thread_id: int) -> list[RunningCompile]:
         """The compiles running on thread ``thread_id``, oldest first (nested compiles share a thread)."""
@@ -115,3 +143,4 @@ class RunningCompiles:
         self._lock = threading.Lock()
         self._ended = threading.Condition(self._lock)
         self._compiles = {}
+        self.aborting = 0

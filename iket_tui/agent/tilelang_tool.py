@@ -113,6 +113,8 @@ def _never_raises(method: Callable[Concatenate[_W, _P], _R]) -> Callable[Concate
     def guarded(self: _W, /, *args: _P.args, **kwargs: _P.kwargs) -> _R | None:
         try:
             return method(self, *args, **kwargs)
+        except abort.CompileAborted:
+            raise  # an abort that reached the compile here: the compile fails with it
         except Exception:
             self.registry.observer_errors += 1
             return None
@@ -142,6 +144,7 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
                 self._label = current_pass_instrument_context() or _session_name()
             if self._thread_id is None:
                 self._thread_id = threading.get_ident()
+                self.interruptible()
             self._seen()
             instrument = _PassRecorder(self, keep_ir=self.registry.ir_store.limit > 0, phase_now=_phase_now)
             self.add_context(instrument)
@@ -164,10 +167,14 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
                 result = next_call()
         except BaseException as exc:
             self._unwatch_processes(processes)
-            self._codegen_ended(event, started, exc)
+            aborted = abort.instead_of(self.registry.running, self.compile_id, exc)
+            self._codegen_ended(event, started, aborted or exc)
+            if aborted is not None:
+                raise aborted from exc
             raise
         self._unwatch_processes(processes)
         self._codegen_ended(event, started, None)
+        abort.raise_again(self.registry.running, self.compile_id)
         return result
 
     def _ending(self, error: BaseException | None) -> tuple[str, int | None] | None:

@@ -352,11 +352,13 @@ archive to standard output (`| tar -t` lists it, `| tar -x` unpacks it).""",
         "abort",
         "make a running compile of a target fail with CompileAborted; the program goes on",
         """\
-Make a running compile fail: the agent raises iket_tui.agent.CompileAborted in the compiling
-thread at its next Python bytecode, so the compile fails like any failing compile (its failure
-captured for `iket-tui repro`) and the program goes on. Exit 0 once the compile failed; 1 when
-the thread is inside native code, which it says, with where (the exception waits until the
-thread runs Python again).""",
+Make a running compile fail with iket_tui.agent.CompileAborted (an Exception), so the compile
+fails like any failing compile (its failure captured for `iket-tui repro`) and the program goes
+on. A wait of the main thread is interrupted; the compiler's processes a codegen step waits on
+(nvcc, ptxas) are ended, and the compile fails with what they printed. Exit 0 once the compile
+failed; 1 when the thread is inside native code (a C++ pass, or a wait on another thread), which
+it says, with where and the child processes it waits on (the exception waits until the thread
+runs Python again).""",
         "iket-tui abort 12345",
         "iket-tui abort 12345 --compile 3",
     )

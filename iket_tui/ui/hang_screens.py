@@ -173,8 +173,9 @@ class AbortPane(HangPane):
             f"Abort compile {stuck.compile}?",
             f"It has been in {stuck.name} (pass {stuck.seq}) for {units.duration(stuck.running_ns)}.\n"
             "The agent raises CompileAborted in the compiling thread: the compile fails as a failing compile "
-            "does, and the program goes on (it may catch the exception). A thread inside native code takes it "
-            "only once it runs Python again.",
+            "does, and the program goes on (it may catch the exception). A wait of the main thread is "
+            "interrupted, and the compiler's processes a codegen step waits on are ended; another thread inside "
+            "native code takes it only once it runs Python again.",
             "y aborts the compile · escape or n keeps it running",
         )
 

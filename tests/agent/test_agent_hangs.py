@@ -124,6 +124,8 @@ def test_a_pass_in_native_code_is_said_to_be_there_and_takes_the_abort_when_it_r
 ) -> None:
     answer = pause["abort"]
     assert (answer["ok"], answer["state"], answer["compile_error"]) == (True, "native", None)
+    assert (answer["thread"], answer["main_thread"], answer["via"]) == ("compiling", False, "exception")
+    assert (answer["children"], answer["ended"]) == ([], []), "it waits on no process"
     assert answer["where"] == (
         f"{PASSES}:{pause['stuck']['frames'][-1]['line']} in pause_forever: "
         "_libc.pause()  # blocks in native code until a signal is handled"
