@@ -130,12 +130,8 @@ class DeviceRing:
             records.append((at, n * region_bytes, self.mirror + at))
         self._copy(before + records + after)
         self.copies += 1
-        view = self.view
-        contiguous = int(regions[-1]) - int(regions[0]) == len(regions) - 1
-        if contiguous:  # read in place: the mirror stays as copied until the next pass
-            rows = slice(int(regions[0]), int(regions[-1]) + 1)
-            return RegionCopy(view.descriptor_words[rows], view.record_words[rows], self._check_words[rows])
-        return RegionCopy(view.descriptor_words[regions], view.record_words[regions], self._check_words[regions])
+        view = self.view  # read in place: the mirror stays as copied until the next pass
+        return RegionCopy(view.descriptor_words[regions], view.record_words, self._check_words[regions], rows=regions)
 
     def device_now_ns(self) -> int | None:
         return None if self.clock_offset_ns is None else time.monotonic_ns() + self.clock_offset_ns

@@ -90,14 +90,17 @@ Array = np.ndarray[Any, Any]
 @dataclass(frozen=True)
 class RegionCopy:
     """What a source read of some claims' regions, in the order asked: each region's descriptor
-    (``uint32`` words, shape (n, 16)) before and after its records (shape (n, records, 4)), and
-    for memory the writers write while it is read, each record's stamp before and after."""
+    (``uint32`` words, shape (n, 16)) before and after its records (shape (n, records, 4), or,
+    with ``rows``, every region's, the claim ``i``'s in row ``rows[i]``: a GPU ring's mirror read
+    in place), and for memory the writers write while it is read, each record's stamp before and
+    after (shape (n, records))."""
 
     descriptors: Array
     records: Array
     descriptors_after: Array
     stamps_before: Array | None = None
     stamps_after: Array | None = None
+    rows: Array | None = None
 
 
 class RecordSource(Protocol):
@@ -290,15 +293,19 @@ class RingDrain:
         read = rows["read"]
         if self._native is not None:
             records = np.ascontiguousarray(copy.records)
-            start, run = self._native.regions(records, copy.stamps_before, copy.stamps_after, base, read, count, begun)
+            at = np.arange(len(rows), dtype=_I64) if copy.rows is None else copy.rows.astype(_I64)
+            start, run = self._native.regions(
+                records, copy.stamps_before, copy.stamps_after, base, read, count, begun, at
+            )
         else:
-            records = copy.records
-            start, run = _runs(copy, base, read, count, begun, cap)
+            records = copy.records if copy.rows is None else copy.records[copy.rows]
+            at = np.arange(len(rows), dtype=_I64)
+            start, run = _runs(records, copy, base, read, count, begun, cap)
         overwritten = np.where(begun, start - read, 0)
         # The pass's chunks.
         done = ended & (start + run >= count)
         rows["lapped"] |= overwritten > 0
-        chunks = _chunks(rows, records, start, run, done, cap, self._native)
+        chunks = _chunks(rows, records, at, start, run, done, cap, self._native)
         counts["events_read"] += int(run.sum())
         counts["events_lost"] += int(overwritten.sum())
         lapped_self = np.flatnonzero(overwritten > 0)
@@ -436,11 +443,13 @@ def _loss_rows(rows: Array, events: Array, reason: int) -> Array:
     return out
 
 
-def _runs(copy: RegionCopy, base: Array, read: Array, count: Array, begun: Array, cap: int) -> tuple[Array, Array]:
-    """Each region's run: where it starts (the next position to read, or later where the warp
-    overwrote positions before they were read) and how many positions it takes (numpy, the
-    native pass's reference)."""
-    stamps = copy.records[:, :, 3]
+def _runs(
+    records: Array, copy: RegionCopy, base: Array, read: Array, count: Array, begun: Array, cap: int
+) -> tuple[Array, Array]:
+    """Each region's run (its records ``records[i]``): where it starts (the next position to read,
+    or later where the warp overwrote positions before they were read) and how many positions it
+    takes (numpy, the native pass's reference)."""
+    stamps = records[:, :, 3]
     p = (stamps.astype(_I64) - base[:, None]) & _MASK32
     slot = np.arange(cap, dtype=_I64)
     valid = (p < 1 << 31) & ((p & (cap - 1)) == slot[None, :]) & begun[:, None] & (p >= read[:, None])
@@ -461,14 +470,21 @@ def _runs(copy: RegionCopy, base: Array, read: Array, count: Array, begun: Array
 
 
 def _chunks(
-    rows: Array, records: Array, start: Array, run: Array, done: Array, cap: int, native: NativeThreads | None
+    rows: Array,
+    records: Array,
+    at: Array,
+    start: Array,
+    run: Array,
+    done: Array,
+    cap: int,
+    native: NativeThreads | None,
 ) -> Array:
     """The drained chunks of a pass: each region's run cut into chunks of at most
     :data:`DRAINED_EVENTS_PER_CHUNK` (and where it wraps around its region, and where its events
     would lie 2**32 ns or more from the chunk's first). A warp's first chunk is flagged when its
     begin is handed on with its first events, its last when it ended; a warp that began or ended
     with no event of the pass beside it gets a chunk of its own with no events, its ``t_base``
-    the time it began or ended."""
+    the time it began or ended. Region ``i``'s records are row ``at[i]`` of ``records``."""
     layout = DEFAULT_LAYOUT
     d = rows["desc"].astype(_I64)
     known = rows["known"]
@@ -529,8 +545,9 @@ def _chunks(
         n_chunks = int(np.maximum(-(-p_len // DRAINED_EVENTS_PER_CHUNK), 1).sum())
         out = np.empty(n_chunks, dtype=layout.drained_dtype)
         body = out.view("<u4").reshape(n_chunks, layout.chunk_words)
-        if native.chunks(records, p_row, p_slot, p_len, p_first, p_last, p_empty_t, table, body):
+        if native.chunks(records, at, p_row, p_slot, p_len, p_first, p_last, p_empty_t, table, body):
             return out
+        records = records[at]  # numpy cuts what the native pass gave up on, from the pass's regions alone
     # Chunks: every DRAINED_EVENTS_PER_CHUNK events of a piece, one for a piece of none.
     per = DRAINED_EVENTS_PER_CHUNK
     n_chunks_of = np.maximum(-(-p_len // per), 1)

@@ -13,21 +13,22 @@
 #include <stdint.h>
 #include <string.h>
 
-/* For each region i of n (cap records each, records[i * cap * 4 ...]): base[i] is the stamp of
+/* For each region i of n (cap records each, records[rows[i] * cap * 4 ...]; its stamps before and
+ * after the copy, where given, at before[i * cap ...] and after[i * cap ...]): base[i] is the stamp of
  * the warp's position 0, read[i] the next position to read, count[i] the positions the warp wrote
  * (-1 while it runs), begun[i] whether the descriptor names the claim. Writes start[i] (where the
  * run begins: read[i], or later where the warp overwrote positions before they were read),
  * run[i] (positions taken from start[i]) and newest[i] (the newest position found, -1 none). */
-void iket_regions(int64_t n, int64_t cap, const uint32_t *records, const uint32_t *before, const uint32_t *after,
-                  const uint32_t *base, const int64_t *read, const int64_t *count, const uint8_t *begun,
-                  int64_t *start, int64_t *run, int64_t *newest) {
+void iket_regions(int64_t n, int64_t cap, const uint32_t *records, const int64_t *rows, const uint32_t *before,
+                  const uint32_t *after, const uint32_t *base, const int64_t *read, const int64_t *count,
+                  const uint8_t *begun, int64_t *start, int64_t *run, int64_t *newest) {
     const uint32_t mask = (uint32_t)(cap - 1);
     for (int64_t i = 0; i < n; i++) {
         start[i] = read[i];
         run[i] = 0;
         newest[i] = -1;
         if (!begun[i]) continue;
-        const uint32_t *rec = records + i * cap * 4;
+        const uint32_t *rec = records + rows[i] * cap * 4;
         const uint32_t *b = before ? before + i * cap : NULL;
         const uint32_t *a = after ? after + i * cap : NULL;
         const int64_t limit = count[i] < 0 ? INT64_MAX : count[i];

@@ -65,25 +65,27 @@ class NativeThreads:
         read: Array,
         count: Array,
         begun: Array,
+        rows: Array,
     ) -> tuple[Array, Array]:
         """As :meth:`NativePass.regions` (start and run), the regions split among threads."""
-        n, cap = records.shape[0], records.shape[1]
+        n, cap = len(base), records.shape[1]
         k = self._split(n * cap)
         self.used = k
         if k == 1:
-            start, run, _ = self.native.regions(records, before, after, base, read, count, begun)
+            start, run, _ = self.native.regions(records, before, after, base, read, count, begun, rows)
             return start, run
         bounds = np.linspace(0, n, k + 1).astype(np.int64)
 
         def part(a: int, b: int) -> tuple[Array, Array, Array]:
             return self.native.regions(
-                records[a:b],
+                records,
                 None if before is None else before[a:b],
                 None if after is None else after[a:b],
                 base[a:b],
                 read[a:b],
                 count[a:b],
                 begun[a:b],
+                rows[a:b],
             )
 
         done = self._map([lambda a=int(a), b=int(b): part(a, b) for a, b in itertools.pairwise(bounds)])
@@ -92,6 +94,7 @@ class NativeThreads:
     def chunks(
         self,
         records: Array,
+        record_rows: Array,
         row: Array,
         slot: Array,
         length: Array,
@@ -101,14 +104,16 @@ class NativeThreads:
         table: Array,
         out: Array,
     ) -> bool:
-        """As :meth:`NativePass.chunks` (the header of piece ``p`` is ``table[row[p]]``), the
-        pieces split among threads by the chunks they make."""
+        """As :meth:`NativePass.chunks`, piece ``p`` of region ``row[p]`` of the pass (its records
+        in row ``record_rows[row[p]]`` of ``records``, its header ``table[row[p]]``), the pieces
+        split among threads by the chunks they make."""
         per = DRAINED_EVENTS_PER_CHUNK
         made = np.maximum(-(-length // per), 1)
         k = self._split(int(length.sum()))
         self.used = max(self.used, k)
+        where = record_rows[row]
         if k == 1:
-            return self.native.chunks(records, row, slot, length, row, first_flags, last_flags, empty_t, table, out)
+            return self.native.chunks(records, where, slot, length, row, first_flags, last_flags, empty_t, table, out)
         ends = np.cumsum(made)
         cuts = np.searchsorted(ends, np.linspace(0, ends[-1], k + 1)[1:-1])
         bounds = [0, *sorted(set((cuts + 1).tolist())), len(length)]
@@ -117,7 +122,7 @@ class NativeThreads:
         def part(a: int, b: int) -> bool:
             return self.native.chunks(
                 records,
-                row[a:b],
+                where[a:b],
                 slot[a:b],
                 length[a:b],
                 row[a:b],

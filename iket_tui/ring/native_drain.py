@@ -81,14 +81,19 @@ class NativePass:
         read: Array,
         count: Array,
         begun: Array,
+        rows: Array | None = None,
     ) -> tuple[Array, Array, Array]:
-        """For each region of ``records`` (``uint32`` of shape (n, cap, 4)), with its stamps
-        before and after the copy where the writers write while it is read: where its run
-        starts, how many positions it takes, and the newest position it holds (see
+        """For each of n regions, the records of row ``rows[i]`` (default ``i``) of ``records``
+        (``uint32`` of shape (rows, cap, 4)), with its stamps before and after the copy where the
+        writers write while it is read (shape (n, cap)): where its run starts, how many
+        positions it takes, and the newest position it holds (see
         :func:`~iket_tui.ring.drain.RingDrain` for what each means)."""
         if not records.flags.c_contiguous or records.dtype != np.uint32 or records.ndim != 3:
             raise ValueError("records must be C-contiguous uint32 of shape (n, cap, 4)")
-        n, cap = records.shape[0], records.shape[1]
+        n, cap = len(base), records.shape[1]
+        where = np.arange(n, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, dtype=np.int64)
+        if len(where) != n or (n and ((where < 0).any() or (where >= records.shape[0]).any())):
+            raise ValueError("a region's row lies outside the records")
         checks: list[Array | None] = []
         for stamps in (before, after):
             if stamps is None:
@@ -108,6 +113,7 @@ class NativePass:
             n,
             cap,
             _ptr(records, _U32P),
+            _ptr(where, _I64P),
             None if checks[0] is None else _ptr(checks[0], _U32P),
             None if checks[1] is None else _ptr(checks[1], _U32P),
             _ptr(bases, _U32P),
@@ -133,8 +139,8 @@ class NativePass:
         table: Array,
         out: Array,
     ) -> bool:
-        """Write the drained chunks of pieces (``length`` records from ``slot`` of copy row
-        ``row``) into ``out`` (rows of ``uint32`` words, exactly as many as the pieces cut into
+        """Write the drained chunks of pieces (``length`` records from ``slot`` of row ``row`` of
+        ``records``) into ``out`` (rows of ``uint32`` words, exactly as many as the pieces cut into
         chunks of :data:`~iket_tui.ring.layout.DRAINED_EVENTS_PER_CHUNK`): headers from ``table``
         (9 words per warp, row ``header``: words 3 to 7, then words 0, 1, 2 and the tail), flags,
         ``t_base`` (the first event's time, or ``empty_t`` for a chunk of none) and events.
@@ -236,7 +242,17 @@ def _build() -> NativePass:
     try:
         library = ctypes.CDLL(str(path))
         library.iket_regions.restype = None
-        library.iket_regions.argtypes = [ctypes.c_int64, ctypes.c_int64, _U32P, _U32P, _U32P, _U32P, _I64P, _I64P]
+        library.iket_regions.argtypes = [
+            ctypes.c_int64,
+            ctypes.c_int64,
+            _U32P,
+            _I64P,
+            _U32P,
+            _U32P,
+            _U32P,
+            _I64P,
+            _I64P,
+        ]
         library.iket_regions.argtypes += [_U8P, _I64P, _I64P, _I64P]
         library.iket_chunks.restype = ctypes.c_int64
         library.iket_chunks.argtypes = [_U32P, ctypes.c_int64, ctypes.c_int64, *[_I64P] * 7, _U32P, _U32P]
