@@ -21,7 +21,11 @@ each cost):
   with nothing between them (and hoist one out of a loop where no store intervenes);
 - ``clobber``: the timer read and the store each with a ``"memory"`` clobber (a compiler
   barrier); ``cs``: the store with the streaming cache hint; ``clock``: ``%clock64`` read where
-  the runtime reads ``%globaltimer``.
+  the runtime reads ``%globaltimer``;
+- what a warp does when it begins: ``oneclaim``, every warp claiming from one counter (the
+  runtime spreads its claims over eight); ``noclaim``, no claim at all, a warp writing into the
+  region of its hardware warp slot (ring version 2's footprint: a few regions an SM, reused by
+  every block, where the runtime gives every warp of every block a region of its own).
 
 Needs what ``gpu_ring_check.py`` needs; on the device machine:
 
@@ -74,6 +78,13 @@ EDITS: dict[str, list[tuple[str, str]]] = {
     "clobber": [(_STORE_END, '"r"(stamp)\n               : "memory");'), (_TIMER, _TIMER[:-2] + ' :: "memory");')],
     "nostore": [(_STORE, _NEVER_STORE)],
     "clock": [(_TIMER, _TIMER.replace("%%globaltimer", "%%clock64"))],
+    "oneclaim": [("const unsigned stripe = sm & (kStripes - 1u);", "const unsigned stripe = 0u;")],
+    "noclaim": [
+        (
+            "claim_region(leader, mask, kClaims + 8ull * stripe) * kStripes + stripe;",
+            "(unsigned long long)(sm * 64u + (special_warpid() & 63u));",
+        )
+    ],
     "shared": [(_TIMER_ASM, _TIMER_ASM.replace("asm volatile(", "asm("))],
     "floor16": [
         *_CURSOR,
@@ -104,6 +115,8 @@ VARIANTS: list[tuple[str, list[str], tuple[str, ...], int]] = [
     ("clobber", ["clobber"], ("ksteps",), DEFAULT_RING_CHUNKS),
     ("cs", ["cs"], ("ksteps",), DEFAULT_RING_CHUNKS),
     ("clock", ["clock"], ("ksteps",), DEFAULT_RING_CHUNKS),
+    ("oneclaim", ["oneclaim"], ("ksteps", "block"), DEFAULT_RING_CHUNKS),
+    ("noclaim", ["noclaim"], ("ksteps", "block"), DEFAULT_RING_CHUNKS),
 ]
 
 
