@@ -134,6 +134,40 @@ def test_a_wait_on_the_main_thread_is_interrupted_and_the_program_goes_on(start:
     program.finish()
 
 
+def test_native_code_on_the_main_thread_that_lets_no_signal_in_is_said_to_be_there(start: object) -> None:
+    """The abort's signal stays pending while sigsuspend lets in SIGUSR1 only: the answer says the
+    main thread is inside native code; once SIGUSR1 ends sigsuspend, the abort takes effect."""
+    program = start(str(PROGRAM), "suspend")  # type: ignore[operator]
+    assert program.line() == "waiting: suspend (SIGRTMAX the program's: True)"
+    deadline = time.monotonic() + WAIT_S
+    while "libc.sigsuspend(mask)" not in str(stacks_of(socket_of(program.process))):  # type: ignore[arg-type]
+        assert time.monotonic() < deadline, "the pass never reached sigsuspend"
+        time.sleep(0.2)
+    aborted = program.abort()
+    assert aborted.returncode == 1, (aborted.stdout, aborted.stderr)
+    said = aborted.stdout.splitlines()
+    assert said[0] == (
+        "compile 1 is inside native code: the abort's signal did not bring its thread, the main thread, back to "
+        "Python (a C++ pass, say)."
+    )
+    assert said[1] == (
+        f"It is in wait_test.Wait; its innermost Python frame: {PROGRAM}:{_line_of('libc.sigsuspend(mask)')} in "
+        "wait: libc.sigsuspend(mask)"
+    )
+    assert said[-1].startswith(f"Next: `iket-tui stacks {program.pid} --native` shows where it is")
+    os.kill(program.process.pid, signal.SIGUSR1)
+    caught = program.line()
+    assert re.fullmatch(rf"caught CompileAborted: {ABORTED}", caught), caught
+    assert program.line() == "vector_add lowered"
+    assert program.line() == "handled SIGUSR1 SIGUSR2 SIGALRM SIGRTMAX"
+    assert program.line() == "other real-time handlers: []"
+    program.finish()
+
+
+def _line_of(code: str) -> int:
+    return next(number for number, line in enumerate(PROGRAM.read_text().splitlines(), 1) if line.strip() == code)
+
+
 def test_an_nvcc_that_never_ends_is_ended_and_the_compile_fails_with_its_output(start: object, tmp_path: Path) -> None:
     """The nvcc that CUDA_HOME names prints, starts a process that ignores SIGTERM (a ptxas that
     spins), and waits for it: both are ended (that one killed after the grace), and what nvcc

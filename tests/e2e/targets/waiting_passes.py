@@ -6,7 +6,8 @@ before it ends.
 
 The waits: ``event`` (``threading.Event().wait()``), ``lock`` (a lock it already holds),
 ``sleep`` (``time.sleep(600)``), ``select`` (a pipe nobody writes to), ``communicate`` (a child
-``sleep 600``), ``swallow`` (an event, with ``except Exception`` around it: the pass goes on);
+``sleep 600``), ``suspend`` (``sigsuspend`` letting no signal in but SIGUSR1: native code that
+no other signal interrupts), ``swallow`` (an event, with ``except Exception`` around it: the pass goes on);
 ``nvcc`` compiles vector_add with ``tilelang.compile`` instead, whose codegen runs the nvcc that
 ``CUDA_HOME`` names.
 With ``--thread``, the compiles run on a thread of their own, not the main thread.
@@ -16,6 +17,7 @@ real-time signal, which the agent would take were it free."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
@@ -32,6 +34,7 @@ from tilelang import tvm
 
 from iket_tui.demo import kernels
 
+libc = ctypes.CDLL(None, use_errno=True)
 OWN_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGRTMAX)
 handled: list[str] = []
 
@@ -56,6 +59,11 @@ def wait(how: str) -> None:
         child = subprocess.Popen(["sleep", "600"])
         print(f"child {child.pid}", flush=True)
         child.communicate()
+    elif how == "suspend":  # native code that lets no signal in but SIGUSR1, until one comes
+        mask = ctypes.create_string_buffer(128)  # a sigset_t
+        libc.sigfillset(mask)
+        libc.sigdelset(mask, signal.SIGUSR1)
+        libc.sigsuspend(mask)
     elif how == "swallow":
         try:
             threading.Event().wait()
@@ -104,9 +112,9 @@ else:
     compiles(waits)
 for own in OWN_SIGNALS:
     os.kill(os.getpid(), own)
-while len(handled) < len(OWN_SIGNALS):
+while len(set(handled)) < len(OWN_SIGNALS):
     time.sleep(0.01)
-print(f"handled {' '.join(handled)}", flush=True)
+print(f"handled {' '.join(dict.fromkeys(handled))}", flush=True)
 others = [
     signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
     for number in range(signal.SIGRTMIN, signal.SIGRTMAX)
