@@ -222,7 +222,7 @@ def _raise_in(thread_id: int) -> bool:
 def forget_unraised(abort: Abort | None) -> None:
     """A compile ended on this thread before an abort asked of it was raised: drop the exception
     still pending for this thread, so that it does not reach the program's code after the compile."""
-    if abort is None or abort.raised.is_set() or abort.via != BY_EXCEPTION:
+    if abort is None or abort.raised.is_set() or abort.via == BY_ENDING:
         return
     clear = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)(_SET_ASYNC_EXC)
     clear(threading.get_ident(), None)  # a null exception clears the pending one
@@ -232,7 +232,7 @@ def _raised_here() -> str:
     """The message of the abort asked of a compile running on this thread (now raised), and note that it was."""
     for running in reversed(registry.running.on_thread(threading.get_ident())):
         abort = running.abort
-        if abort is not None and abort.via == BY_EXCEPTION and not abort.raised.is_set():
+        if abort is not None and abort.via != BY_ENDING and not abort.raised.is_set():  # a signal may fall back
             abort.raised.set()
             return abort.message
     return "aborted by iket-tui"

@@ -5,7 +5,8 @@ A client's thread answers the questions about a stuck compile (capture its pass,
 TVM keeps the target and the pass context in thread-local state that only the compiler's thread
 can read. So the compiler's thread notes them, by reference, at the first pass of each pass
 context (once per context, never per pass), and a client's thread prints them when asked. The
-registry holds the process's table (:attr:`~iket_tui.agent.registry.Registry.running`).
+registry holds the process's table (:attr:`~iket_tui.agent.registry.Registry.running`), and the
+signal that interrupts the main thread while a compile runs there (:mod:`~iket_tui.agent.interrupt`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ becomes the abort."""
 
 @dataclass
 class Abort:
-    """An abort asked of a running compile: the exception's message, and whether the compiling
-    thread has raised it yet (it raises it at its next Python bytecode)."""
+    """An abort asked of a running compile: the exception's message, how it reaches the compiling
+    thread (:attr:`via`), and whether that thread has raised it yet."""
 
     message: str
     """``aborted by iket-tui after N s in NAME``: the message of the exception the compile raises."""
