@@ -28,6 +28,8 @@ pytest.importorskip("tilelang")
 
 from live_target import WAIT_S, socket_of, stacks_of
 
+from iket_tui.agent import waited_processes
+
 TARGETS = Path(__file__).parent / "targets"
 PROGRAM = TARGETS / "waiting_passes.py"
 DURATION = r"(\d+(\.\d+)? (ns|µs|ms|s)|\d+m \d\ds)"
@@ -91,7 +93,8 @@ def start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
         return program
 
     yield run
-    for program in started:
+    for program in started:  # the program and whatever it left running (a failed test's children)
+        waited_processes.end(waited_processes.with_descendants([program.process.pid]), grace_s=0.1)
         program.process.kill()
         program.process.wait()
     shutil.rmtree(runtime, ignore_errors=True)
