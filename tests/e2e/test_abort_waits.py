@@ -171,7 +171,10 @@ def _line_of(code: str) -> int:
     return next(number for number, line in enumerate(PROGRAM.read_text().splitlines(), 1) if line.strip() == code)
 
 
-def test_an_nvcc_that_never_ends_is_ended_and_the_compile_fails_with_its_output(start: object, tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["main", "--thread"])
+def test_an_nvcc_that_never_ends_is_ended_and_the_compile_fails_with_its_output(
+    start: object, tmp_path: Path, where: str
+) -> None:
     """The nvcc that CUDA_HOME names prints, starts a process that ignores SIGTERM (a ptxas that
     spins), and waits for it: both are ended (that one killed after the grace), and what nvcc
     printed is the compile's error."""
@@ -187,7 +190,8 @@ def test_an_nvcc_that_never_ends_is_ended_and_the_compile_fails_with_its_output(
         "wait\n"
     )
     nvcc.chmod(0o755)
-    program = start(str(PROGRAM), "nvcc", env={"CUDA_HOME": str(cuda)})  # type: ignore[operator]
+    args = ["nvcc"] if where == "main" else ["--thread", "nvcc"]  # on any thread, its processes are ended
+    program = start(str(PROGRAM), *args, env={"CUDA_HOME": str(cuda)})  # type: ignore[operator]
     deadline = time.monotonic() + WAIT_S
     while "'function': 'communicate'" not in str(stacks_of(socket_of(program.process))):  # type: ignore[arg-type]
         assert time.monotonic() < deadline, "nvcc never ran"
