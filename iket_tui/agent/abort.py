@@ -178,7 +178,7 @@ def on_signal(signum: int, frame: FrameType | None) -> None:
     running there (nothing when there is none: the signal came after the compile ended)."""
     for running in reversed(registry.running.on_thread(threading.get_ident())):
         pending = running.abort
-        if pending is not None and pending.via == BY_SIGNAL and not pending.raised.is_set():
+        if pending is not None and pending.via == BY_SIGNAL and not pending.raised.is_set() and not running.closing:
             pending.raised.set()
             raise CompileAborted(pending.message)
 

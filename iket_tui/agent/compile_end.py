@@ -32,6 +32,8 @@ class EndingCompile(NotingCompile):
     def finish(self, error: BaseException | None) -> None:
         """The compile's entry point returned (or raised ``error``): say how the compile ended,
         once. Never raises: a failure is counted in the registry."""
+        if self.compile_id is not None:
+            self.registry.running.closing(self.compile_id)  # too late for an abort's signal to raise
         with self.registry.ending():
             try:
                 with self.lock:

@@ -63,6 +63,8 @@ class RunningCompile:
     scopes: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     """Per pass context number: the TVM target (or None) and the ``PassContext`` in force at its first pass."""
     abort: Abort | None = None
+    closing: bool = False
+    """It is ending: no abort is asked of it any more, and its signal handled from now on raises nothing."""
 
 
 class RunningCompiles:
@@ -96,12 +98,20 @@ class RunningCompiles:
         while the compile cannot end meanwhile; whether it was still running."""
         with self._lock:
             running = self._compiles.get(compile_id)
-            if running is None:
+            if running is None or running.closing:
                 return False
             if running.abort is None:
                 self.aborting += 1
             running.abort = abort
             return raise_in(running.thread_id)
+
+    def closing(self, compile_id: int) -> None:
+        """Compile ``compile_id`` is ending: an abort asked of it that has not reached it yet by its
+        signal never will (it ends as it would have; the answer says so), and none is asked any more."""
+        with self._lock:
+            running = self._compiles.get(compile_id)
+            if running is not None:
+                running.closing = True
 
     def ended(self, compile_id: int, error: str | None) -> Abort | None:
         """The compile ended (with ``error``, or none); the abort asked of it, if any, learns how."""
