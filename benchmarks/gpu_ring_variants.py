@@ -22,10 +22,13 @@ each cost):
 - ``clobber``: the timer read and the store each with a ``"memory"`` clobber (a compiler
   barrier); ``cs``: the store with the streaming cache hint; ``clock``: ``%clock64`` read where
   the runtime reads ``%globaltimer``;
-- what a warp does when it begins: ``oneclaim``, every warp claiming from one counter (the
-  runtime spreads its claims over eight); ``noclaim``, no claim at all, a warp writing into the
-  region of its hardware warp slot (ring version 2's footprint: a few regions an SM, reused by
-  every block, where the runtime gives every warp of every block a region of its own).
+- what a warp does when it begins: ``stripes8``, warps claiming from eight counters, one per
+  eighth of the SMs (the runtime claims from one); ``noclaim``, no claim at all, a warp writing
+  into the region of its hardware warp slot (ring version 2's footprint: a few regions an SM,
+  reused by every block, where the runtime gives every warp of every block a region of its own);
+  ``blockmap``, no claim either, but a region of its own for every warp of every block of a
+  launch, found from the block, the warp and the launch's ``%gridid`` (the runtime's footprint
+  without its atomic).
 
 Needs what ``gpu_ring_check.py`` needs; on the device machine:
 
@@ -78,7 +81,19 @@ EDITS: dict[str, list[tuple[str, str]]] = {
     "clobber": [(_STORE_END, '"r"(stamp)\n               : "memory");'), (_TIMER, _TIMER[:-2] + ' :: "memory");')],
     "nostore": [(_STORE, _NEVER_STORE)],
     "clock": [(_TIMER, _TIMER.replace("%%globaltimer", "%%clock64"))],
-    "oneclaim": [("const unsigned stripe = sm & (kStripes - 1u);", "const unsigned stripe = 0u;")],
+    "stripes8": [
+        ("const unsigned stripe = sm & (kStripes - 1u);", "const unsigned stripe = sm & 7u;"),
+        ("kClaims + 8ull * stripe) * kStripes + stripe;", "kClaims + 8ull * stripe) * 8u + stripe;"),
+    ],
+    "blockmap": [
+        (
+            "claim_region(leader, mask, kClaims + 8ull * stripe) * kStripes + stripe;",
+            "(unsigned long long)((blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)) * "
+            "((blockDim.x * blockDim.y * blockDim.z + 31u) >> 5) + "
+            "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) >> 5) + "
+            "(unsigned)special_gridid() * 8192u);",
+        )
+    ],
     "noclaim": [
         (
             "claim_region(leader, mask, kClaims + 8ull * stripe) * kStripes + stripe;",
@@ -115,7 +130,8 @@ VARIANTS: list[tuple[str, list[str], tuple[str, ...], int]] = [
     ("clobber", ["clobber"], ("ksteps",), DEFAULT_RING_CHUNKS),
     ("cs", ["cs"], ("ksteps",), DEFAULT_RING_CHUNKS),
     ("clock", ["clock"], ("ksteps",), DEFAULT_RING_CHUNKS),
-    ("oneclaim", ["oneclaim"], ("ksteps", "block"), DEFAULT_RING_CHUNKS),
+    ("stripes8", ["stripes8"], ("ksteps", "block"), DEFAULT_RING_CHUNKS),
+    ("blockmap", ["blockmap"], ("ksteps", "block"), DEFAULT_RING_CHUNKS),
     ("noclaim", ["noclaim"], ("ksteps", "block"), DEFAULT_RING_CHUNKS),
 ]
 

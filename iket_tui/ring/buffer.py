@@ -125,12 +125,13 @@ class RingView:
         """Warps that claimed a region, warps that ended, and the records those wrote (this
         generation)."""
         header = self.header
-        return int(header["claims"][0].sum()), int(header["warps_ended"][0]), int(header["events_ended"][0])
+        claims = int(header["claims"][0].sum(dtype=np.uint64))
+        return claims, int(header["warps_ended"][0]), int(header["events_ended"][0])
 
     @property
     def stripe_claims(self) -> list[int]:
         """Each claim stripe's count of claims (this generation)."""
-        return [int(count) for count in self.header["claims"][0]]
+        return [int(count) for count in self.header["claims"][0].reshape(-1)]
 
     def begin_generation(self) -> int:
         """Empty the ring for a new generation and return its number; the owner calls this

@@ -55,11 +55,11 @@ from its earlier warps never carry a stamp its current warp's positions expect."
 MAX_REGION_BITS: Final = 32 - 12
 """At most 2**20 regions: a stamp's lap is the 12 claim bits above the region's, which the device
 reads from the claim's low 32 bits."""
-CLAIM_STRIPES: Final = 8
+CLAIM_STRIPES: Final = 1
 """Claim counters: a warp on SM ``s`` claims from counter ``s % CLAIM_STRIPES``, whose claims take
-every ``CLAIM_STRIPES``-th region. One counter for the whole GPU made the warps of a wave of blocks
-wait on each other's atomics (a point of the one-range-per-block GEMM's time on the H200); with
-eight, 132 SMs share them 16 or 17 to a counter."""
+every ``CLAIM_STRIPES``-th region. One: on the H200, eight counters (132 SMs sharing them 16 or 17
+to a counter) cost the GEMMs the same as one (``gpu_ring_variants.py``, ``oneclaim``), and the
+uneven share of SMs left a stripe of eight unable to hold what the others held."""
 DEFAULT_REGIONS: Final = 16384
 """Regions of the agent's default ring: as many warps (of a block each) as it holds at once."""
 DEFAULT_RECORDS_PER_REGION: Final = 512
@@ -157,7 +157,7 @@ _HEADER_FIELDS: Final = (
     ("total_bytes", "<u8", 80),
     ("warps_ended", "<u8", 96),
     ("events_ended", "<u8", 104),
-    ("claims", ("<u8", (8,)), 128),
+    ("claims", ("<u8", (CLAIM_STRIPES,)), 128),
 )
 
 RING_HEADER_DTYPE: Final = np.dtype(

@@ -172,7 +172,7 @@ def test_a_warp_that_laps_its_region_keeps_its_newest_events_and_its_name(tmp_pa
 
 
 def test_claims_that_go_round_the_ring_lose_the_oldest_warp_whole(tmp_path: Path) -> None:
-    ring, program = _ring(tmp_path, RingGeometry(16, 16))  # two regions for the claims of SM 0
+    ring, program = _ring(tmp_path, RingGeometry(2, 16))
     t = 1 << 41
     warps = [
         sim.SimWarp(sm=0, slot=0, block=(b, 0, 0), warp=0, events=[(1, None, t + 1000 * b + 40 * i) for i in range(6)])
