@@ -28,7 +28,9 @@ each cost):
   reused by every block, where the runtime gives every warp of every block a region of its own);
   ``blockmap``, no claim either, but a region of its own for every warp of every block of a
   launch, found from the block, the warp and the launch's ``%gridid`` (the runtime's footprint
-  without its atomic).
+  without its atomic);
+- ``ptr64``: the runtime with a 64-bit cursor wrapped by a mask and an OR with its region's base
+  (the base rounded down to the region's size: for timing only, it may overlap a neighbour).
 
 Needs what ``gpu_ring_check.py`` needs; on the device machine:
 
@@ -85,6 +87,15 @@ EDITS: dict[str, list[tuple[str, str]]] = {
         ("const unsigned stripe = sm & (kStripes - 1u);", "const unsigned stripe = sm & 7u;"),
         ("kClaims + 8ull * stripe) * kStripes + stripe;", "kClaims + 8ull * stripe) * 8u + stripe;"),
     ],
+    "ptr64": [
+        (_MEMBERS, "  unsigned long long cursor;\n  unsigned long long base;\n" + _MEMBERS),
+        (_SLAB, _SLAB + "    base = slab & ~(unsigned long long)kOffsetMask;\n    cursor = base;\n"),
+        (
+            _EVENT_STORE,
+            "    store_record(cursor, ((unsigned)now & ~kIdMask) | id, (unsigned)(now >> 32), PAYLOAD ? payload : 0u, "
+            "stamp);\n    cursor = base | ((cursor + 16ull) & (unsigned long long)kOffsetMask);\n",
+        ),
+    ],
     "blockmap": [
         (
             "claim_region(leader, mask, kClaims + 8ull * stripe) * kStripes + stripe;",
@@ -132,6 +143,7 @@ VARIANTS: list[tuple[str, list[str], tuple[str, ...], int]] = [
     ("clock", ["clock"], ("ksteps",), DEFAULT_RING_CHUNKS),
     ("stripes8", ["stripes8"], ("ksteps", "block"), DEFAULT_RING_CHUNKS),
     ("blockmap", ["blockmap"], ("ksteps", "block"), DEFAULT_RING_CHUNKS),
+    ("ptr64", ["ptr64"], ("ksteps",), DEFAULT_RING_CHUNKS),
     ("noclaim", ["noclaim"], ("ksteps", "block"), DEFAULT_RING_CHUNKS),
 ]
 
