@@ -87,9 +87,8 @@ def register_with_tvm() -> None:
 def abort(registry: Registry, compile_id: int | None = None) -> dict[str, Any]:
     """Make compile ``compile_id`` (by default the running compile whose pass has run longest)
     fail with :class:`CompileAborted`, wait a little to see what came of it, and return the fields
-    of the ``ok`` answer (:data:`~iket_tui.protocol.messages.ABORT_FIELDS` and those that
-    docs/protocol.md adds). Raises :class:`~iket_tui.agent.stuck.NothingRunning` when no such
-    compile runs."""
+    of the ``ok`` answer (:data:`~iket_tui.protocol.messages.ABORT_FIELDS`). Raises
+    :class:`~iket_tui.agent.stuck.NothingRunning` when no such compile runs."""
     found = running_now(registry, compile_id)
     running = found.compile
     compile_id = running.compile_id

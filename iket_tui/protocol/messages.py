@@ -130,7 +130,22 @@ STUCK_FIELDS: Final = (
     "frames",
 )
 """The fields of an ``ok`` answer to :data:`WHAT_STUCK`; see ``docs/protocol.md``."""
-ABORT_FIELDS: Final = ("compile", "name", "seq", "running_ns", "message", "state", "compile_error", "where", "pid")
+ABORT_FIELDS: Final = (
+    "compile",
+    "name",
+    "seq",
+    "running_ns",
+    "message",
+    "state",
+    "compile_error",
+    "where",
+    "pid",
+    "thread",
+    "main_thread",
+    "via",
+    "children",
+    "ended",
+)
 """The fields of an ``ok`` answer to :data:`WHAT_ABORT`; see ``docs/protocol.md``."""
 ABORT_ABORTED: Final = "aborted"
 """``state`` of an abort answer: the compile failed with the exception."""
