@@ -36,7 +36,7 @@ from iket_tui.agent.registry import DEFAULT_QUEUE, Registry
 from iket_tui.protocol import messages as m
 
 DEFAULT_HEARTBEAT_S = 1.0
-DEFAULT_EXIT_FLUSH_S = 2.0
+DEFAULT_EXIT_FLUSH_S = 0.5
 DEFAULT_HANDSHAKE_TIMEOUT_S = 5.0
 MAX_CLIENTS = 64
 """Clients served at once, handshakes included; one more is refused."""
