@@ -10,6 +10,7 @@ from iket_tui import __version__
 from iket_tui.cli import serve as serving
 from iket_tui.cli.bridge import cmd_bridge
 from iket_tui.cli.completion import SHELLS, cmd_completion
+from iket_tui.cli.diff import cmd_diff
 from iket_tui.cli.errors import EXIT_BAD_INPUT, PROG
 from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
 from iket_tui.cli.filters import add_filter_arguments
@@ -272,6 +273,54 @@ and `-o -` writes to standard output.""",
     )
     export.set_defaults(handler=cmd_export)
 
+    diff = command(
+        "diff",
+        "what changed between the compiles of two recordings, or two compiles of one",
+        """\
+Compare the compiles of two recordings, matched by process (its rank where it has one),
+kernel and label, in order; or two compiles of one recording (--compile N --compile M). For
+each pair: passes added, removed or moved, each pass's own time before and after (the largest
+change first; flagged with ! when at least --slower percent and --min-ms slower), a failure
+new or fixed, and codegen time. Compiles without a match are listed. Exit code 1 when
+anything --fail-on names is flagged, 0 when not, 2 for bad input.""",
+        "iket-tui diff before.msgpack after.msgpack",
+        "iket-tui diff run.msgpack --compile 3 --compile 7",
+        "iket-tui diff a.msgpack b.msgpack --fail-on slower,failed,unmatched --slower 50 --min-ms 5",
+        "iket-tui diff a.msgpack b.msgpack --format json | jq '.pairs[].passes[0]'",
+    )
+    recording(diff, "the recording to compare from (A)")
+    diff.add_argument("other", nargs="?", type=Path, metavar="FILE", help="the recording to compare with (B)")
+    diff.add_argument(
+        "--compile",
+        type=int,
+        action="append",
+        metavar="N",
+        help="twice: compare compile N of A with compile M (of B, or of A when there is no B)",
+    )
+    diff.add_argument(
+        "--slower",
+        type=_non_negative,
+        default=20.0,
+        metavar="PCT",
+        help="flag a pass this much slower, in percent (default 20) ...",
+    )
+    diff.add_argument(
+        "--min-ms", type=_non_negative, default=1.0, metavar="MS", help="... and at least this many ms (default 1)"
+    )
+    diff.add_argument(
+        "--fail-on",
+        type=_flags,
+        default=("slower", "failed"),
+        metavar="FLAGS",
+        help="what makes the exit code 1, comma-separated among slower, failed, added, removed, moved, "
+        "unmatched (default slower,failed); none for never",
+    )
+    diff.add_argument(
+        "--passes", type=int, default=5, metavar="K", help="passes listed per compile besides those flagged (5)"
+    )
+    diff.add_argument("--format", choices=("text", "json"), default="text", help="aligned text (default), or JSON")
+    diff.set_defaults(handler=cmd_diff)
+
     stacks = command(
         "stacks",
         "print the stacks of every thread of a target that runs the agent",
@@ -490,6 +539,31 @@ class _Parser(argparse.ArgumentParser):
 def _output(text: str) -> Path:
     """A file to write; ``-`` is standard output."""
     return STDOUT if text == "-" else Path(text)
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of at least 0: {text!r}")
+    return value
+
+
+def _flags(text: str) -> tuple[str, ...]:
+    """What ``diff --fail-on`` names: comma-separated flags, or ``none``."""
+    from iket_tui.model.compare import FLAGS
+
+    if text == "none":
+        return ()
+    words = tuple(word.strip() for word in text.split(",") if word.strip())
+    unknown = [word for word in words if word not in FLAGS]
+    if unknown or not words:
+        raise argparse.ArgumentTypeError(
+            f"unknown flag {(unknown or [text])[0]!r}; choose among {', '.join(FLAGS)} or none"
+        )
+    return words
 
 
 def _positive(text: str) -> float:

@@ -1,0 +1,250 @@
+"""What changed between two sets of compiles: compiles matched by process, kernel and label, in
+order, and for each pair the passes added, removed or moved, each pass's change of time (the
+largest first, flagged when it got markedly slower), failures new or fixed, and codegen time.
+
+Pure: it compares :class:`CompileSummary` values (a compile reduced to what a comparison reads,
+small enough to keep a million passes' worth), so that the command reading two recordings and
+any other caller share one way of matching and flagging.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Final
+
+from iket_tui.model.nodes import FAILED, INCOMPLETE, RUNNING, CompileNode, PassNode
+
+FLAGS: Final = ("slower", "failed", "added", "removed", "moved", "unmatched")
+"""What a comparison can flag, in the words of ``--fail-on``."""
+DEFAULT_FAIL_ON: Final = ("slower", "failed")
+SLOWER_PCT: Final = 20.0
+"""A pass is flagged slower from this much more time (percent) ..."""
+SLOWER_MIN_NS: Final = 1_000_000
+"""... and at least this much more time, so that a pass of microseconds is never flagged."""
+
+
+@dataclass(frozen=True)
+class CompileSummary:
+    """One compile as a comparison reads it: whose it is, which kernel and label, its passes'
+    names in the order they began and their own time (their children's left out, so that a
+    slowed pass is not also blamed on the pass around it), its failure and its codegen time."""
+
+    process: str
+    """``rank 3`` where the process has a rank, else ``process 2`` (its order in the recording)."""
+    compile: int
+    """The agent's number for the compile."""
+    kernel: str
+    label: str
+    passes: tuple[str, ...]
+    self_ns: dict[str, int]
+    """Each pass name's own time, summed over its runs in the compile that finished."""
+    runs: dict[str, int]
+    """How many times each pass name ran in the compile."""
+    duration_ns: int | None
+    codegen_ns: int
+    failed: bool
+    error: str | None
+    complete: bool
+    """It ended in the recording (a recording cut in the middle of it leaves it incomplete)."""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.process, self.kernel, self.label)
+
+    @property
+    def title(self) -> str:
+        return f"{self.process} compile {self.compile} {self.kernel}"
+
+
+def process_name(rank: int | None, order: int) -> str:
+    """How a compile's process is matched: its rank, else its order among the processes (from 1)."""
+    return f"rank {rank}" if rank is not None else f"process {order}"
+
+
+def summarize(comp: CompileNode, process: str) -> CompileSummary:
+    """``comp`` reduced to what a comparison reads; ``process`` as :func:`process_name` says it."""
+    names: list[str] = []
+    self_ns: dict[str, int] = defaultdict(int)
+    runs: dict[str, int] = defaultdict(int)
+    passes: list[PassNode] = sorted(
+        (node for ctx in comp.context_order for node in ctx.passes.values()), key=lambda node: node.order
+    )
+    for node in passes:
+        names.append(node.name)
+        runs[node.name] += 1
+        if node.duration_ns is not None:
+            self_ns[node.name] += max(0, node.duration_ns - node.child_ns)
+    codegen = sum(step.duration_ns or 0 for step in comp.codegen_steps)
+    return CompileSummary(
+        process=process,
+        compile=comp.id,
+        kernel=comp.kernel or "",
+        label=comp.label,
+        passes=tuple(names),
+        self_ns=dict(self_ns),
+        runs=dict(runs),
+        duration_ns=comp.duration_ns,
+        codegen_ns=codegen,
+        failed=comp.status is FAILED,
+        error=comp.error,
+        complete=comp.status is not INCOMPLETE and comp.status is not RUNNING,
+    )
+
+
+@dataclass(frozen=True)
+class PassChange:
+    """One pass name's own time in each compile (None where it did not run there), and how many
+    times it ran in each. It is flagged slower only when it ran as many times in both: a pass
+    that ran once more took longer for that alone (it is then among the moved)."""
+
+    name: str
+    before_ns: int | None
+    after_ns: int | None
+    slower: bool
+    before_runs: int = 0
+    after_runs: int = 0
+
+    @property
+    def change_ns(self) -> int:
+        return (self.after_ns or 0) - (self.before_ns or 0)
+
+    @property
+    def change_pct(self) -> float | None:
+        if not self.before_ns or self.after_ns is None:
+            return None
+        return 100.0 * self.change_ns / self.before_ns
+
+
+@dataclass(frozen=True)
+class PairChange:
+    """What changed from compile ``a`` to compile ``b``."""
+
+    a: CompileSummary
+    b: CompileSummary
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    moved: tuple[str, ...]
+    passes: tuple[PassChange, ...]
+    """Every pass name of either compile, the largest change of time first."""
+    failure: str | None
+    """``new`` when ``b`` failed and ``a`` did not, ``fixed`` for the other way, None otherwise."""
+
+    @property
+    def slower(self) -> tuple[PassChange, ...]:
+        return tuple(change for change in self.passes if change.slower)
+
+    def flags(self) -> tuple[str, ...]:
+        """What this pair flags, among :data:`FLAGS`."""
+        found = (
+            ("slower", bool(self.slower)),
+            ("failed", self.failure == "new"),
+            ("added", bool(self.added)),
+            ("removed", bool(self.removed)),
+            ("moved", bool(self.moved)),
+        )
+        return tuple(name for name, flagged in found if flagged)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every matched pair, in the order of the first side's compiles, and the compiles of each
+    side that found no match."""
+
+    pairs: tuple[PairChange, ...]
+    only_a: tuple[CompileSummary, ...]
+    only_b: tuple[CompileSummary, ...]
+    incomplete: tuple[CompileSummary, ...] = field(default=())
+    """Compiles left out because they did not end (a recording cut in the middle of them)."""
+
+    def flags(self) -> tuple[str, ...]:
+        """What the comparison flags, among :data:`FLAGS`, in that order."""
+        found = {flag for pair in self.pairs for flag in pair.flags()}
+        if self.only_a or self.only_b:
+            found.add("unmatched")
+        return tuple(flag for flag in FLAGS if flag in found)
+
+
+def compare(
+    a: Iterable[CompileSummary],
+    b: Iterable[CompileSummary],
+    *,
+    slower_pct: float = SLOWER_PCT,
+    min_ns: int = SLOWER_MIN_NS,
+) -> Comparison:
+    """Match ``a``'s compiles with ``b``'s by process, kernel and label, the n-th of a key in
+    ``a`` with the n-th in ``b``, and compare each pair. A compile that did not end is compared
+    with nothing and listed as incomplete."""
+    incomplete: list[CompileSummary] = []
+    queues: dict[tuple[str, str, str], list[CompileSummary]] = defaultdict(list)
+    for summary in b:
+        if summary.complete:
+            queues[summary.key].append(summary)
+        else:
+            incomplete.append(summary)
+    taken: dict[tuple[str, str, str], int] = defaultdict(int)
+    pairs: list[PairChange] = []
+    only_a: list[CompileSummary] = []
+    for summary in a:
+        if not summary.complete:
+            incomplete.append(summary)
+            continue
+        queue = queues.get(summary.key, [])
+        at = taken[summary.key]
+        if at < len(queue):
+            taken[summary.key] = at + 1
+            pairs.append(compare_pair(summary, queue[at], slower_pct=slower_pct, min_ns=min_ns))
+        else:
+            only_a.append(summary)
+    only_b = [s for key, queue in queues.items() for s in queue[taken.get(key, 0) :]]
+    only_b.sort(key=lambda s: (s.process, s.compile))
+    return Comparison(tuple(pairs), tuple(only_a), tuple(only_b), tuple(incomplete))
+
+
+def compare_pair(
+    a: CompileSummary, b: CompileSummary, *, slower_pct: float = SLOWER_PCT, min_ns: int = SLOWER_MIN_NS
+) -> PairChange:
+    """What changed from ``a`` to ``b``: passes by their name sequences, times by name."""
+    added, removed, moved = _sequence_changes(a.passes, b.passes)
+    changes = [
+        PassChange(
+            name,
+            a.self_ns.get(name) if name in a.self_ns else None,
+            b.self_ns.get(name) if name in b.self_ns else None,
+            a.runs.get(name) == b.runs.get(name)
+            and _slower(a.self_ns.get(name), b.self_ns.get(name), slower_pct, min_ns),
+            a.runs.get(name, 0),
+            b.runs.get(name, 0),
+        )
+        for name in dict.fromkeys((*a.self_ns, *b.self_ns))
+    ]
+    changes.sort(key=lambda change: (-abs(change.change_ns), change.name))
+    failure = "new" if b.failed and not a.failed else "fixed" if a.failed and not b.failed else None
+    return PairChange(a, b, added, removed, moved, tuple(changes), failure)
+
+
+def _slower(before: int | None, after: int | None, pct: float, min_ns: int) -> bool:
+    if before is None or after is None:
+        return False
+    grew = after - before
+    return grew >= min_ns and grew * 100 >= pct * before
+
+
+def _sequence_changes(a: Sequence[str], b: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The pass names ``b`` runs that ``a`` never does (added), the other way (removed), and those
+    both run but in other places or another number of times (moved), each once, in order."""
+    matcher = SequenceMatcher(a=list(a), b=list(b), autojunk=False)
+    inserted: list[str] = []
+    deleted: list[str] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("delete", "replace"):
+            deleted.extend(a[i1:i2])
+        if tag in ("insert", "replace"):
+            inserted.extend(b[j1:j2])
+    in_a, in_b = set(a), set(b)
+    added = [name for name in dict.fromkeys(inserted) if name not in in_a]
+    removed = [name for name in dict.fromkeys(deleted) if name not in in_b]
+    moved = [name for name in dict.fromkeys((*deleted, *inserted)) if name in in_a and name in in_b]
+    return tuple(added), tuple(removed), tuple(moved)
