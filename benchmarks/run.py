@@ -1,7 +1,7 @@
 """Run the benchmarks and print their figures as a Markdown table for BENCHMARKS.md.
 
 ``python -m benchmarks.run [NAME ...]`` with names among: emit, replay, compile, ring, flame, ir,
-damage, export. Exits 1 if a target was missed.
+damage, export, diff. Exits 1 if a target was missed.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ BENCHMARKS = {
     "ir": "benchmarks.ir_view",
     "damage": "benchmarks.damage",
     "export": "benchmarks.export",
+    "diff": "benchmarks.diff",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 import textwrap
 from pathlib import Path
@@ -19,6 +20,7 @@ from iket_tui.model.compare import (
     CompileSummary,
     PairChange,
     PassChange,
+    Shapes,
     compare,
     compare_pair,
     process_name,
@@ -36,16 +38,17 @@ class _Summaries(CompileStream):
     """A recording's compiles summarised as each ends, then let go: memory stays bounded by the
     compiles open at once, whatever the size of the recording."""
 
-    def __init__(self) -> None:
+    def __init__(self, shapes: Shapes) -> None:
         super().__init__(keep_kernels=False)
         self.summaries: list[CompileSummary] = []
+        self._shapes = shapes
 
     def _ended(self, comp: CompileNode) -> None:
         process = comp.process
         processes = self.session.tree.processes
         order = processes.index(process) + 1 if process is not None and process in processes else 1
         rank = process.rank if process is not None else None
-        self.summaries.append(summarize(comp, process_name(rank, order)))
+        self.summaries.append(summarize(comp, process_name(rank, order), self._shapes))
         forget(comp)
 
     def _finish(self) -> int:
@@ -53,11 +56,12 @@ class _Summaries(CompileStream):
         return len(self.summaries)
 
 
-def read_summaries(path: Path) -> tuple[list[CompileSummary], tuple[str, ...]]:
-    """Every compile of the recording at ``path``, summarised, and what the reader noticed about
-    the file (a cut, damage skipped), as ``dump`` says it."""
+def read_summaries(path: Path, shapes: Shapes | None = None) -> tuple[list[CompileSummary], tuple[str, ...]]:
+    """Every compile of the recording at ``path``, summarised (their pass sequences shared
+    through ``shapes``), and what the reader noticed about the file (a cut, damage skipped), as
+    ``dump`` says it."""
     reader = RecordingReader(path, rows=True, chunk_size=READ_CHUNK)
-    stream = _Summaries()
+    stream = _Summaries({} if shapes is None else shapes)
     try:
         for chunk in reader.chunks():
             stream.feed(chunk)
@@ -65,6 +69,18 @@ def read_summaries(path: Path) -> tuple[list[CompileSummary], tuple[str, ...]]:
     finally:
         stream.kernel_events.close()
     return stream.summaries, recording_notes(reader.info, verb="compared")
+
+
+def _read_both(
+    first: Path, second: Path
+) -> tuple[tuple[list[CompileSummary], tuple[str, ...]], tuple[list[CompileSummary], tuple[str, ...]]]:
+    """Both recordings summarised, the second in a forked process while this one reads the first:
+    reading is most of a diff's time, and the two readings share nothing. An error of either
+    is raised here, the first recording's first."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        pending = pool.apply_async(read_summaries, (second,))
+        read_first = read_summaries(first)
+        return read_first, pending.get()
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -76,10 +92,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
         raise UsageError("--compile is given twice or not at all: --compile N --compile M")
     if args.other is None and not chosen:
         raise UsageError("diff needs two recordings, or one and --compile N --compile M")
-    a, notes_a = read_summaries(args.file)
     if args.other is not None:
-        b, notes_b = read_summaries(args.other)
+        (a, notes_a), (b, notes_b) = _read_both(args.file, args.other)
     else:
+        a, notes_a = read_summaries(args.file)
         b, notes_b = a, ()
     min_ns = round(args.min_ms * 1_000_000)
     if chosen:
@@ -165,9 +181,7 @@ def _pair_lines(pair: PairChange, shown: int) -> list[str]:
     lines = [f"{a.process} {numbers} {a.kernel or '-'}{total}{mark}"]
     if a.label:
         lines.append(f"  label: {a.label}")
-    listed = [change for change in pair.passes if change.slower]
-    listed += [change for change in pair.passes if not change.slower][: max(0, shown - len(listed))]
-    listed.sort(key=lambda change: (-abs(change.change_ns), change.name))
+    listed = pair.top(shown)
     if listed:
         width = min(NAME_WIDTH, max(len(change.name) for change in listed))
         lines.append(f"  {'':2}{'pass':<{width}} {'before':>9} {'after':>9} {'change':>10}")
@@ -179,7 +193,7 @@ def _pair_lines(pair: PairChange, shown: int) -> list[str]:
             lines.append(
                 f"  {flag}{name:<{width}} {before:>9} {after:>9} {_signed(change.change_ns):>10} {_pct(change):>6}"
             )
-        more = len(pair.passes) - len(listed)
+        more = len(pair.names) - len(listed)
         if more:
             lines.append(f"    and {more} more passes, each changed less")
     for word, names in (("added", pair.added), ("removed", pair.removed), ("moved", pair.moved)):

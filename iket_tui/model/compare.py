@@ -9,11 +9,17 @@ any other caller share one way of matching and flagging.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import sys
+from array import array
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from functools import cached_property
 from typing import Final
+
+import numpy as np
+import numpy.typing as npt
 
 from iket_tui.model.nodes import FAILED, INCOMPLETE, RUNNING, CompileNode, PassNode
 
@@ -24,6 +30,26 @@ SLOWER_PCT: Final = 20.0
 """A pass is flagged slower from this much more time (percent) ..."""
 SLOWER_MIN_NS: Final = 1_000_000
 """... and at least this much more time, so that a pass of microseconds is never flagged."""
+
+
+@dataclass(frozen=True)
+class PassShape:
+    """The passes of a compile, their times left out: shared by every compile that ran the same
+    passes in the same order (most compiles of a kernel), so that a recording of a million
+    passes keeps each sequence once."""
+
+    passes: tuple[str, ...]
+    """Every pass's name, in the order they began."""
+    names: tuple[str, ...]
+    """Each name once, in the order of its first run."""
+    runs: tuple[int, ...]
+    """How many times each of :attr:`names` ran."""
+
+
+Times = npt.NDArray[np.int64]
+"""Nanoseconds, or run counts, a row per pass name."""
+Shapes = dict[tuple[str, ...], PassShape]
+"""The shapes met so far, by pass sequence: one per comparison, given to every :func:`summarize`."""
 
 
 @dataclass(frozen=True)
@@ -38,11 +64,9 @@ class CompileSummary:
     """The agent's number for the compile."""
     kernel: str
     label: str
-    passes: tuple[str, ...]
-    self_ns: dict[str, int]
-    """Each pass name's own time, summed over its runs in the compile that finished."""
-    runs: dict[str, int]
-    """How many times each pass name ran in the compile."""
+    shape: PassShape
+    times: array[int]
+    """Each of the shape's names' own time, summed over its runs that finished; -1 for none."""
     duration_ns: int | None
     codegen_ns: int
     failed: bool
@@ -58,34 +82,53 @@ class CompileSummary:
     def title(self) -> str:
         return f"{self.process} compile {self.compile} {self.kernel}"
 
+    @property
+    def passes(self) -> tuple[str, ...]:
+        return self.shape.passes
+
+    @property
+    def self_ns(self) -> dict[str, int]:
+        """Each pass name's own time, for the names with a run that finished."""
+        return {name: ns for name, ns in zip(self.shape.names, self.times, strict=True) if ns >= 0}
+
+    @property
+    def runs(self) -> dict[str, int]:
+        """How many times each pass name ran."""
+        return dict(zip(self.shape.names, self.shape.runs, strict=True))
+
 
 def process_name(rank: int | None, order: int) -> str:
     """How a compile's process is matched: its rank, else its order among the processes (from 1)."""
     return f"rank {rank}" if rank is not None else f"process {order}"
 
 
-def summarize(comp: CompileNode, process: str) -> CompileSummary:
-    """``comp`` reduced to what a comparison reads; ``process`` as :func:`process_name` says it."""
-    names: list[str] = []
-    self_ns: dict[str, int] = defaultdict(int)
-    runs: dict[str, int] = defaultdict(int)
-    passes: list[PassNode] = sorted(
+def summarize(comp: CompileNode, process: str, shapes: Shapes | None = None) -> CompileSummary:
+    """``comp`` reduced to what a comparison reads; ``process`` as :func:`process_name` says it.
+    ``shapes`` shares one :class:`PassShape` among the compiles that ran the same passes."""
+    nodes: list[PassNode] = sorted(
         (node for ctx in comp.context_order for node in ctx.passes.values()), key=lambda node: node.order
     )
-    for node in passes:
-        names.append(node.name)
-        runs[node.name] += 1
+    sequence = tuple(sys.intern(node.name) for node in nodes)
+    shape = shapes.get(sequence) if shapes is not None else None
+    if shape is None:
+        counted = Counter(sequence)
+        shape = PassShape(sequence, tuple(counted), tuple(counted.values()))
+        if shapes is not None:
+            shapes[sequence] = shape
+    at = {name: i for i, name in enumerate(shape.names)}
+    times = array("q", [-1]) * len(shape.names)
+    for node in nodes:
         if node.duration_ns is not None:
-            self_ns[node.name] += max(0, node.duration_ns - node.child_ns)
+            i = at[node.name]
+            times[i] = max(times[i], 0) + max(0, node.duration_ns - node.child_ns)
     codegen = sum(step.duration_ns or 0 for step in comp.codegen_steps)
     return CompileSummary(
         process=process,
         compile=comp.id,
         kernel=comp.kernel or "",
         label=comp.label,
-        passes=tuple(names),
-        self_ns=dict(self_ns),
-        runs=dict(runs),
+        shape=shape,
+        times=times,
         duration_ns=comp.duration_ns,
         codegen_ns=codegen,
         failed=comp.status is FAILED,
@@ -118,28 +161,61 @@ class PassChange:
         return 100.0 * self.change_ns / self.before_ns
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PairChange:
-    """What changed from compile ``a`` to compile ``b``."""
+    """What changed from compile ``a`` to compile ``b``. Each pass name of either compile is a
+    row of the arrays (own time before and after, -1 where no run of it finished; runs before and
+    after; flagged slower): a million passes' worth of pairs then holds no object per pass, and
+    :attr:`passes` or :meth:`top` make the rows a reader asks for."""
 
     a: CompileSummary
     b: CompileSummary
     added: tuple[str, ...]
     removed: tuple[str, ...]
     moved: tuple[str, ...]
-    passes: tuple[PassChange, ...]
-    """Every pass name of either compile, the largest change of time first."""
     failure: str | None
     """``new`` when ``b`` failed and ``a`` did not, ``fixed`` for the other way, None otherwise."""
+    names: tuple[str, ...]
+    before: Times
+    after: Times
+    before_runs: Times
+    after_runs: Times
+    flagged: npt.NDArray[np.bool_]
+
+    @cached_property
+    def _order(self) -> Times:
+        """The rows, the largest change of time first (ties in the order the passes first ran)."""
+        change = np.maximum(self.after, 0) - np.maximum(self.before, 0)
+        return np.argsort(-np.abs(change), kind="stable")
+
+    def _row(self, i: int) -> PassChange:
+        before, after = int(self.before[i]), int(self.after[i])
+        return PassChange(
+            self.names[i],
+            before if before >= 0 else None,
+            after if after >= 0 else None,
+            bool(self.flagged[i]),
+            int(self.before_runs[i]),
+            int(self.after_runs[i]),
+        )
+
+    @property
+    def passes(self) -> tuple[PassChange, ...]:
+        """Every pass name of either compile, the largest change of time first."""
+        return tuple(self._row(int(i)) for i in self._order)
+
+    def top(self, count: int) -> tuple[PassChange, ...]:
+        """The ``count`` largest changes of time and every pass flagged slower, the largest first."""
+        return tuple(self._row(int(i)) for n, i in enumerate(self._order) if n < count or self.flagged[i])
 
     @property
     def slower(self) -> tuple[PassChange, ...]:
-        return tuple(change for change in self.passes if change.slower)
+        return tuple(self._row(int(i)) for i in self._order if self.flagged[i])
 
     def flags(self) -> tuple[str, ...]:
         """What this pair flags, among :data:`FLAGS`."""
         found = (
-            ("slower", bool(self.slower)),
+            ("slower", bool(self.flagged.any())),
             ("failed", self.failure == "new"),
             ("added", bool(self.added)),
             ("removed", bool(self.removed)),
@@ -207,29 +283,46 @@ def compare_pair(
     a: CompileSummary, b: CompileSummary, *, slower_pct: float = SLOWER_PCT, min_ns: int = SLOWER_MIN_NS
 ) -> PairChange:
     """What changed from ``a`` to ``b``: passes by their name sequences, times by name."""
-    added, removed, moved = _sequence_changes(a.passes, b.passes)
-    changes = [
-        PassChange(
-            name,
-            a.self_ns.get(name) if name in a.self_ns else None,
-            b.self_ns.get(name) if name in b.self_ns else None,
-            a.runs.get(name) == b.runs.get(name)
-            and _slower(a.self_ns.get(name), b.self_ns.get(name), slower_pct, min_ns),
-            a.runs.get(name, 0),
-            b.runs.get(name, 0),
-        )
-        for name in dict.fromkeys((*a.self_ns, *b.self_ns))
-    ]
-    changes.sort(key=lambda change: (-abs(change.change_ns), change.name))
     failure = "new" if b.failed and not a.failed else "fixed" if a.failed and not b.failed else None
-    return PairChange(a, b, added, removed, moved, tuple(changes), failure)
-
-
-def _slower(before: int | None, after: int | None, pct: float, min_ns: int) -> bool:
-    if before is None or after is None:
-        return False
+    same = a.shape is b.shape or a.shape.passes == b.shape.passes
+    if same:  # the common case: rows already aligned
+        names = a.shape.names
+        before, after = np.frombuffer(a.times, dtype=np.int64), np.frombuffer(b.times, dtype=np.int64)
+        before_runs = after_runs = np.asarray(a.shape.runs, dtype=np.int64)
+        added: tuple[str, ...] = ()
+        removed: tuple[str, ...] = ()
+        moved: tuple[str, ...] = ()
+    else:
+        added, removed, moved = _sequence_changes(a.passes, b.passes)
+        names = tuple(dict.fromkeys((*a.shape.names, *b.shape.names)))
+        before, before_runs = _aligned(a, names)
+        after, after_runs = _aligned(b, names)
+    timed = (before >= 0) | (after >= 0)
+    if not timed.all():  # a pass none of whose runs finished on either side has no time to compare
+        names = tuple(name for name, keep in zip(names, timed, strict=True) if keep)
+        before, after, before_runs, after_runs = before[timed], after[timed], before_runs[timed], after_runs[timed]
     grew = after - before
-    return grew >= min_ns and grew * 100 >= pct * before
+    flagged = (
+        (before >= 0)
+        & (after >= 0)
+        & (before_runs == after_runs)
+        & (grew >= min_ns)
+        & (grew * 100.0 >= slower_pct * before)
+    )
+    return PairChange(a, b, added, removed, moved, failure, names, before, after, before_runs, after_runs, flagged)
+
+
+def _aligned(summary: CompileSummary, names: tuple[str, ...]) -> tuple[Times, Times]:
+    """``summary``'s own times and runs in the rows of ``names`` (-1 and 0 where it has none)."""
+    at = {name: i for i, name in enumerate(summary.shape.names)}
+    times = np.full(len(names), -1, dtype=np.int64)
+    runs = np.zeros(len(names), dtype=np.int64)
+    for row, name in enumerate(names):
+        i = at.get(name)
+        if i is not None:
+            times[row] = summary.times[i]
+            runs[row] = summary.shape.runs[i]
+    return times, runs
 
 
 def _sequence_changes(a: Sequence[str], b: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
