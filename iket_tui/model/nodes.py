@@ -8,9 +8,12 @@ nodes and their construction cost is most of what applying an event costs.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iket_tui.model.counters import StreamCounters
+
+if TYPE_CHECKING:
+    from iket_tui.model.pass_timing import CompileTimes
 
 
 class Status(StrEnum):
@@ -113,6 +116,7 @@ class CompileNode:
         "shape",
         "stage",
         "status",
+        "summary",
         "target",
         "traceback",
         "version",
@@ -146,6 +150,9 @@ class CompileNode:
         self.forgotten = False
         """Its passes and codegen steps were let go once it was written (a streamed export):
         any that arrive later are counted in :attr:`PassTree.late_events`, not kept."""
+        self.summary: CompileTimes | None = None
+        """Where its time went, kept when its passes were let go to stay within the session's
+        bound on passes (:mod:`iket_tui.model.pass_bound`): its row stays, its passes do not."""
 
     @property
     def title(self) -> str:

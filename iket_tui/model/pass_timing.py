@@ -143,6 +143,14 @@ class TimingSummary:
 
 
 def _time_compile(comp: CompileNode, now_ns: int, into: dict[str, PassStats]) -> CompileTimes:
+    """Where the compile's time went; its pass runs are added to ``into`` (by name), unless it
+    was summarised: then they are in the tree's :attr:`~PassTree.summarised_stats` already."""
+    if comp.summary is not None:
+        return comp.summary
+    return time_compile(comp, now_ns, into)
+
+
+def time_compile(comp: CompileNode, now_ns: int, into: dict[str, PassStats]) -> CompileTimes:
     """Add the compile's pass runs to ``into`` (by name) and say where its time went."""
     runs = running = unfinished = pass_total = 0
     for ctx in comp.context_order:
@@ -195,6 +203,12 @@ class PassTiming:
         if last is not None and self._last_version == tree.version and (last.now_ns == now_ns or not self._open):
             return last  # nothing changed, or nothing is open that the clock could move
         by_name = {name: stats.copy() for name, stats in self._settled.items()}
+        for name, stats in tree.summarised_stats.items():  # compiles whose passes were let go
+            mine = by_name.get(name)
+            if mine is None:
+                by_name[name] = stats.copy()
+            else:
+                mine.add(stats)
         compile_total, pass_total, codegen_total, runs = self._totals
         running = 0
         for position in self._open:

@@ -13,7 +13,7 @@ event, and a pass event that arrives as a map is turned into a row first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iket_tui.model.fields import ABSENT as _ABSENT
 from iket_tui.model.fields import MALFORMED as _MALFORMED
@@ -36,6 +36,9 @@ from iket_tui.model.nodes import (
 )
 from iket_tui.model.typical import TypicalDurations
 from iket_tui.protocol import messages as m
+
+if TYPE_CHECKING:
+    from iket_tui.model.pass_timing import PassStats
 
 STUCK_FACTOR = 10.0
 """A running pass is stuck when it has run this many times its usual (median) duration..."""
@@ -73,6 +76,12 @@ class PassTree:
         self.compiles: list[CompileNode] = []
         self.passes: list[PassNode] = []  # in tree order
         self.late_events = 0
+        self.summarised = 0
+        """Finished compiles whose passes were let go to stay within the bound on passes."""
+        self.summarised_stats: dict[str, PassStats] = {}
+        """Their pass runs by name, folded in before their passes were let go."""
+        self.summarise_from = 0
+        """Compiles before this position are summarised or can never be (failed)."""
         """Pass and codegen events of a compile already :attr:`~CompileNode.forgotten`: not kept."""
         self.open_compiles: dict[CompileNode, None] = {}  # compiles not yet ended, oldest first
         self.typical = TypicalDurations()

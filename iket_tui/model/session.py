@@ -36,6 +36,7 @@ from iket_tui.model.fields import (
 )
 from iket_tui.model.kernels import DEFAULT_MAX_EVENTS, KernelMessageError, KernelTimeline, ProcessKernels
 from iket_tui.model.nodes import ProcessNode
+from iket_tui.model.pass_bound import DEFAULT_MAX_PASSES, bound_passes
 from iket_tui.model.pass_tree import DEFAULT_STUCK_AFTER_NS, STUCK_FACTOR, PassTree
 from iket_tui.protocol import messages as m
 
@@ -66,10 +67,14 @@ class Session:
         stuck_factor: float = STUCK_FACTOR,
         by_rank: bool = False,
         max_kernel_events: int = DEFAULT_MAX_EVENTS,
+        max_passes: int = DEFAULT_MAX_PASSES,
     ) -> None:
         """``by_rank``: the processes are ranks of a distributed launch, named and ordered by rank.
         ``max_kernel_events``: kernel events kept at most, over every process (the oldest
-        launches beyond it keep only their summary)."""
+        launches beyond it keep only their summary).
+        ``max_passes``: pass nodes kept at most, over every process, after each batch applied
+        (the oldest finished compiles beyond it keep only their summary)."""
+        self.max_passes = max_passes
         self.tree = PassTree(stuck_after_ns=stuck_after_ns, stuck_factor=stuck_factor)
         self.tree.by_rank = by_rank
         self.kernels = KernelTimeline(max_kernel_events, process=self.tree.process)
@@ -182,6 +187,8 @@ class Session:
                 t = None
             if type(t) is int and t > self._last_t_ns:
                 self._last_t_ns = t  # messages arrive in time order; the handlers of rare ones track it too
+        if len(self.tree.passes) > self.max_passes and bound_passes(self.tree, self.max_passes):
+            self.tree.shape += 1  # compiles lost their rows below
         self.tree.version += 1
         self.version += 1
 
