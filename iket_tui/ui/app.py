@@ -32,6 +32,7 @@ from iket_tui.model.clock import AgentClock
 from iket_tui.model.collector import tune_for_large_trees
 from iket_tui.model.kernels import KernelMessageError, KernelTimeline
 from iket_tui.model.nodes import DONE, FAILED, RUNNING, CompileNode, Node, PassNode, ProcessNode
+from iket_tui.model.pass_bound import DEFAULT_MAX_PASSES
 from iket_tui.model.pass_search import PassSearch
 from iket_tui.model.pass_timing import PassTiming
 from iket_tui.model.session import Session
@@ -110,12 +111,14 @@ class IketApp(App[int]):
         tick_s: float = TICK_S,
         sample_kernels: Path | None = None,
         by_rank: bool = False,
+        max_passes: int = DEFAULT_MAX_PASSES,
     ) -> None:
         """``clock`` gives local monotonic seconds (tests freeze it); ``tick_s`` is how often
         running timers and rates refresh. ``kernel_stuck_after_s``: a kernel launch with warps
         that have not ended and no event for longer is marked quiet on the kernels screen.
         ``sample_kernels`` is a recording whose kernels the kernels screen shows when the target
-        traces none on a GPU (the demo's)."""
+        traces none on a GPU (the demo's). ``max_passes``: pass nodes the tree keeps, past which
+        the oldest finished compiles keep only their summary."""
         super().__init__()
         self.source = source
         self.sample_path = sample_kernels
@@ -125,7 +128,7 @@ class IketApp(App[int]):
         self.playback = source if isinstance(source, PlaybackControl) else None
         self.clock = clock
         self.tick_s = tick_s
-        self.session = Session(stuck_after_ns=int(stuck_after_s * 1e9), by_rank=by_rank)
+        self.session = Session(stuck_after_ns=int(stuck_after_s * 1e9), by_rank=by_rank, max_passes=max_passes)
         self.session.kernels.stuck_after_ns = int(kernel_stuck_after_s * 1e9)
         self.pass_tree = self.session.tree
         self.rows = VisibleRows(self.pass_tree)

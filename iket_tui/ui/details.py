@@ -25,6 +25,7 @@ from iket_tui.model.pass_tree import PassTree, left_out_failure
 from iket_tui.model.session import Session
 from iket_tui.repro import CODEGEN, first_diagnostic
 from iket_tui.ui import units
+from iket_tui.ui.row_painter import SUMMARISED_PASSES
 
 
 @dataclass
@@ -112,6 +113,10 @@ def _pass(tree: PassTree, node: PassNode, now_ns: int) -> Details:
 def _compile(tree: PassTree, comp: CompileNode, now_ns: int) -> Details:
     details = Details(f"compile {comp.title}")
     passes = sum(len(ctx.passes) for ctx in comp.context_order)
+    contexts = f"{len(comp.context_order)} pass context{'s' if len(comp.context_order) != 1 else ''}"
+    held = f"{passes} in {contexts}"
+    if comp.summary is not None:
+        held = f"{comp.summary.runs} in {contexts}, summarised: {SUMMARISED_PASSES}"
     details.fields += [
         ("status", comp.status.value),
         ("kernel", comp.kernel or "unknown"),
@@ -119,7 +124,7 @@ def _compile(tree: PassTree, comp: CompileNode, now_ns: int) -> Details:
         ("target", comp.target or "unknown"),
         ("duration", units.duration(timing.inclusive_ns(comp, now_ns))),
         ("self", f"{units.duration(timing.self_ns(comp, now_ns))} outside passes and codegen"),
-        ("passes", f"{passes} in {len(comp.context_order)} pass context{'s' if len(comp.context_order) != 1 else ''}"),
+        ("passes", held),
     ]
     steps = comp.codegen_steps
     if steps:

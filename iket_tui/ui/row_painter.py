@@ -199,8 +199,12 @@ def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | 
         note = _label_note(node)
         if node.status is FAILED and node.error:
             note = headline(node.error)
+        elif node.summary is not None:
+            note = summarised_note(node.summary.runs)
         return node.title, styles.compile, note
     if isinstance(node, ContextNode):
+        if node.compile.summary is not None:
+            return f"pass context {node.id}", styles.context, SUMMARISED_ROW
         count = len(node.passes)
         return f"pass context {node.id}", styles.context, f"{count} pass{'es' if count != 1 else ''}"
     if isinstance(node, CodegenNode):
@@ -213,6 +217,17 @@ def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | 
     if process.rank is not None and tree.several and tree.by_rank:
         return f"rank {process.rank}  pid {process.pid}", styles.process, process.command
     return f"pid {process.pid}", styles.process, process.command
+
+
+SUMMARISED_PASSES = "its passes were let go to stay within the bound on passes (--max-passes)"
+"""What a summarised compile says in place of its passes."""
+SUMMARISED_ROW = "passes let go (--max-passes)"
+"""The same, on the row of one of its pass contexts."""
+
+
+def summarised_note(runs: int) -> str:
+    """A summarised compile's note: how many pass runs it had, and that they were let go."""
+    return f"{runs:,} pass{'es' if runs != 1 else ''} summarised"
 
 
 def process_note(node: CompilerProcessNode) -> str:
@@ -254,15 +269,19 @@ def _process_summary(tree: PassTree, process: ProcessNode) -> str:
         compiles = len(process.compiles)
         failed = sum(1 for comp in process.compiles if comp.status is FAILED)
         running = sum(1 for comp in process.compiles if comp in tree.open_compiles)
+        summarised = sum(1 for comp in process.compiles if comp.summary is not None) if tree.summarised else 0
     else:
         compiles = len(tree.compiles)
         failed = tree.failed_compiles
         running = len(tree.open_compiles)  # none once the stream ended: they became incomplete
+        summarised = tree.summarised
     text = f"{compiles} compile{'s' if compiles != 1 else ''}"
     if failed:
         text += f", {failed} failed"
     if running:
         text += f", {running} running"
+    if summarised:
+        text += f", {summarised:,} earlier summarised (passes let go)"
     return text + " "
 
 
