@@ -43,15 +43,24 @@ def cmd_replay(args: argparse.Namespace) -> int:
         paused=args.paused,
         stuck_after_s=args.stuck_after,
         kernel_stuck_after_s=args.kernel_stuck_after,
+        max_passes=args.max_passes,
     )
 
 
-def replay(path: Path, *, speed: float, paused: bool, stuck_after_s: float, kernel_stuck_after_s: float = 2.0) -> int:
+def replay(
+    path: Path,
+    *,
+    speed: float,
+    paused: bool,
+    stuck_after_s: float,
+    kernel_stuck_after_s: float = 2.0,
+    max_passes: int | None = None,
+) -> int:
     """The live UI over the recording at ``path`` until the user quits; the exit code."""
     source = RecordingSource(path, speed=speed, start_paused=paused)
     source.open()
     try:
-        code, signum = show(source, stuck_after_s, kernel_stuck_after_s=kernel_stuck_after_s)
+        code, signum = show(source, stuck_after_s, kernel_stuck_after_s=kernel_stuck_after_s, max_passes=max_passes)
     finally:
         source.close()
     if source.error:

@@ -118,6 +118,7 @@ def _start(args: argparse.Namespace, command: list[str], *, follow: bool, by_ran
         getattr(args, "sample_kernels", None),
         by_rank=by_rank,
         kernel_stuck_after_s=args.kernel_stuck_after,
+        max_passes=args.max_passes,
     )
 
 
@@ -129,7 +130,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
     source = _attached(args)
     try:
         source.connect()
-        code, signum = show(source, args.stuck_after, kernel_stuck_after_s=args.kernel_stuck_after)
+        code, signum = show(
+            source, args.stuck_after, kernel_stuck_after_s=args.kernel_stuck_after, max_passes=args.max_passes
+        )
     finally:
         source.close_and_wait("the UI was closed")
     stopped_recording = _report_recording(source)
@@ -290,6 +293,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         paused=False,
         stuck_after_s=args.stuck_after,
         kernel_stuck_after_s=args.kernel_stuck_after,
+        max_passes=args.max_passes,
     )
     if not args.recording:
         say("that was the demo recorded on an H200: pip install 'iket-tui[tilelang]' runs it live here")
@@ -348,6 +352,7 @@ def _run_with_ui(
     *,
     by_rank: bool = False,
     kernel_stuck_after_s: float = 2.0,
+    max_passes: int | None = None,
 ) -> int:
     try:
         _code, signum = show(
@@ -356,6 +361,7 @@ def _run_with_ui(
             sample_kernels=sample_kernels,
             by_rank=by_rank,
             kernel_stuck_after_s=kernel_stuck_after_s,
+            max_passes=max_passes,
         )
     finally:
         source.close_and_wait("the UI was closed")

@@ -17,6 +17,7 @@ from iket_tui.cli.filters import add_filter_arguments
 from iket_tui.cli.hangs import cmd_abort, cmd_repro
 from iket_tui.cli.live import cmd_attach, cmd_demo, cmd_record, cmd_run
 from iket_tui.cli.questions import cmd_ir, cmd_ls, cmd_stacks
+from iket_tui.model.pass_bound import DEFAULT_MAX_PASSES
 from iket_tui.outputs import STDOUT
 
 
@@ -70,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
             default=2.0,
             metavar="S",
             help="mark a kernel launch quiet once one of its unfinished warps has run no event for S s (default 2)",
+        )
+        sub.add_argument(
+            "--max-passes",
+            type=_max_passes,
+            default=DEFAULT_MAX_PASSES,
+            metavar="N",
+            help=f"keep at most N passes in the tree (default {DEFAULT_MAX_PASSES:,}): past them the oldest finished"
+            " compiles keep their row and timings and let their passes go; failed, stuck and running ones keep theirs",
         )
 
     def start_agent(sub: argparse.ArgumentParser) -> None:
@@ -625,6 +634,16 @@ def _ring_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size (such as 256M or 1G): {text!r}")
     if not MIN_RING_BYTES <= value <= MAX_RING_BYTES:
         raise argparse.ArgumentTypeError(f"the ring size must be between 1M and 64G: {text!r}")
+    return value
+
+
+def _max_passes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
     return value
 
 

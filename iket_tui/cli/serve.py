@@ -301,7 +301,14 @@ class _Target:
 
 
 def _ui_options(args: argparse.Namespace) -> list[str]:
-    return ["--stuck-after", str(args.stuck_after), "--kernel-stuck-after", str(args.kernel_stuck_after)]
+    return [
+        "--stuck-after",
+        str(args.stuck_after),
+        "--kernel-stuck-after",
+        str(args.kernel_stuck_after),
+        "--max-passes",
+        str(args.max_passes),
+    ]
 
 
 def _filter_options(filters: dict[str, Any]) -> list[str]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from iket_tui.cli.errors import UsageError
 from iket_tui.cli.signals import watch_signals
+from iket_tui.model.pass_bound import DEFAULT_MAX_PASSES
 from iket_tui.sources.base import EventSource
 
 if TYPE_CHECKING:
@@ -28,11 +29,13 @@ def show(
     sample_kernels: Path | None = None,
     by_rank: bool = False,
     kernel_stuck_after_s: float = 2.0,
+    max_passes: int | None = None,
 ) -> tuple[int, int | None]:
     """The live UI over ``source`` until the user quits, or a signal (SIGINT, SIGTERM, SIGHUP)
     asks it to close; its exit code and that signal. ``by_rank``: the processes are ranks
     (``run --ranks``), named and ordered by rank. ``kernel_stuck_after_s``: the kernels screen
     marks a launch quiet once one of its unfinished warps has run no event for that long.
+    ``max_passes``: passes the tree keeps (its default when None).
 
     Textual is imported here, so that only the commands that show the UI pay for it.
     """
@@ -48,6 +51,7 @@ def show(
         follow=True,
         sample_kernels=sample_kernels,
         by_rank=by_rank,
+        max_passes=DEFAULT_MAX_PASSES if max_passes is None else max_passes,
     )
     caught: list[int] = []
     ended = threading.Event()
