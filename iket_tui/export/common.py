@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from iket_tui.model.launches import Launch
 from iket_tui.model.nodes import CompileNode, ProcessNode
+from iket_tui.model.pass_bound import UNBOUNDED_PASSES
 from iket_tui.model.session import Session
 
 STREAM_END: Final = "the recording ends here"
@@ -43,7 +44,7 @@ def compile_process(session: Session, comp: CompileNode) -> ProcessNode:
 def recording_session(messages: Iterable[Any]) -> Session:
     """The session of a whole recording: its pass tree and kernel timeline; whatever was still
     open when the recording ends is closed as incomplete at the last time seen."""
-    session = Session()
+    session = Session(max_passes=UNBOUNDED_PASSES)  # an export writes every pass
     session.apply(messages)
     session.end_stream(STREAM_END)
     return session

@@ -21,6 +21,7 @@ from iket_tui.export.common import STREAM_END, ExportError, launches_of
 from iket_tui.model.kernels import KernelTimeline
 from iket_tui.model.launches import Launch
 from iket_tui.model.nodes import CompileNode
+from iket_tui.model.pass_bound import UNBOUNDED_PASSES
 from iket_tui.model.session import Session
 from iket_tui.ring.layout import EVENT_DTYPE
 
@@ -221,7 +222,7 @@ class CompileStream:
     hands over the compiles still open."""
 
     def __init__(self, *, keep_kernels: bool = True) -> None:
-        self.session = Session(max_kernel_events=UNBOUNDED)
+        self.session = Session(max_kernel_events=UNBOUNDED, max_passes=UNBOUNDED_PASSES)
         self.kernel_events = LaunchSpool(self.session, keep=keep_kernels)
         self._spools: list[Spool] = []  # the format's own temporary files, removed at finish
         self._seen = 0  # compiles of the tree looked at so far

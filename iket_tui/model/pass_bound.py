@@ -10,6 +10,9 @@ pass totals stay what they were.
 
 from __future__ import annotations
 
+import sys
+from typing import Final
+
 from iket_tui.model.nodes import DONE, FAILED, NO_CHILDREN, CompileNode
 from iket_tui.model.pass_timing import time_compile
 from iket_tui.model.pass_tree import PassTree
@@ -17,6 +20,9 @@ from iket_tui.model.pass_tree import PassTree
 DEFAULT_MAX_PASSES = 2_000_000
 """Pass nodes kept at most (two events each): a node and its indexes take about 300 bytes, so
 the bound holds the passes well under 1 GB however long the session runs."""
+
+UNBOUNDED_PASSES: Final = sys.maxsize
+"""No bound: what a file written from a recording (an export) keeps, every pass of it."""
 
 LOW_WATER = 0.75
 """Once past the bound, compiles are summarised until this share of it is left, so that the
