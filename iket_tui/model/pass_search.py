@@ -11,7 +11,8 @@ from iket_tui.model.pass_tree import PassTree
 class PassSearch:
     """Passes whose name contains a term (ignoring case). Matches are kept in tree order and
     extended with passes that arrived since the last look, so searching while events stream
-    in never rescans what was already scanned."""
+    in never rescans what was already scanned (unless compiles were summarised since: their
+    passes are gone, and the passes kept are scanned again)."""
 
     def __init__(self, tree: PassTree) -> None:
         self.tree = tree
@@ -20,6 +21,7 @@ class PassSearch:
         self._matches: list[PassNode] = []
         self._orders: list[int] = []
         self._scanned = 0
+        self._summarised = 0  # the tree's summarised compiles when it was last scanned
 
     def set_term(self, term: str) -> None:
         """Search for ``term``; typing more letters narrows the matches without a rescan."""
@@ -44,6 +46,9 @@ class PassSearch:
 
     def _catch_up(self) -> None:
         passes = self.tree.passes
+        if self.tree.summarised != self._summarised:  # passes were let go: the list was rebuilt
+            self._summarised = self.tree.summarised
+            self._matches, self._orders, self._scanned = [], [], 0
         if not self._needle or self._scanned >= len(passes):
             self._scanned = len(passes)
             return

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from iket_tui.model.nodes import DONE, FAILED, CompileNode
+from iket_tui.model.pass_search import PassSearch
 from iket_tui.model.pass_timing import PassTiming, TimingSummary
 from iket_tui.model.session import Session
 from iket_tui.model.synthetic import agent_hello, live_stream, lowerings
@@ -128,3 +129,20 @@ def test_a_recording_replayed_past_the_bound_keeps_its_failures_and_timing() -> 
             assert comp.summary is None and _passes(comp) > 0
     now = kept.last_t_ns
     assert _timing_rows(PassTiming(tree).summary(now)) == _timing_rows(PassTiming(kept.tree).summary(now))
+
+
+def test_search_forgets_the_passes_of_summarised_compiles_and_finds_the_new_ones() -> None:
+    session = Session(max_passes=4 * PASSES_PER_COMPILE)
+    search = PassSearch(session.tree)
+    search.set_term("LayoutInference")
+    batches = _stream(20, fail=())
+    for batch in batches[:4]:
+        session.apply(batch)
+    assert len(search.matches) == 3
+    for batch in batches[4:]:
+        session.apply(batch)
+        assert all(node.compile.summary is None for node in search.matches)
+        kept = [node for node in session.tree.passes if node.name == "tl.LayoutInference"]
+        assert search.matches == kept
+    assert session.tree.summarised > 10
+    assert search.matches[-1].compile is session.tree.compiles[-1]
