@@ -73,6 +73,8 @@ def _summarise(tree: PassTree, comp: CompileNode) -> int:
             node.parent = None
         ctx.passes = {}
         ctx.roots = []
+    comp.contexts = {}  # its context rows stay in ``context_order``; a late pass finds none of them
+    comp.forgotten = True  # and is counted in ``late_events``, not kept
     comp.version += 1
     comp.shape += 1
     return count

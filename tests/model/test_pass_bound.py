@@ -146,3 +146,21 @@ def test_search_forgets_the_passes_of_summarised_compiles_and_finds_the_new_ones
         assert search.matches == kept
     assert session.tree.summarised > 10
     assert search.matches[-1].compile is session.tree.compiles[-1]
+
+
+def test_a_late_pass_of_a_summarised_compile_is_counted_not_kept() -> None:
+    session = Session(max_passes=2 * PASSES_PER_COMPILE)
+    for batch in _stream(6, fail=()):
+        session.apply(batch)
+    first = session.tree.compiles[0]
+    assert first.summary is not None
+    late = [
+        m.pass_start(compile=1, context=1, name="tl.Late", seq=999, depth=0, parent=None, phase=None, t_ns=5),
+        m.pass_end(
+            compile=1, context=1, name="tl.Late", seq=999, depth=0, parent=None, phase=None, t_ns=9, duration_ns=4
+        ),
+    ]
+    session.apply(late)
+    assert session.tree.late_events >= 1
+    assert _passes(first) == 0
+    assert first.summary.runs == PASSES_PER_COMPILE
