@@ -7,7 +7,7 @@
 // docs/ring.md describes the bytes it writes and the order it writes them in.
 //
 // A warp claims a region of the ring when it begins (one atomic add by one lane, on the claim
-// counter of its SM's stripe: eight counters, so that a wave of blocks does not queue on one), says who it is
+// counter of its SM's stripe: IKET_TUI_CLAIM_STRIPES counters, one as the ring is now), says who it is
 // in the region's descriptor, and writes its events into the region. An event runs on the
 // kernel's own critical path, so it is as short as it can be: a timer read and one 16-byte store
 // at an offset held in a register. No staging, no branch, no fence: each record carries its own

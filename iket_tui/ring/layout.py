@@ -3,10 +3,10 @@ the wire, and the constants the CUDA runtime is compiled with.
 
 A ring (version 3) is one buffer in device memory: a 256-byte header, one 64-byte descriptor
 per region, then the records, ``records_per_region`` of them per region. A warp claims a region
-of its own when it begins (one atomic add on one of the header's :data:`CLAIM_STRIPES` claim
-counters, the one of its SM: each counter's claims go round its share of the regions in order),
-writes who it is into the region's descriptor, and then one 16-byte record
-per event into the region, each carrying a stamp that names the claim and the record's position.
+of its own when it begins (one atomic add on the header's claim counter: the claims go round
+the regions in order; see :data:`CLAIM_STRIPES`), writes who it is into the region's descriptor,
+and then one 16-byte record per event into the region, each carrying a stamp that names the
+claim and the record's position.
 A warp that writes more records than its region holds laps its own region, so its newest events
 stay; its name stays in the descriptor, which its events never overwrite. When claims come
 round again the oldest region goes to a new warp: a burst faster than the reader loses whole
