@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from iket_tui.demo.kernels import SLOWED_PASS
 from iket_tui.model import synthetic
 from iket_tui.protocol.codec import encode_batch
 from iket_tui.sources.reading import RecordingReader
 from iket_tui.sources.recorder import RecordingWriter
 from tests.cli.cli_helpers import failed_compile_recording, run_iket
+
+SLOWED_PASS = "tl.InjectSoftwarePipeline"
+"""The pass the demo's ``--slow`` slows (``iket_tui.demo.kernels.SLOWED_PASS``, a module that needs
+TileLang to import)."""
 
 NOISE = ("--slower", "100", "--min-ms", "50")
 """Thresholds above what a shared, loaded machine adds to a real pass between two runs (a pass of
@@ -51,6 +54,7 @@ def _synthetic(path: Path, *lowerings: synthetic.Lowering) -> Path:
     return path
 
 
+@pytest.mark.tilelang
 def test_a_slowed_pass_is_named_first_and_nothing_else_is_flagged(runs: dict[str, Path]) -> None:
     result = run_iket("diff", str(runs["before"]), str(runs["slowed"]), *NOISE)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -74,6 +78,7 @@ def test_a_slowed_pass_is_named_first_and_nothing_else_is_flagged(runs: dict[str
     assert (gemm["added"], gemm["removed"], gemm["failure"]) == ([], [], None)
 
 
+@pytest.mark.tilelang
 def test_two_runs_alike_flag_nothing(runs: dict[str, Path]) -> None:
     result = run_iket("diff", str(runs["before"]), str(runs["again"]), *NOISE)
     assert result.returncode == 0, result.stdout
@@ -81,6 +86,7 @@ def test_two_runs_alike_flag_nothing(runs: dict[str, Path]) -> None:
     assert "!" not in result.stdout
 
 
+@pytest.mark.tilelang
 def test_thresholds_are_settable(runs: dict[str, Path]) -> None:
     """A slowdown of half a second is not flagged when only 2 s counts."""
     result = run_iket("diff", str(runs["before"]), str(runs["slowed"]), "--min-ms", "2000")
@@ -88,6 +94,7 @@ def test_thresholds_are_settable(runs: dict[str, Path]) -> None:
     assert result.stdout.splitlines()[-1] == "2 compiles matched; nothing flagged"
 
 
+@pytest.mark.tilelang
 def test_two_compiles_of_one_recording(runs: dict[str, Path]) -> None:
     result = run_iket("diff", str(runs["slowed"]), "--compile", "1", "--compile", "2", "--fail-on", "removed")
     assert result.returncode == 1, result.stdout + result.stderr
@@ -96,6 +103,7 @@ def test_two_compiles_of_one_recording(runs: dict[str, Path]) -> None:
     assert result.stdout.splitlines()[-1].endswith("(exit 1: removed)")
 
 
+@pytest.mark.tilelang
 def test_compiles_without_a_match_are_listed(runs: dict[str, Path], tmp_path: Path) -> None:
     other = failed_compile_recording(tmp_path / "other.msgpack")
     result = run_iket("diff", str(runs["before"]), str(other))
@@ -151,6 +159,7 @@ def test_a_new_failure_is_flagged_and_a_fixed_one_said(tmp_path: Path) -> None:
     [(None, "no such file"), (b"not a recording at all" * 10, "")],
     ids=["missing", "garbage"],
 )
+@pytest.mark.tilelang
 def test_bad_input_is_one_line_and_exit_2(
     runs: dict[str, Path], tmp_path: Path, content: bytes | None, said: str
 ) -> None:
@@ -165,6 +174,7 @@ def test_bad_input_is_one_line_and_exit_2(
         assert result.stdout == ""
 
 
+@pytest.mark.tilelang
 def test_bad_options_are_one_line_and_exit_2(runs: dict[str, Path]) -> None:
     for args in (
         ("--fail-on", "slowest"),
@@ -180,6 +190,7 @@ def test_bad_options_are_one_line_and_exit_2(runs: dict[str, Path]) -> None:
     assert line == f"iket-tui: {runs['before']}: no compile 9 (compiles: 1, 2)"
 
 
+@pytest.mark.tilelang
 def test_a_cut_recording_compares_what_was_complete_and_says_where_it_was_cut(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
