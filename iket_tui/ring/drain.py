@@ -456,7 +456,10 @@ def _runs(
     if copy.stamps_before is not None and copy.stamps_after is not None:
         valid &= (copy.stamps_before == stamps) & (copy.stamps_after == stamps)
     valid &= np.where(count[:, None] >= 0, p < count[:, None], True)
-    newest = np.where(valid, p, -1).max(axis=1)
+    # A position counts as the newest only where the one before it is there too (or it is the
+    # next to read): one damaged stamp never passes for the warp's newest record.
+    before = np.roll(valid, 1, axis=1) & (np.roll(p, 1, axis=1) == p - 1) if cap > 1 else valid & False
+    newest = np.where(valid & (before | (p == read[:, None])), p, -1).max(axis=1)
     start = np.maximum(read, newest - cap + 1)
     # The run of positions start, start + 1, ... in slot order, to its first gap.
     expect = start[:, None] + ((slot[None, :] - start[:, None]) & (cap - 1))

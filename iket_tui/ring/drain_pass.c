@@ -45,6 +45,12 @@ void iket_regions(int64_t n, int64_t cap, const uint32_t *records, const int64_t
                 if (p >= UINT32_C(0x80000000) || (p & mask) != (uint32_t)s) continue;
                 if ((b && b[s] != st) || (a && a[s] != st)) continue;
                 if ((int64_t)p >= limit || (int64_t)p < from) continue;
+                /* a position counts only where the one before it is there too (or it is the next
+                 * to read): one damaged stamp never passes for the warp's newest record */
+                const uint32_t s1 = (uint32_t)(s - 1) & mask;
+                const uint32_t st1 = rec[s1 * 4 + 3];
+                if ((int64_t)p != from && (cap < 2 || st1 != st - 1u || (b && b[s1] != st1) || (a && a[s1] != st1)))
+                    continue;
                 if ((int64_t)p > best) best = (int64_t)p;
             }
             newest[i] = best;

@@ -387,3 +387,21 @@ def test_gemm_warps_writing_more_than_their_regions_hold_keep_their_newest_event
     assert len(batch.losses) == 4096 and set(batch.losses["reason"].tolist()) == {LOSS_OVERWRITTEN}
     assert (batch.losses["events"] == 256).all()
     assert len(np.unique(batch.chunks["block_x"])) == GEMM_BLOCKS
+
+
+def test_one_damaged_stamp_never_passes_for_a_warps_newest_record() -> None:
+    """A stamp that names a position far ahead in its slot (damage, not a write) must not make
+    the reader skip, or count as lost, the records the warp really wrote."""
+    ring = _tiny(regions=1)
+    warp = WarpWriter(ring, module=1, block=(3, 0, 0), start_ns=0)
+    for i in range(10):
+        warp.event(1, t_ns=64 * (i + 1))
+    ring.record_words[0, 0, 3] = 0  # position 0 not visible yet: the reader looks for the newest
+    ring.record_words[0, 12, 3] = ring.geometry.stamp_base(warp.claim) + 12 + 16 * 1000
+    drain = RingDrain(ring)
+    assert drain.drain().events == 0 and drain.counters.events_lost == 0
+    ring.record_words[0, 0, 3] = ring.geometry.stamp_base(warp.claim)
+    assert drain.drain().events == 10
+    warp.close()
+    drain.drain()
+    assert _balanced(drain.counters) == (10, 10, 0)
