@@ -65,7 +65,17 @@ def test_bash_offers_the_other_live_agents_after_a_pid_attach_was_given(files: P
         [first],
         [],  # both are given
         [first],
-        ["--all", "--depth", "--help", "--kernel-stuck-after", "--passes", "--record", "--stuck-after", "-h"],
+        [
+            "--all",
+            "--depth",
+            "--help",
+            "--kernel-stuck-after",
+            "--max-passes",
+            "--passes",
+            "--record",
+            "--stuck-after",
+            "-h",
+        ],
     ]
 
 
