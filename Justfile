@@ -28,7 +28,13 @@ fmt:
     {{venv}}/bin/ruff check --fix iket_tui tests benchmarks scripts
 
 test *ARGS:
-    {{venv}}/bin/pytest {{ARGS}}
+    {{venv}}/bin/pytest -n auto {{ARGS}}
+
+# What differs without TileLang, and on another Python: every test file must import (collected
+# whole), and the tests of the layers that run there (model, protocol, ring, sources, export, the
+# UI) and of what says TileLang is missing run; the tests that need TileLang skip with the reason.
+# The end-to-end tests of real programs, which need TileLang, run in the main lane only.
+core_tests := "tests/model tests/protocol tests/ring tests/sources tests/export tests/packaging tests/durations tests/ui tests/cli/test_cli_demo.py tests/cli/test_cli_help.py tests/cli/test_cli_run.py tests/cli/test_cli_completion.py tests/cli/test_cli_outputs.py tests/cli/test_cli_stdout.py tests/agent/test_agent_lifecycle.py"
 
 # The tests in a venv with the test extra only (no TileLang): every test file must import, and
 # the tests that need TileLang skip with the reason (their snapshots unused: a warning, not a failure).
@@ -36,7 +42,8 @@ core *ARGS:
     test -x {{core_venv}}/bin/python || python3 -m venv {{core_venv}}
     {{core_venv}}/bin/pip install -q -e '.[test]'
     {{core_venv}}/bin/python -c "import importlib.util as u; assert not u.find_spec('tilelang'), 'TileLang is installed in {{core_venv}}'"
-    {{core_venv}}/bin/pytest -p no:cacheprovider --snapshot-warn-unused {{ARGS}}
+    {{core_venv}}/bin/pytest -p no:cacheprovider --collect-only -q > /dev/null
+    {{core_venv}}/bin/pytest -p no:cacheprovider --snapshot-warn-unused {{ARGS}} {{core_tests}}
 
 latest_python := "3.13"
 latest_venv := ".venv-core-" + latest_python
@@ -64,7 +71,8 @@ core-latest *ARGS:
     fi
     {{latest_venv}}/bin/pip install -q -e '.[test]'
     {{latest_venv}}/bin/python -c "import importlib.util as u, sys; assert not u.find_spec('tilelang'), 'TileLang is installed'; print('core tests on Python', sys.version.split()[0])"
-    {{latest_venv}}/bin/pytest -p no:cacheprovider --snapshot-warn-unused {{ARGS}}
+    {{latest_venv}}/bin/pytest -p no:cacheprovider --collect-only -q > /dev/null
+    {{latest_venv}}/bin/pytest -p no:cacheprovider --snapshot-warn-unused {{ARGS}} {{core_tests}}
 
 # The plain Apache TVM tests (tests/tvm) in a venv of their own with the tvm extra: apache-tvm and
 # TileLang cannot share one. They skip in the other venvs, where `tvm` is TileLang's or missing.
