@@ -11,7 +11,15 @@ from test_cli_completion import _bash, _fish, _Zsh, agent, files, needs_fish, ne
 
 __all__ = ["agent", "files"]  # fixtures, shared with the first completion tests
 
-REPLAY_OPTIONS = ["--help", "--host", "--kernel-stuck-after", "--max-passes", "--paused", "--port", "--speed"]  # no --record: refused
+REPLAY_OPTIONS = [
+    "--help",
+    "--host",
+    "--kernel-stuck-after",
+    "--max-passes",
+    "--paused",
+    "--port",
+    "--speed",
+]  # no --record: refused
 REPLAY_OPTIONS += ["--stuck-after", "-h"]
 
 
