@@ -45,6 +45,7 @@ def program(monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen[str]]:
     with tempfile.TemporaryDirectory(prefix="ikt") as runtime:
         os.chmod(runtime, 0o700)
         monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+        monkeypatch.delenv(endpoints.SOCKET_DIR_VARIABLE, raising=False)
         env = {**os.environ, "IKET_TUI": "1"}
         proc = subprocess.Popen(
             [sys.executable, "-c", PROGRAM], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
