@@ -114,7 +114,7 @@ async def _watch(app: IketApp, pilot: Pilot[int]) -> dict[str, str]:
     await _wait(pilot, lambda: app.source_state is SourceState.ENDED, "the program to exit")
     failed = _compile(app, "layout_conflict")
     app.view.select(failed.failing or failed, by_user=True, center=True)
-    await pilot.pause()
+    await _wait(pilot, lambda: "Layout infer conflict" in _details(app), "the detail pane to show the failure")
     seen["failure screen"] = _screen(app)
     seen["failure details"] = _details(app)
     codegen = _compile(app, "nvcc_error")
