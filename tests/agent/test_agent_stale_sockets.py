@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,22 +38,16 @@ os.waitpid(gone, 0)
 
 
 @pytest.fixture
-def program(monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen[str]]:
-    """The program, its agents' sockets in a runtime directory of this test's own (short, as a
-    socket's path must be): the listing it checks sees no agent of another test running alongside."""
-    with tempfile.TemporaryDirectory(prefix="ikt") as runtime:
-        os.chmod(runtime, 0o700)
-        monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
-        monkeypatch.delenv(endpoints.SOCKET_DIR_VARIABLE, raising=False)
-        env = {**os.environ, "IKET_TUI": "1"}
-        proc = subprocess.Popen(
-            [sys.executable, "-c", PROGRAM], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        try:
-            yield proc
-        finally:
-            proc.kill()
-            proc.wait()
+def program() -> Iterator[subprocess.Popen[str]]:
+    env = {**os.environ, "IKET_TUI": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PROGRAM], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _socket_of(pid: int) -> Path:
