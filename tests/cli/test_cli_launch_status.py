@@ -23,7 +23,7 @@ S = 1_000_000_000
 def _recording(path: Path) -> Path:
     """A process killed while launch 4's block 1 still ran, after launch 3, whose block 1's warp
     1 wrote 40 events into a region of 16, and launch 2, read whole."""
-    geometry = RingGeometry(64, 16)  # 8 regions to each claim stripe: these warps all run on SM 0
+    geometry = RingGeometry(64, 16)  # regions of 16 records: a warp of 40 events overwrites its oldest
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, RING)
     t = iter(range(1 << 40, 1 << 41, 64))
 

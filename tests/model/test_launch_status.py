@@ -30,8 +30,8 @@ T0 = 1 << 40
 
 
 def _ring(regions: int, records: int) -> tuple[RingView, RingDrain]:
-    """A ring whose claim stripe 0, where every warp of these tests runs (SM 0), holds
-    ``regions // CLAIM_STRIPES`` warps at once."""
+    """A ring holding ``regions // CLAIM_STRIPES`` warps of these tests at once (they all run on
+    SM 0, so on one claim counter)."""
     geometry = RingGeometry(regions, records)
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, RING)
     return ring, RingDrain(ring, native=False)

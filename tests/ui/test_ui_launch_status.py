@@ -31,7 +31,7 @@ RING = 9
 
 def _kernel_messages() -> list[dict[str, Any]]:
     """Launch 2 read whole, then launch 3, whose block 1's warp 1 wrote 40 events into a region of 16."""
-    geometry = RingGeometry(64, 16)  # 8 regions to each claim stripe: these warps all run on SM 0
+    geometry = RingGeometry(64, 16)  # regions of 16 records: a warp of 40 events overwrites its oldest
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, RING)
     t = iter(range(1 << 40, 1 << 41, 64))
 
