@@ -74,7 +74,9 @@ def open_device_rings(geometry: RingGeometry) -> list[OpenedRing]:
     try:
         import cupy
     except ImportError:
-        raise RingUnavailable("CuPy is not installed") from None
+        from iket_tui.agent.cuda_driver import driver_state, without_cupy
+
+        raise RingUnavailable(without_cupy(driver_state())) from None
     from iket_tui.ring.device_copy import DeviceRing
 
     runtime: Any = cupy.cuda.runtime
@@ -159,9 +161,8 @@ class KernelTracer:
             for message in self._tracing_messages():
                 self.registry.emit_kept(message, key=(m.KERNEL_TRACING, message.get("device_index")))
             if not self.rings:
-                hint = " (pip install 'iket-tui[cuda]')" if self.reason == "CuPy is not installed" else ""
                 _warn(
-                    f"kernel tracing without a ring: {self.reason}{hint}; kernels compile with their event tables, "
+                    f"kernel tracing without a ring: {self.reason}; kernels compile with their event tables, "
                     "no kernel events will be recorded"
                 )
                 return

@@ -57,7 +57,7 @@ def test_without_a_device_the_event_table_reaches_clients_and_the_user_is_told_o
 
     (tracing,) = of_type(received, m.KERNEL_TRACING)
     assert tracing["enabled"] is True and tracing["device"] is None and tracing["ring_id"] is None
-    assert "CuPy" in tracing["reason"] or "CUDA" in tracing["reason"]
+    assert tracing["reason"] == "no GPU here (no NVIDIA driver)"  # installing CuPy would not help here
     assert stderr.count("kernel tracing without a ring") == 1
 
     table = module_from_message(module)

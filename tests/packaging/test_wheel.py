@@ -52,3 +52,18 @@ def test_its_metadata_has_one_version_and_what_pypi_shows(wheel: zipfile.ZipFile
     assert {"tilelang", "tvm", "cuda", "native", "test", "dev"} <= extras
     native = [req for req in metadata.get_all("Requires-Dist") if req.endswith("extra == 'native'")]
     assert native and native[0].startswith("py-spy")
+
+
+def test_the_gpu_extras_install_the_cupy_of_cuda_12_or_13_and_the_agent_names_them(wheel: zipfile.ZipFile) -> None:
+    from iket_tui.agent.cuda_driver import CUPY_EXTRAS
+
+    metadata = Parser().parsestr(wheel.read(f"iket_tui-{__version__}.dist-info/METADATA").decode())
+    requires = metadata.get_all("Requires-Dist")
+
+    def of(extra: str) -> list[str]:
+        return [req.split(";")[0].strip() for req in requires if req.endswith(f"extra == '{extra}'")]
+
+    assert [req.split(">")[0] for req in of("cuda12")] == ["cupy-cuda12x"]
+    assert [req.split(">")[0] for req in of("cuda13")] == ["cupy-cuda13x"]
+    assert of("cuda") == of("cuda12")  # the name it had before CUDA 13, kept
+    assert set(CUPY_EXTRAS.values()) <= set(metadata.get_all("Provides-Extra"))
