@@ -1,5 +1,6 @@
-"""``iket-tui diff``: what changed between the compiles of two recordings (or two compiles of
-one), as aligned text or as JSON, with an exit code a CI job can gate on."""
+"""``iket-tui diff``: what changed between the compiles and kernel launches of two recordings (or
+two compiles, or two launches, of one), as aligned text or as JSON, with an exit code a CI job can
+gate on."""
 
 from __future__ import annotations
 
@@ -7,59 +8,79 @@ import argparse
 import json
 import multiprocessing
 import sys
-import textwrap
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from iket_tui.cli.errors import UsageError, check_writable, say
-from iket_tui.durations import duration
 from iket_tui.export import READ_CHUNK
-from iket_tui.export.stream import CompileStream, forget
+from iket_tui.export.common import launch_process
+from iket_tui.export.stream import CompileStream, forget, grid_of
 from iket_tui.model.compare import (
     Comparison,
     CompileSummary,
     PairChange,
-    PassChange,
     Shapes,
     compare,
     compare_pair,
     process_name,
     summarize,
 )
-from iket_tui.model.nodes import CompileNode
+from iket_tui.model.compare_kernels import (
+    EventSummary,
+    LaunchComparison,
+    LaunchSummary,
+    block_words,
+    compare_launch,
+    compare_launches,
+    summarize_launch,
+)
+from iket_tui.model.compare_text import comparison_lines
+from iket_tui.model.nodes import CompileNode, ProcessNode
 from iket_tui.outputs import STDOUT
 from iket_tui.sources.reading import RecordingReader, recording_notes
 
-NAME_WIDTH = 34
-"""The widest pass name shown whole: a row of a pass then fits in 80 columns."""
+
+@dataclass
+class Summaries:
+    """A recording as a comparison reads it: its compiles and its kernel launches, summarised,
+    and what the reader noticed about the file (a cut, damage skipped), as ``dump`` says it."""
+
+    compiles: list[CompileSummary] = field(default_factory=list)
+    launches: list[LaunchSummary] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
 
 class _Summaries(CompileStream):
     """A recording's compiles summarised as each ends, then let go: memory stays bounded by the
-    compiles open at once, whatever the size of the recording."""
+    compiles open at once, whatever the size of the recording. Kernel events wait in the stream's
+    spool until the end, when each launch is summarised in turn."""
 
     def __init__(self, shapes: Shapes) -> None:
-        super().__init__(keep_kernels=False)
-        self.summaries: list[CompileSummary] = []
+        super().__init__(keep_kernels=True)
+        self.summaries = Summaries()
         self._shapes = shapes
 
-    def _ended(self, comp: CompileNode) -> None:
-        process = comp.process
+    def _process(self, process: ProcessNode | None) -> str:
         processes = self.session.tree.processes
         order = processes.index(process) + 1 if process is not None and process in processes else 1
-        rank = process.rank if process is not None else None
-        self.summaries.append(summarize(comp, process_name(rank, order), self._shapes))
+        return process_name(process.rank if process is not None else None, order)
+
+    def _ended(self, comp: CompileNode) -> None:
+        self.summaries.compiles.append(summarize(comp, self._process(comp.process), self._shapes))
         forget(comp)
 
     def _finish(self) -> int:
-        self._close()
-        return len(self.summaries)
+        for launch in self._close():
+            events = self.kernel_events.events(launch)
+            process = self._process(launch_process(self.session, launch))
+            self.summaries.launches.append(summarize_launch(launch, process, events, grid_of(events)))
+        return len(self.summaries.compiles)
 
 
-def read_summaries(path: Path, shapes: Shapes | None = None) -> tuple[list[CompileSummary], tuple[str, ...]]:
-    """Every compile of the recording at ``path``, summarised (their pass sequences shared
-    through ``shapes``), and what the reader noticed about the file (a cut, damage skipped), as
-    ``dump`` says it."""
+def read_summaries(path: Path, shapes: Shapes | None = None) -> Summaries:
+    """Every compile and kernel launch of the recording at ``path``, summarised (the compiles'
+    pass sequences shared through ``shapes``), and what the reader noticed about the file."""
     reader = RecordingReader(path, rows=True, chunk_size=READ_CHUNK)
     stream = _Summaries({} if shapes is None else shapes)
     try:
@@ -68,12 +89,11 @@ def read_summaries(path: Path, shapes: Shapes | None = None) -> tuple[list[Compi
         stream.finish()
     finally:
         stream.kernel_events.close()
-    return stream.summaries, recording_notes(reader.info, verb="compared")
+    stream.summaries.notes = recording_notes(reader.info, verb="compared")
+    return stream.summaries
 
 
-def _read_both(
-    first: Path, second: Path
-) -> tuple[tuple[list[CompileSummary], tuple[str, ...]], tuple[list[CompileSummary], tuple[str, ...]]]:
+def _read_both(first: Path, second: Path) -> tuple[Summaries, Summaries]:
     """Both recordings summarised, the second in a forked process while this one reads the first:
     reading is most of a diff's time, and the two readings share nothing. An error of either
     is raised here, the first recording's first."""
@@ -84,27 +104,47 @@ def _read_both(
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    """Compare two recordings' compiles, or two compiles (``--compile N --compile M``); exit 1
-    when anything named by ``--fail-on`` is flagged."""
+    """Compare two recordings' compiles and launches, or two compiles (``--compile N --compile
+    M``) or two launches (``--launch N --launch M``); exit 1 when anything named by
+    ``--fail-on`` is flagged."""
     check_writable(STDOUT, stdout=True)
     chosen: list[int] = args.compile or []
+    launches: list[int] = args.launch or []
     if len(chosen) not in (0, 2):
         raise UsageError("--compile is given twice or not at all: --compile N --compile M")
-    if args.other is None and not chosen:
-        raise UsageError("diff needs two recordings, or one and --compile N --compile M")
+    if len(launches) not in (0, 2):
+        raise UsageError("--launch is given twice or not at all: --launch N --launch M")
+    if args.other is None and not chosen and not launches:
+        raise UsageError("diff needs two recordings, or one and --compile N --compile M (or --launch N --launch M)")
     if args.other is not None:
-        (a, notes_a), (b, notes_b) = _read_both(args.file, args.other)
+        a, b = _read_both(args.file, args.other)
+        notes_a, notes_b = a.notes, b.notes
     else:
-        a, notes_a = read_summaries(args.file)
-        b, notes_b = a, ()
+        a = b = read_summaries(args.file)
+        notes_a, notes_b = a.notes, ()
     min_ns = round(args.min_ms * 1_000_000)
-    if chosen:
-        first = _compile(a, chosen[0], args.file)
-        second = _compile(b, chosen[1], args.other or args.file)
-        pair = compare_pair(first, second, slower_pct=args.slower, min_ns=min_ns)
-        comparison = Comparison((pair,), (), ())
+    ranges = {"slower_pct": args.range_slower, "min_ns": round(args.range_min_ns)}
+    if chosen or launches:
+        pairs: tuple[PairChange, ...] = ()
+        if chosen:
+            first = _compile(a.compiles, chosen[0], args.file)
+            second = _compile(b.compiles, chosen[1], args.other or args.file)
+            pairs = (compare_pair(first, second, slower_pct=args.slower, min_ns=min_ns),)
+        launched = LaunchComparison()
+        if launches:
+            before = _launch(a.launches, launches[0], args.file)
+            after = _launch(b.launches, launches[1], args.other or args.file)
+            launched = LaunchComparison((compare_launch(before, after, **ranges),))
+        comparison = Comparison(pairs, (), (), launches=launched)
     else:
-        comparison = compare(a, b, slower_pct=args.slower, min_ns=min_ns)
+        comparison = compare(a.compiles, b.compiles, slower_pct=args.slower, min_ns=min_ns)
+        comparison = Comparison(
+            comparison.pairs,
+            comparison.only_a,
+            comparison.only_b,
+            comparison.incomplete,
+            launches=compare_launches(a.launches, b.launches, **ranges),
+        )
     names = (str(args.file), str(args.other or args.file))
     flags = comparison.flags()
     failing = [flag for flag in flags if flag in args.fail_on]
@@ -116,7 +156,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         document = _json(comparison, names, notes, args, flags, failing)
         sys.stdout.write(json.dumps(document, indent=1) + "\n")
     else:
-        sys.stdout.write("".join(line + "\n" for line in _text(comparison, names, args.passes, flags, failing)))
+        lines = comparison_lines(comparison, names, args.passes, flags, failing)
+        sys.stdout.write("".join(line + "\n" for line in lines))
     return 1 if failing else 0
 
 
@@ -129,91 +170,13 @@ def _compile(summaries: list[CompileSummary], number: int, path: Path) -> Compil
     raise UsageError(f"{path}: no compile {number} (compiles: {known}{', ...' if len(summaries) > 10 else ''})")
 
 
-def _signed(ns: int) -> str:
-    return ("+" if ns >= 0 else "") + duration(ns)
-
-
-def _pct(change: PassChange) -> str:
-    pct = change.change_pct
-    return "" if pct is None else f"{pct:+.0f}%"
-
-
-def _text(
-    comparison: Comparison, names: tuple[str, str], shown: int, flags: tuple[str, ...], failing: list[str]
-) -> list[str]:
-    """The comparison as lines readable at 80 columns: each pair, its flagged passes and its
-    largest changes, then the compiles without a match and a summary line."""
-    lines = [f"A: {names[0]}", f"B: {names[1]}"]
-    for pair in comparison.pairs:
-        lines.append("")
-        lines.extend(_pair_lines(pair, shown))
-    if comparison.only_a or comparison.only_b:
-        lines.append("")
-        lines.append("without a match:")
-        lines.extend(f"  only in A: {_compile_words(s)}" for s in comparison.only_a)
-        lines.extend(f"  only in B: {_compile_words(s)}" for s in comparison.only_b)
-    if comparison.incomplete:
-        lines.append("")
-        lines.extend(f"not compared (never ended): {_compile_words(s)}" for s in comparison.incomplete)
-    lines.append("")
-    matched = f"{len(comparison.pairs)} compile{'s' if len(comparison.pairs) != 1 else ''} matched"
-    if not flags:
-        lines.append(f"{matched}; nothing flagged")
-    else:
-        gate = f" (exit 1: {', '.join(failing)})" if failing else ""
-        lines.append(f"{matched}; flagged: {', '.join(flags)}{gate}")
-    return lines
-
-
-def _compile_words(summary: CompileSummary) -> str:
-    label = f" [{summary.label}]" if summary.label else ""
-    return f"{summary.title}{label}"
-
-
-def _pair_lines(pair: PairChange, shown: int) -> list[str]:
-    a, b = pair.a, pair.b
-    total = ""
-    if a.duration_ns is not None and b.duration_ns is not None:
-        total = f": {duration(a.duration_ns)} -> {duration(b.duration_ns)} ({_signed(b.duration_ns - a.duration_ns)})"
-    flags = pair.flags()
-    mark = f"  [{', '.join(flags)}]" if flags else ""
-    numbers = f"compile {a.compile}" if a.compile == b.compile else f"compile {a.compile} -> {b.compile}"
-    lines = [f"{a.process} {numbers} {a.kernel or '-'}{total}{mark}"]
-    if a.label:
-        lines.append(f"  label: {a.label}")
-    listed = pair.top(shown)
-    if listed:
-        width = min(NAME_WIDTH, max(len(change.name) for change in listed))
-        lines.append(f"  {'':2}{'pass':<{width}} {'before':>9} {'after':>9} {'change':>10}")
-        for change in listed:
-            name = change.name if len(change.name) <= width else change.name[: width - 1] + "…"
-            flag = "! " if change.slower else "  "
-            before = duration(change.before_ns) if change.before_ns is not None else "-"
-            after = duration(change.after_ns) if change.after_ns is not None else "-"
-            lines.append(
-                f"  {flag}{name:<{width}} {before:>9} {after:>9} {_signed(change.change_ns):>10} {_pct(change):>6}"
-            )
-        more = len(pair.names) - len(listed)
-        if more:
-            lines.append(f"    and {more} more passes, each changed less")
-    for word, names in (("added", pair.added), ("removed", pair.removed), ("moved", pair.moved)):
-        if names:
-            lines.extend(textwrap.wrap(", ".join(names), 78, initial_indent=f"  {word}: ", subsequent_indent="    "))
-    if pair.failure == "new":
-        lines.append(_shortened(f"  failed (new): {b.error or 'no error given'}"))
-    elif pair.failure == "fixed":
-        lines.append(_shortened(f"  fixed: failed before with {a.error or 'no error given'}"))
-    if a.codegen_ns or b.codegen_ns:
-        lines.append(
-            f"  codegen: {duration(a.codegen_ns)} -> {duration(b.codegen_ns)} ({_signed(b.codegen_ns - a.codegen_ns)})"
-        )
-    return lines
-
-
-def _shortened(line: str, width: int = 80) -> str:
-    """The first line of ``line``, cut to ``width`` columns with an ellipsis."""
-    first = line.splitlines()[0] if line else line
-    return first if len(first) <= width else first[: width - 1] + "…"
+def _launch(summaries: list[LaunchSummary], number: int, path: Path) -> LaunchSummary:
+    """The launch numbered ``number`` (the first of several processes' or modules' that have one)."""
+    for summary in summaries:
+        if summary.launch == number:
+            return summary
+    known = ", ".join(str(s.launch) for s in summaries[:10]) or "none"
+    raise UsageError(f"{path}: no launch {number} (launches: {known}{', ...' if len(summaries) > 10 else ''})")
 
 
 def _summary_json(summary: CompileSummary) -> dict[str, Any]:
@@ -229,6 +192,32 @@ def _summary_json(summary: CompileSummary) -> dict[str, Any]:
     }
 
 
+def _launch_json(summary: LaunchSummary) -> dict[str, Any]:
+    return {
+        "process": summary.process,
+        "launch": summary.launch,
+        "kernel": summary.kernel,
+        "grid": list(summary.grid),
+        "compile": summary.compile,
+        "duration_ns": summary.duration_ns,
+        "status": summary.status,
+    }
+
+
+def _event_json(summary: EventSummary | None) -> dict[str, Any] | None:
+    """An event name of one launch: count, its ranges' own time at p50 and p99 and all together, payload range."""
+    if summary is None:
+        return None
+    return {
+        "count": summary.count,
+        "unbalanced": summary.unbalanced,
+        "p50_ns": summary.p50_ns,
+        "p99_ns": summary.p99_ns,
+        "total_ns": summary.total_ns,
+        "payload": list(summary.payload) if summary.payload is not None else None,
+    }
+
+
 def _json(
     comparison: Comparison,
     names: tuple[str, str],
@@ -240,7 +229,12 @@ def _json(
     return {
         "a": names[0],
         "b": names[1],
-        "thresholds": {"slower_pct": args.slower, "min_ns": round(args.min_ms * 1_000_000)},
+        "thresholds": {
+            "slower_pct": args.slower,
+            "min_ns": round(args.min_ms * 1_000_000),
+            "range_slower_pct": args.range_slower,
+            "range_min_ns": round(args.range_min_ns),
+        },
         "pairs": [
             {
                 "a": _summary_json(pair.a),
@@ -269,6 +263,38 @@ def _json(
         "only_a": [_summary_json(s) for s in comparison.only_a],
         "only_b": [_summary_json(s) for s in comparison.only_b],
         "incomplete": [_summary_json(s) for s in comparison.incomplete],
+        "launches": [
+            {
+                "a": _launch_json(change.a),
+                "b": _launch_json(change.b),
+                "flags": list(change.flags()),
+                "events": [
+                    {
+                        "name": event.name,
+                        "kind": event.kind,
+                        "before": _event_json(event.before),
+                        "after": _event_json(event.after),
+                        "change_ns": event.change_ns,
+                        "slower": event.slower,
+                        "count_changed": event.count_changed,
+                        "payload_changed": event.payload_changed,
+                    }
+                    for event in change.events
+                ],
+                "blocks": [
+                    {
+                        "block": block_words(block.block),
+                        "before_ns": block.before_ns,
+                        "after_ns": block.after_ns,
+                        "change_ns": block.change_ns,
+                    }
+                    for block in change.blocks
+                ],
+            }
+            for change in comparison.launches.pairs
+        ],
+        "launches_only_a": [_launch_json(s) for s in comparison.launches.only_a],
+        "launches_only_b": [_launch_json(s) for s in comparison.launches.only_b],
         "notes": {name: list(said) for name, said in notes.items()},
         "flags": list(flags),
         "failing": failing,

@@ -284,16 +284,21 @@ and `-o -` writes to standard output.""",
 
     diff = command(
         "diff",
-        "what changed between the compiles of two recordings, or two compiles of one",
+        "what changed between the compiles and kernel launches of two recordings, or two of one",
         """\
 Compare the compiles of two recordings, matched by process (its rank where it has one),
 kernel and label, in order; or two compiles of one recording (--compile N --compile M). For
 each pair: passes added, removed or moved, each pass's own time before and after (the largest
 change first; flagged with ! when at least --slower percent and --min-ms slower), a failure
-new or fixed, and codegen time. Compiles without a match are listed. Exit code 1 when
-anything --fail-on names is flagged, 0 when not, 2 for bad input.""",
+new or fixed, and codegen time. Kernel launches are matched by process, kernel and grid, in
+order (or --launch N --launch M): per event name, the count per launch and the own time of its
+ranges at p50 and p99 (the largest change of time spent first; flagged with ! when at least
+--range-slower percent and --range-min-ns slower), payload ranges that changed, and the blocks
+whose time changed most. What has no match is listed. Exit code 1 when anything --fail-on
+names is flagged, 0 when not, 2 for bad input.""",
         "iket-tui diff before.msgpack after.msgpack",
         "iket-tui diff run.msgpack --compile 3 --compile 7",
+        "iket-tui diff run.msgpack --launch 5 --launch 6 --fail-on range-slower,count-changed",
         "iket-tui diff a.msgpack b.msgpack --fail-on slower,failed,unmatched --slower 50 --min-ms 5",
         "iket-tui diff a.msgpack b.msgpack --format json | jq '.pairs[].passes[0]'",
     )
@@ -307,6 +312,13 @@ anything --fail-on names is flagged, 0 when not, 2 for bad input.""",
         help="twice: compare compile N of A with compile M (of B, or of A when there is no B)",
     )
     diff.add_argument(
+        "--launch",
+        type=int,
+        action="append",
+        metavar="N",
+        help="twice: compare launch N of A with launch M (of B, or of A when there is no B)",
+    )
+    diff.add_argument(
         "--slower",
         type=_non_negative,
         default=20.0,
@@ -317,12 +329,27 @@ anything --fail-on names is flagged, 0 when not, 2 for bad input.""",
         "--min-ms", type=_non_negative, default=1.0, metavar="MS", help="... and at least this many ms (default 1)"
     )
     diff.add_argument(
+        "--range-slower",
+        type=_non_negative,
+        default=20.0,
+        metavar="PCT",
+        help="flag a kernel's range whose own p50 or p99 is this much slower, in percent (default 20) ...",
+    )
+    diff.add_argument(
+        "--range-min-ns",
+        type=_non_negative,
+        default=100.0,
+        metavar="NS",
+        help="... and at least this many ns (default 100)",
+    )
+    diff.add_argument(
         "--fail-on",
         type=_flags,
-        default=("slower", "failed"),
+        default=("slower", "failed", "range-slower"),
         metavar="FLAGS",
         help="what makes the exit code 1, comma-separated among slower, failed, added, removed, moved, "
-        "unmatched (default slower,failed); none for never",
+        "unmatched, range-slower, count-changed, payload-changed (default slower,failed,range-slower); "
+        "none for never",
     )
     diff.add_argument(
         "--passes", type=int, default=5, metavar="K", help="passes listed per compile besides those flagged (5)"

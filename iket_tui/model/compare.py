@@ -1,6 +1,8 @@
 """What changed between two sets of compiles: compiles matched by process, kernel and label, in
 order, and for each pair the passes added, removed or moved, each pass's change of time (the
 largest first, flagged when it got markedly slower), failures new or fixed, and codegen time.
+A :class:`Comparison` also holds the comparison of the kernel launches beside them
+(:mod:`~iket_tui.model.compare_kernels`), so that one set of flags gates both.
 
 Pure: it compares :class:`CompileSummary` values (a compile reduced to what a comparison reads,
 small enough to keep a million passes' worth), so that the command reading two recordings and
@@ -21,11 +23,14 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from iket_tui.model.compare_kernels import KERNEL_FLAGS, LaunchComparison
 from iket_tui.model.nodes import FAILED, INCOMPLETE, RUNNING, CompileNode, PassNode
 
-FLAGS: Final = ("slower", "failed", "added", "removed", "moved", "unmatched")
-"""What a comparison can flag, in the words of ``--fail-on``."""
-DEFAULT_FAIL_ON: Final = ("slower", "failed")
+FLAGS: Final = ("slower", "failed", "added", "removed", "moved", "unmatched", *KERNEL_FLAGS)
+"""What a comparison can flag, in the words of ``--fail-on``: a pass slower, a failure new, passes
+added, removed or moved, compiles or launches without a match; a kernel's range slower, an event
+run another number of times per launch, a payload range changed."""
+DEFAULT_FAIL_ON: Final = ("slower", "failed", "range-slower")
 SLOWER_PCT: Final = 20.0
 """A pass is flagged slower from this much more time (percent) ..."""
 SLOWER_MIN_NS: Final = 1_000_000
@@ -227,18 +232,20 @@ class PairChange:
 @dataclass(frozen=True)
 class Comparison:
     """Every matched pair, in the order of the first side's compiles, and the compiles of each
-    side that found no match."""
+    side that found no match; the kernel launches compared beside them."""
 
     pairs: tuple[PairChange, ...]
     only_a: tuple[CompileSummary, ...]
     only_b: tuple[CompileSummary, ...]
     incomplete: tuple[CompileSummary, ...] = field(default=())
     """Compiles left out because they did not end (a recording cut in the middle of them)."""
+    launches: LaunchComparison = field(default_factory=LaunchComparison)
 
     def flags(self) -> tuple[str, ...]:
         """What the comparison flags, among :data:`FLAGS`, in that order."""
         found = {flag for pair in self.pairs for flag in pair.flags()}
-        if self.only_a or self.only_b:
+        found.update(flag for pair in self.launches.pairs for flag in pair.flags())
+        if self.only_a or self.only_b or self.launches.only_a or self.launches.only_b:
             found.add("unmatched")
         return tuple(flag for flag in FLAGS if flag in found)
 
