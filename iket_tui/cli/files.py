@@ -14,6 +14,7 @@ from iket_tui.cli.errors import UsageError, check_stdout_takes, check_writable, 
 from iket_tui.cli.open_passes import OpenPasses
 from iket_tui.cli.repro_output import check_repro_output, write_repro
 from iket_tui.cli.show import show
+from iket_tui.cli.span import nothing_in, time_span
 from iket_tui.cli.unfinished import RunningLaunches
 from iket_tui.model.behind import BehindInStream
 from iket_tui.outputs import STDOUT, OutputError, reading
@@ -21,6 +22,7 @@ from iket_tui.sources.base import SourceError
 from iket_tui.sources.lines import KernelEvents, TextLines, json_line
 from iket_tui.sources.reading import RecordingReader, recording_notes
 from iket_tui.sources.replay import RecordingSource
+from iket_tui.sources.span import SpanCursor, Where
 
 
 def reads_its_file(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -73,14 +75,21 @@ def cmd_dump(args: argparse.Namespace) -> int:
     """Print a recording one line per message (text or JSON lines), for reading or for other
     tools; what the reader noticed about the file goes to stderr."""
     check_writable(STDOUT, stdout=True)  # closed, or the recording itself (>> FILE)
+    span = time_span(args)
+    cursor = SpanCursor(span)
     reader = RecordingReader(args.file)
-    line = json_line if args.format == "jsonl" else TextLines().line
+    text = TextLines()
+    line = json_line if args.format == "jsonl" else text.line
     expander = KernelEvents() if args.records else None
     running = RunningLaunches()
     behind = BehindInStream()
     passes = OpenPasses()
     out = sys.stdout
     for msg in reader:
+        if cursor.where(msg) is not Where.INSIDE:
+            continue  # read on all the same: what the reader notices of the whole file is said
+        if cursor.t0_ns is not None:
+            text.starts_at(cursor.t0_ns)
         out.write(line(msg) + "\n")
         if isinstance(msg, dict):
             running.apply(msg)
@@ -89,12 +98,15 @@ def cmd_dump(args: argparse.Namespace) -> int:
             if expander is not None:
                 for event in expander.events(msg):
                     out.write(line(event) + "\n")
-    for incomplete in passes.at_end():
-        out.write(line(incomplete) + "\n")
-    for unfinished in running.at_end():
-        out.write(line(unfinished) + "\n")
-    for late in behind.at_end():
-        out.write(line(late) + "\n")
+    if cursor.inside == 0 and not span.whole:
+        raise nothing_in(args.file, span, cursor)
+    if span.to_s is None:  # what is left open where the recording ends; a span ends before that
+        for incomplete in passes.at_end():
+            out.write(line(incomplete) + "\n")
+        for unfinished in running.at_end():
+            out.write(line(unfinished) + "\n")
+        for late in behind.at_end():
+            out.write(line(late) + "\n")
     out.flush()
     notes = recording_notes(reader.info, verb="read") + (expander.notes() if expander is not None else ())
     for note in notes:

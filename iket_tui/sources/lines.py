@@ -99,6 +99,12 @@ class TextLines:
                 words.append(_field(key, value))
         return f"{' ' * 15}  {'kernel_event':<{_TYPE_WIDTH}}  {' '.join(words)}".rstrip()
 
+    def starts_at(self, t_ns: int) -> None:
+        """Read times from ``t_ns`` on: the recording's first timestamp, where the first line
+        shown comes later (``dump --from``), so that times read as they do in the whole dump."""
+        if self._t0 is None:
+            self._t0 = t_ns
+
     def _time(self, t_ns: object) -> str:
         if not isinstance(t_ns, int) or isinstance(t_ns, bool) or t_ns <= 0:
             return " " * 15
