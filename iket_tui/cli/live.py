@@ -119,6 +119,7 @@ def _start(args: argparse.Namespace, command: list[str], *, follow: bool, by_ran
         by_rank=by_rank,
         kernel_stuck_after_s=args.kernel_stuck_after,
         max_passes=args.max_passes,
+        recording=args.record,
     )
 
 
@@ -131,7 +132,11 @@ def cmd_attach(args: argparse.Namespace) -> int:
     try:
         source.connect()
         code, signum = show(
-            source, args.stuck_after, kernel_stuck_after_s=args.kernel_stuck_after, max_passes=args.max_passes
+            source,
+            args.stuck_after,
+            kernel_stuck_after_s=args.kernel_stuck_after,
+            max_passes=args.max_passes,
+            recording=args.record,
         )
     finally:
         source.close_and_wait("the UI was closed")
@@ -353,6 +358,7 @@ def _run_with_ui(
     by_rank: bool = False,
     kernel_stuck_after_s: float = 2.0,
     max_passes: int | None = None,
+    recording: Path | None = None,
 ) -> int:
     try:
         _code, signum = show(
@@ -362,6 +368,7 @@ def _run_with_ui(
             by_rank=by_rank,
             kernel_stuck_after_s=kernel_stuck_after_s,
             max_passes=max_passes,
+            recording=recording,
         )
     finally:
         source.close_and_wait("the UI was closed")

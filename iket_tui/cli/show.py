@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 from iket_tui.cli.errors import UsageError
 from iket_tui.cli.signals import watch_signals
 from iket_tui.model.pass_bound import DEFAULT_MAX_PASSES
+from iket_tui.outputs import STDOUT
 from iket_tui.sources.base import EventSource
+from iket_tui.sources.replay import RecordingSource
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -30,12 +32,15 @@ def show(
     by_rank: bool = False,
     kernel_stuck_after_s: float = 2.0,
     max_passes: int | None = None,
+    recording: Path | None = None,
 ) -> tuple[int, int | None]:
     """The live UI over ``source`` until the user quits, or a signal (SIGINT, SIGTERM, SIGHUP)
     asks it to close; its exit code and that signal. ``by_rank``: the processes are ranks
     (``run --ranks``), named and ordered by rank. ``kernel_stuck_after_s``: the kernels screen
     marks a launch quiet once one of its unfinished warps has run no event for that long.
-    ``max_passes``: passes the tree keeps (its default when None).
+    ``max_passes``: passes the tree keeps (its default when None). ``recording``: the file the
+    stream is written to (``--record``); a replayed recording is that file itself. The detail
+    pane names it in its reproducer commands.
 
     Textual is imported here, so that only the commands that show the UI pay for it.
     """
@@ -53,6 +58,9 @@ def show(
         by_rank=by_rank,
         max_passes=DEFAULT_MAX_PASSES if max_passes is None else max_passes,
     )
+    if recording is None and isinstance(source, RecordingSource):
+        recording = source.path
+    app.detail.recording = None if recording == STDOUT else recording
     caught: list[int] = []
     ended = threading.Event()
 

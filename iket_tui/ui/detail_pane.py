@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -39,6 +40,9 @@ class DetailPane(VerticalScroll):
         super().__init__(id=id)
         self._shown: tuple[Any, ...] | None = None
         self.details: Details | None = None
+        self.recording: Path | None = None
+        """The file this session's stream is in (replayed, or written by --record): reproducers
+        of its failures are made from it."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-body")
@@ -54,7 +58,7 @@ class DetailPane(VerticalScroll):
             return
         moved = self._shown is None or self._shown[0] is not node
         self._shown = key
-        self.details = describe(session, node, now_ns)
+        self.details = describe(session, node, now_ns, self.recording)
         self.query_one("#detail-body", Static).update(self._render_details(self.details))
         if moved:
             self.scroll_home(animate=False)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from iket_tui.model import timing
@@ -26,6 +28,10 @@ from iket_tui.model.session import Session
 from iket_tui.repro import CODEGEN, first_diagnostic
 from iket_tui.ui import units
 from iket_tui.ui.row_painter import SUMMARISED_PASSES
+
+NOT_RECORDED = "no recording to make a reproducer from (watch with --record FILE, then iket-tui repro FILE -o DIR)"
+"""What the pane says of a failure seen while nothing is recorded: a reproducer is made from a
+recording that holds the failure, and only one made while it happens surely does."""
 
 
 @dataclass
@@ -51,16 +57,18 @@ class Details:
         return "\n".join(lines)
 
 
-def describe(session: Session, node: Node, now_ns: int) -> Details:
-    """What the detail pane says about ``node`` at agent time ``now_ns``."""
+def describe(session: Session, node: Node, now_ns: int, recording: Path | None = None) -> Details:
+    """What the detail pane says about ``node`` at agent time ``now_ns``. ``recording`` is the
+    file that holds this session's stream (the one replayed, or that of ``--record``): the
+    reproducer of a failure is made from it, and without one the pane says how to get one."""
     if isinstance(node, PassNode):
-        return _pass(session.tree, node, now_ns)
+        return _pass(session.tree, node, now_ns, recording)
     if isinstance(node, CompileNode):
-        return _compile(session.tree, node, now_ns)
+        return _compile(session.tree, node, now_ns, recording)
     if isinstance(node, ContextNode):
         return _context(node, now_ns)
     if isinstance(node, CodegenNode):
-        return _codegen(node, now_ns)
+        return _codegen(node, now_ns, recording)
     if isinstance(node, CompilerProcessNode):
         return _compiler_process(session.tree, node, now_ns)
     return _process(session, node)
@@ -76,7 +84,7 @@ def _status(tree: PassTree, node: PassNode, now_ns: int) -> str:
     return node.status.value
 
 
-def _pass(tree: PassTree, node: PassNode, now_ns: int) -> Details:
+def _pass(tree: PassTree, node: PassNode, now_ns: int, recording: Path | None) -> Details:
     comp = node.compile
     parent = f"{node.parent.name} (seq {node.parent.seq})" if node.parent is not None else "none (top level)"
     details = Details(f"pass {node.name}")
@@ -98,7 +106,7 @@ def _pass(tree: PassTree, node: PassNode, now_ns: int) -> Details:
     if usual is not None:
         details.fields.append(("usual", f"{units.duration(usual)} (median of {tree.typical.count(node.name)} runs)"))
     if comp.failure is not None and node is comp.failing and comp.failure.get("seq") == node.seq:
-        details.fields += _captured(comp.failure, comp.id)
+        details.fields += _captured(comp.failure, comp.id, recording)
     if node.status is MISMATCH:
         details.error = node.error
     elif node.status in (FAILED, INCOMPLETE):
@@ -110,7 +118,7 @@ def _pass(tree: PassTree, node: PassNode, now_ns: int) -> Details:
     return details
 
 
-def _compile(tree: PassTree, comp: CompileNode, now_ns: int) -> Details:
+def _compile(tree: PassTree, comp: CompileNode, now_ns: int, recording: Path | None) -> Details:
     details = Details(f"compile {comp.title}")
     passes = sum(len(ctx.passes) for ctx in comp.context_order)
     contexts = f"{len(comp.context_order)} pass context{'s' if len(comp.context_order) != 1 else ''}"
@@ -140,7 +148,7 @@ def _compile(tree: PassTree, comp: CompileNode, now_ns: int) -> Details:
     if comp.stage:
         details.fields.append(("stage", comp.stage))
     if comp.failure is not None:
-        details.fields += _captured(comp.failure, comp.id)
+        details.fields += _captured(comp.failure, comp.id, recording)
     if comp.mismatches:
         details.fields.append(("mismatches", str(comp.mismatches)))
     details.error = comp.error
@@ -169,7 +177,7 @@ def _context(ctx: ContextNode, now_ns: int) -> Details:
     return details
 
 
-def _codegen(step: CodegenNode, now_ns: int) -> Details:
+def _codegen(step: CodegenNode, now_ns: int, recording: Path | None) -> Details:
     details = Details(step.title)
     running = " so far" if step.status is RUNNING else ""
     details.fields += [
@@ -181,7 +189,7 @@ def _codegen(step: CodegenNode, now_ns: int) -> Details:
     ]
     failure = step.compile.failure
     if failure is not None and failure.get("stage") == CODEGEN and step is step.compile.failed_codegen:
-        details.fields += _captured(failure, step.compile.id)
+        details.fields += _captured(failure, step.compile.id, recording)
     details.error = step.error
     if step.status is FAILED and step.compile.traceback:
         details.traceback = step.compile.traceback
@@ -300,9 +308,14 @@ def _kernel_fields(kernels: KernelTimeline) -> list[tuple[str, str]]:
     ]
 
 
-def _captured(failure: dict[str, Any], compile_id: int) -> list[tuple[str, str]]:
-    """What the agent kept of the failed pass or codegen step, and how to use it."""
-    repro = f"iket-tui repro RECORDING --compile {compile_id} -o DIR"
+def _captured(failure: dict[str, Any], compile_id: int, recording: Path | None) -> list[tuple[str, str]]:
+    """What the agent kept of the failed pass or codegen step, and how to use it: the command
+    that makes a reproducer from the file this session is in, or, where nothing is recorded,
+    that a recording is needed first."""
+    if recording is not None:
+        repro = f"iket-tui repro {shlex.quote(str(recording))} --compile {compile_id} -o DIR"
+    else:
+        repro = NOT_RECORDED
     if failure.get("stage") == CODEGEN:
         return _captured_codegen(failure, repro)
     script = failure.get("ir_script")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -181,7 +182,7 @@ def test_recordings_without_a_failure_or_unreadable_are_one_line(tmp_path: Path)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
 
 
-def test_the_failed_compile_says_what_was_captured(recording: Path) -> None:
+def test_the_failed_compile_says_what_was_captured(recording: Path, tmp_path: Path) -> None:
     from iket_tui.model.session import Session
     from iket_tui.ui.details import describe
 
@@ -192,18 +193,29 @@ def test_the_failed_compile_says_what_was_captured(recording: Path) -> None:
     failed = next(comp for comp in tree.compiles if comp.kernel == "layout_conflict")
     assert failed.failing is not None
     for node in (failed, failed.failing):
-        fields = dict(describe(session, node, session.last_t_ns).fields)
+        fields = dict(describe(session, node, session.last_t_ns, recording).fields)
         assert fields["captured"].startswith("the IR given to tl.LayoutInference (")
-        assert fields["captured"].endswith(f"iket-tui repro RECORDING --compile {failed.id} -o DIR")
+        assert fields["captured"].endswith(f"iket-tui repro {recording} --compile {failed.id} -o DIR")
+        # live, with nothing recorded, no command that could not work: how to get a recording
+        live = dict(describe(session, node, session.last_t_ns).fields)["captured"]
+        assert live.endswith(
+            ": no recording to make a reproducer from (watch with --record FILE, then iket-tui repro FILE -o DIR)"
+        )
+    # the command the pane names works as it is written
+    command = shlex.split(fields["captured"].rsplit(": ", 1)[1])
+    assert command[:2] == ["iket-tui", "repro"] and command[-1] == "DIR"
+    written = _iket(*command[1:-1], str(tmp_path / "from-the-pane"))
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "from-the-pane" / "repro.py").is_file()
 
     rejected = next(comp for comp in tree.compiles if comp.kernel == "nvcc_error")
     assert rejected.failed_codegen is not None and rejected.failure is not None
     lines = len(rejected.failure["source"].splitlines())
     said = _first_nvcc_error(rejected.failure["compiler_output"])
     for node in (rejected, rejected.failed_codegen):
-        fields = dict(describe(session, node, session.last_t_ns).fields)
+        fields = dict(describe(session, node, session.last_t_ns, recording).fields)
         assert fields["captured"] == (
             f"the CUDA source nvcc rejected ({lines:,} lines), nvcc's options and output: "
-            f"iket-tui repro RECORDING --compile {rejected.id} -o DIR"
+            f"iket-tui repro {recording} --compile {rejected.id} -o DIR"
         )
         assert fields["nvcc said"] == said
