@@ -10,6 +10,7 @@ from iket_tui import __version__
 from iket_tui.cli import serve as serving
 from iket_tui.cli.bridge import cmd_bridge
 from iket_tui.cli.completion import SHELLS, cmd_completion
+from iket_tui.cli.cut import cmd_cut
 from iket_tui.cli.diff import cmd_diff
 from iket_tui.cli.errors import EXIT_BAD_INPUT, PROG
 from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
@@ -56,6 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     def recording(sub: argparse.ArgumentParser, help: str = "a recording (record -o, --record)") -> None:
         sub.add_argument("file", type=Path, metavar="FILE", help=help)
+
+    def span_options(sub: argparse.ArgumentParser, verb: str) -> None:
+        sub.add_argument(
+            "--from",
+            dest="from_s",
+            type=_seconds,
+            metavar="T",
+            help=f"{verb} from T seconds after the recording's start, as dump's time column reads",
+        )
+        sub.add_argument("--to", dest="to_s", type=_seconds, metavar="T", help=f"{verb} up to T seconds")
 
     def ui_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
@@ -249,7 +260,25 @@ cut.""",
     dump.add_argument(
         "--records", action="store_true", help="also one line per kernel event after each kernel_records batch"
     )
+    span_options(dump, "print")
     dump.set_defaults(handler=cmd_dump)
+
+    cut = command(
+        "cut",
+        "write the stretch of a recording between two times as a shorter recording",
+        """\
+Write the messages of a recording between --from and --to (seconds from its start, as dump's
+time column reads) to a new recording, after what a reader of that stretch needs of what came
+before it: each process's hello, the kernel event tables, and every message so far of the
+compiles still running at --from. The cut replays, dumps and exports as the original does over
+that stretch. A recording cut short or damaged gives what it holds intact.""",
+        "iket-tui cut run.msgpack --from 12 --to 20 -o failure.msgpack",
+        "iket-tui cut run.msgpack --from 300 -o tail.msgpack",
+    )
+    recording(cut)
+    cut.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="the recording to write")
+    span_options(cut, "keep")
+    cut.set_defaults(handler=cmd_cut)
 
     export = command(
         "export",
