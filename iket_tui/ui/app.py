@@ -23,7 +23,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 from textual.worker import get_current_worker
 
 from iket_tui.model.activity import Connection, StreamActivity
@@ -42,7 +42,8 @@ from iket_tui.sources.base import EventSource, PlaybackControl, SourceBatch, Sou
 from iket_tui.sources.reading import RecordingReader
 from iket_tui.ui import units
 from iket_tui.ui.detail_pane import DetailPane
-from iket_tui.ui.header_bar import HeaderBar, HeaderState, stuck_line
+from iket_tui.ui.footer import KeysFooter
+from iket_tui.ui.header_bar import HeaderBar, HeaderState, failed_line, kernels_quiet, stuck_line
 from iket_tui.ui.help_screen import HelpScreen
 from iket_tui.ui.messages import AskTarget, BatchArrived, ModelChanged, ResponseArrived, SampleRead, SourceFinished
 from iket_tui.ui.pass_tree_view import ColumnHeader, PassTreeView
@@ -166,7 +167,7 @@ class IketApp(App[int]):
                 yield self.view
             yield self.detail
         yield self.search_bar
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         tune_for_large_trees()
@@ -410,6 +411,7 @@ class IketApp(App[int]):
         else:
             shown = connection.value
         message = self.source_error or self._behind_line() or (self.notes[-1] if self.notes else "")
+        agent_now_ns = self.now_ns()
         return HeaderState(
             target=target,
             connection=shown,
@@ -424,10 +426,12 @@ class IketApp(App[int]):
             message=message,
             message_is_error=self.source_error is not None,
             recording=self.recording_stopped or "",
-            kernels=session.kernel_processes.headline(self.now_ns()),
+            kernels=session.kernel_processes.headline(agent_now_ns),
+            kernels_quiet=kernels_quiet(session.kernel_processes, agent_now_ns),
             silent_for=self._silent_for(now_s) if connection is Connection.SILENT else "",
             processes=self._processes_line(),
             stuck=stuck_line(self.pass_tree, self.view.now_ns),
+            failed=failed_line(self.pass_tree),
         )
 
     def _behind_line(self) -> str:

@@ -1,17 +1,27 @@
-"""The header bar: what is watched, what runs stuck, how the connection is, how fast events come,
-what was lost."""
+"""The header bar: what is wrong first (a stuck pass, failed compiles, a launch with a quiet
+warp), then how the connection is, what is watched, how fast events come, what was lost.
+
+Items are shown whole, in that order, as many as the width holds: a narrow terminal drops them
+from the end (the target first falls back to shorter forms of itself), never cuts one mid-word.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.cells import cell_len
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from iket_tui.durations import duration
+from iket_tui.model.kernels import ProcessKernels
 from iket_tui.model.pass_tree import PassTree
+
+ITEM_PADDING = 2
+"""Cells around each item of the status line (one each side)."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,8 @@ class HeaderState:
     recording: str = ""  # why recording to a file stopped, once it did; shown until the end
     processes: str = ""  # several processes: how many, and how many are live, ended and failed
     stuck: str = ""  # what runs stuck (passes, the compiler's processes): the longest, and how many
+    failed: str = ""  # how many compiles failed
+    kernels_quiet: bool = False  # a launch runs with a warp quiet past the threshold (said in kernels)
 
     @property
     def message_line(self) -> str:
@@ -52,6 +64,22 @@ class HeaderState:
             return f"unresponsive {self.silent_for}"
         return self.connection
 
+    def items(self) -> list[HeaderItem]:
+        """The status line's items in the order they matter, those with something to say."""
+        items = [
+            HeaderItem("stuck", (self.stuck,)),
+            HeaderItem("failed", (self.failed,)),
+            HeaderItem("kernels-quiet", (self.kernels if self.kernels_quiet else "",)),
+            HeaderItem("connection", (self.connection_text, self.connection)),
+            HeaderItem("target", shorter_forms(self.target)),
+            HeaderItem("processes", (self.processes,)),
+            HeaderItem("rate", (f"{self.rate} ev/s  {self.events:,} events", f"{self.rate} ev/s")),
+            HeaderItem("dropped", (self.loss,)),
+            HeaderItem("kernels", ("" if self.kernels_quiet else self.kernels,)),
+            HeaderItem("mode", (self.mode,)),
+        ]
+        return [item for item in items if item.forms[0]]
+
     @property
     def loss(self) -> str:
         """What was lost, as one short phrase: always the drops, the rest only when nonzero."""
@@ -67,24 +95,70 @@ class HeaderState:
         return text
 
 
+@dataclass(frozen=True)
+class HeaderItem:
+    """One item of the status line: its name (``#header-<name>``) and its text, then shorter
+    forms of it, each of whole words."""
+
+    name: str
+    forms: tuple[str, ...]
+
+
+def shorter_forms(text: str) -> tuple[str, ...]:
+    """``text``, then ``text`` less its last part, and so on down to its first: parts are what
+    two spaces (or `` · ``) set apart (``pid 4242  python demo.py`` gives ``pid 4242``)."""
+    parts = [part for part in text.replace("  ·  ", "  ").split("  ") if part]
+    forms = [text]
+    for end in range(len(parts) - 1, 0, -1):
+        forms.append("  ".join(parts[:end]))
+    return tuple(dict.fromkeys(forms))
+
+
+def fit_items(items: list[HeaderItem], width: int) -> list[tuple[str, str]]:
+    """The items a status line ``width`` cells wide shows, as (name, text): each in the longest
+    of its forms that fits, up to the first that fits in none, which is dropped with those after
+    it. The first item is always shown (cut with an ellipsis where even its shortest form does
+    not fit), since it is the one that matters most."""
+    shown: list[tuple[str, str]] = []
+    left = width
+    for item in items:
+        form = next((form for form in item.forms if cell_len(form) + ITEM_PADDING <= left), None)
+        if form is None:
+            if not shown:
+                shown.append((item.name, item.forms[-1]))
+            break
+        shown.append((item.name, form))
+        left -= cell_len(form) + ITEM_PADDING
+    return shown
+
+
+ITEM_NAMES: tuple[str, ...] = ("stuck", "failed", "kernels-quiet", "connection", "target", "processes", "rate")
+ITEM_NAMES += ("dropped", "kernels", "mode")
+"""The status line's items, in the order they are laid out (that of :meth:`HeaderState.items`)."""
+
+
 class HeaderBar(Vertical):
     """Two lines: the status line, and a message line shown only when there is one."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.state: HeaderState | None = None
+        self._shown: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="header-status"):
-            yield Static(id="header-target", markup=False)
-            yield Static(id="header-processes", markup=False)
-            yield Static(id="header-stuck", markup=False)
-            yield Static(id="header-connection", markup=False)
-            yield Static(id="header-rate", markup=False)
-            yield Static(id="header-dropped", markup=False)
-            yield Static(id="header-kernels", markup=False)
-            yield Static(id="header-mode", markup=False)
+            for name in ITEM_NAMES:
+                item = Static(id=f"header-{name}", markup=False)
+                item.display = False
+                yield item
         yield Static(id="header-message", markup=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.state is not None:
+            try:
+                self._fit(self.state)
+            except NoMatches:
+                return
 
     def show(self, state: HeaderState) -> None:
         """Update what changed since the last state shown. Before the bar's lines are mounted, or
@@ -100,42 +174,14 @@ class HeaderBar(Vertical):
         self.state = state
 
     def _show(self, old: HeaderState | None, state: HeaderState) -> None:
-        if old is None or old.target != state.target:
-            self.query_one("#header-target", Static).update(state.target)
         if old is None or old.processes != state.processes:
-            widget = self.query_one("#header-processes", Static)
-            widget.update(state.processes)
-            widget.display = bool(state.processes)
-            widget.set_class("failed" in state.processes, "-nonzero")
-        if old is None or old.stuck != state.stuck:
-            widget = self.query_one("#header-stuck", Static)
-            widget.update(state.stuck)
-            widget.display = bool(state.stuck)
-        if old is None or (old.connection, old.silent_for) != (state.connection, state.silent_for):
-            widget = self.query_one("#header-connection", Static)
-            widget.update(state.connection_text)
-            widget.set_classes(f"-{state.connection}")
-        if old is None or (old.rate, old.events) != (state.rate, state.events):
-            self.query_one("#header-rate", Static).update(f"{state.rate} ev/s  {state.events:,} events")
-        if old is None or (old.dropped, old.backlog_lost, old.skipped, old.filtered, old.reconnections) != (
-            state.dropped,
-            state.backlog_lost,
-            state.skipped,
-            state.filtered,
-            state.reconnections,
-        ):
-            widget = self.query_one("#header-dropped", Static)
-            widget.update(state.loss)
-            widget.set_class(state.dropped + state.backlog_lost + state.skipped > 0, "-nonzero")
-        if old is None or old.kernels != state.kernels:
-            widget = self.query_one("#header-kernels", Static)
-            widget.update(state.kernels)
-            widget.display = bool(state.kernels)
-            widget.set_class("lost" in state.kernels, "-nonzero")
-        if old is None or old.mode != state.mode:
-            widget = self.query_one("#header-mode", Static)
-            widget.update(state.mode)
-            widget.display = bool(state.mode)
+            self.query_one("#header-processes", Static).set_class("failed" in state.processes, "-nonzero")
+        if old is None or old.connection != state.connection:
+            self.query_one("#header-connection", Static).set_classes(f"-{state.connection}")
+        dropped = state.dropped + state.backlog_lost + state.skipped > 0
+        self.query_one("#header-dropped", Static).set_class(dropped, "-nonzero")
+        lost = "lost" in state.kernels
+        self.query_one("#header-kernels", Static).set_class(lost, "-nonzero")
         if old is None or (old.message_line, old.message_line_is_error) != (
             state.message_line,
             state.message_line_is_error,
@@ -144,16 +190,47 @@ class HeaderBar(Vertical):
             widget.update(state.message_line)
             widget.display = bool(state.message_line)
             widget.set_class(state.message_line_is_error, "-error")
+        self._fit(state)
+
+    def _fit(self, state: HeaderState) -> None:
+        """Show the items the width holds, whole, and hide the rest."""
+        width = self.size.width
+        items = state.items()
+        shown = dict(fit_items(items, width) if width else ((item.name, item.forms[0]) for item in items))
+        for name in ITEM_NAMES:
+            text = shown.get(name)
+            if text == self._shown.get(name):
+                continue
+            widget = self.query_one(f"#header-{name}", Static)
+            widget.display = text is not None
+            if text is not None:
+                widget.update(text)
+        self._shown = shown
+
+    def shown_text(self) -> str:
+        """The status line as the user reads it at the bar's width: the items that fit."""
+        return "  ".join(self._shown.values())
 
     def text(self) -> str:
         """The header as plain text (what a user reads)."""
         state = self.state
         if state is None:
             return ""
-        parts = [state.target, state.processes, state.stuck, state.connection_text]
-        parts += [f"{state.rate} ev/s", f"{state.events:,} events"]
-        parts += [state.loss, state.kernels, state.mode, state.message_line]
+        parts = [item.forms[0] for item in state.items()] + [state.message_line]
         return "  ".join(part for part in parts if part)
+
+
+def failed_line(tree: PassTree) -> str:
+    """How many compiles failed (``2 compiles failed``); empty when none did."""
+    count = tree.failed_compiles
+    if not count:
+        return ""
+    return f"{count:,} compile{'' if count == 1 else 's'} failed"
+
+
+def kernels_quiet(kernels: ProcessKernels, now_ns: int) -> bool:
+    """Whether a launch runs with a warp quiet past the threshold now, in any process."""
+    return bool(kernels.quiet(now_ns))
 
 
 def stuck_line(tree: PassTree, now_ns: int) -> str:

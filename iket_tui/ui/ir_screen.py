@@ -11,13 +11,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from iket_tui.model.nodes import PassNode
 from iket_tui.outputs import OutputError, write_file
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.ir import view_of
+from iket_tui.ui.footer import KeysFooter
 from iket_tui.ui.ir_text import IRText
 from iket_tui.ui.messages import AskTarget, ResponseArrived
 from iket_tui.ui.search_bar import SearchBar
@@ -76,7 +77,7 @@ class IRScreen(Screen[None]):
         yield Static(id="ir-title", markup=False)
         yield IRText(id="ir-body")
         yield SearchBar(placeholder="text in the IR (case ignored unless it has a capital)", id="ir-search")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.search_bar.display = False

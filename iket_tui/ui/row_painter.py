@@ -15,7 +15,6 @@ from rich.style import Style
 from textual.strip import Strip
 
 from iket_tui.model import timing
-from iket_tui.model.compile_names import compile_note
 from iket_tui.model.nodes import (
     FAILED,
     INCOMPLETE,
@@ -49,7 +48,9 @@ INDENT = 2
 STATUS_W = 10
 PHASE_W = 13
 TIME_W = 9
-WIDE_FROM = 90  # the phase column shows from this width on
+NAME_MIN = 36  # the name column keeps this much before a column is shown beside it
+DROPPED_FIRST = ("self", "phase", "status", "total")
+"""The columns beside the name, in the order a narrowing width drops them, each whole."""
 
 
 PLAIN = Style()
@@ -87,31 +88,57 @@ class RowStyles:
 
 @dataclass(frozen=True)
 class Columns:
-    """Where the columns go at a given width: the name takes what the others leave."""
+    """Where the columns go at a given width: the name takes what the others leave, and keeps
+    at least :data:`NAME_MIN` cells while any other is shown; as the width shrinks, the self
+    time goes first, then the phase, the status word (its glyph stays) and the total, each
+    column whole, so that a duration is never shown without its unit."""
 
     width: int
 
     @property
+    def shown(self) -> frozenset[str]:
+        """The columns beside the name at this width."""
+        for dropped in range(len(DROPPED_FIRST) + 1):
+            kept = frozenset(DROPPED_FIRST[dropped:])
+            if self.width - _right_width(kept) >= NAME_MIN:
+                return kept
+        return frozenset()
+
+    @property
     def show_phase(self) -> bool:
-        return self.width >= WIDE_FROM
+        return "phase" in self.shown
+
+    @property
+    def show_status(self) -> bool:
+        return "status" in self.shown
 
     @property
     def right_width(self) -> int:
-        return 1 + STATUS_W + (1 + PHASE_W if self.show_phase else 0) + 2 * (1 + TIME_W)
+        return _right_width(self.shown)
 
     @property
     def name_width(self) -> int:
-        return max(8, self.width - self.right_width)
+        return max(1, self.width - self.right_width)
 
     def right(self, status: str, phase: str, total: str, own: str) -> str:
-        text = f" {status:<{STATUS_W}}"
-        if self.show_phase:
-            text += f" {phase[:PHASE_W]:<{PHASE_W}}"
-        return text + f" {total:>{TIME_W}} {own:>{TIME_W}}"
+        shown = self.shown
+        text = f" {status:<{STATUS_W}}" if "status" in shown else ""
+        if "phase" in shown:
+            text += f" {_fit(phase, PHASE_W):<{PHASE_W}}"
+        if "total" in shown:
+            text += f" {total:>{TIME_W}}"
+        if "self" in shown:
+            text += f" {own:>{TIME_W}}"
+        return text
 
     def header(self) -> str:
         left = set_cell_size("  name", self.name_width)
         return left + self.right("status", "phase", "total", "self")
+
+
+def _right_width(shown: frozenset[str]) -> int:
+    widths = {"status": STATUS_W, "phase": PHASE_W, "total": TIME_W, "self": TIME_W}
+    return sum(1 + widths[name] for name in shown)
 
 
 @dataclass(frozen=True)
@@ -161,7 +188,7 @@ def paint_row(tree: PassTree, row: Row, state: RowState, columns: Columns, style
         add(GLYPHS[status] + " ", status_style)
     name, name_style, note = _title(tree, node, styles)
     if isinstance(node, ProcessNode):
-        summary = _process_summary(tree, node)
+        summary = _process_summary(tree, node, columns.width - used - min(cell_len(name), NAME_MIN) - 1)
         room = columns.width - used - len(summary) - 1
         add(_fit(name, room), name_style)
         room = columns.width - used - len(summary) - 1
@@ -175,14 +202,20 @@ def paint_row(tree: PassTree, row: Row, state: RowState, columns: Columns, style
     room = columns.name_width - used
     if note and room > 2:
         add(" " + _fit(note, room - 1), styles.dim)
+    if used > columns.name_width:  # a row nested deeper than a narrow name column: cut, and say so
+        kept = Strip(segments, used).crop(0, columns.name_width - 1)
+        segments[:] = [*kept, Segment("…", base)]
+        used = columns.name_width
     add(" " * max(0, columns.name_width - used))
     total = timing.inclusive_ns(node, state.now_ns)
     own = timing.self_ns(node, state.now_ns) if not isinstance(node, CodegenNode | CompilerProcessNode) else None
     phase = (node.phase or "") if isinstance(node, PassNode) else ""
     status_text = "" if status == "done" else status
     right = columns.right(status_text, phase, units.duration(total), units.duration(own))
-    split = 1 + STATUS_W
-    add(right[:split], status_style if status_text else None)
+    split = 0
+    if columns.show_status:
+        split = 1 + STATUS_W
+        add(right[:split], status_style if status_text else None)
     if columns.show_phase:
         add(right[split : split + 1 + PHASE_W], styles.dim)
         split += 1 + PHASE_W
@@ -197,12 +230,12 @@ def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | 
     if isinstance(node, PassNode):
         return node.name, None, ""
     if isinstance(node, CompileNode):
-        note = compile_note(node)
+        note = _label_note(node)
         if node.status is FAILED and node.error:
             note = headline(node.error)
         elif node.summary is not None:
             note = summarised_note(node.summary.runs)
-        return node.shown_title, styles.compile, note
+        return node.title, styles.compile, note
     if isinstance(node, ContextNode):
         if node.compile.summary is not None:
             return f"pass context {node.id}", styles.context, SUMMARISED_ROW
@@ -256,8 +289,18 @@ def headline(error: str) -> str:
     return first
 
 
-def _process_summary(tree: PassTree, process: ProcessNode) -> str:
-    """The compiles of the session, or of ``process`` in a session of several."""
+def _label_note(comp: CompileNode) -> str:
+    """The compile's label without the kernel name the row already shows."""
+    if not comp.kernel:
+        return ""
+    parts = [part.strip() for part in comp.label.split(",")]
+    return ", ".join(part for part in parts if part and part != f"kernel={comp.kernel}")
+
+
+def _process_summary(tree: PassTree, process: ProcessNode, room: int) -> str:
+    """The compiles of the session, or of ``process`` in a session of several, in at most
+    ``room`` cells: its last parts are dropped whole where they do not fit, and all of it
+    where its first does not."""
     if tree.several:
         compiles = len(process.compiles)
         failed = sum(1 for comp in process.compiles if comp.status is FAILED)
@@ -275,7 +318,10 @@ def _process_summary(tree: PassTree, process: ProcessNode) -> str:
         text += f", {running} running"
     if summarised:
         text += f", {summarised:,} earlier summarised (passes let go)"
-    return text + " "
+    parts = text.split(", ")
+    while parts and cell_len(", ".join(parts)) + 1 > room:
+        parts.pop()
+    return ", ".join(parts) + " " if parts else ""
 
 
 def _fit(text: str, width: int) -> str:

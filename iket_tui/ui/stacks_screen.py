@@ -14,11 +14,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import NATIVE_STACKS, SourceError
 from iket_tui.sources.stacks import stack_lines
+from iket_tui.ui.footer import KeysFooter
 from iket_tui.ui.messages import AskTarget, ResponseArrived
 
 WAIT_S = 10.0
@@ -71,7 +72,7 @@ class StacksScreen(Screen[None]):
         yield Static(id="stacks-title", markup=False)
         with ScrollableContainer(id="stacks-scroll"):
             yield Static(id="stacks-body", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#stacks-scroll").focus()

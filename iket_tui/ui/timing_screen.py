@@ -16,12 +16,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from iket_tui.model.nodes import DONE, CompileNode
 from iket_tui.model.pass_timing import SORT_KEYS, PassStats, PassTiming, TimingSummary, slowest_passes
 from iket_tui.model.pass_tree import PassTree
 from iket_tui.ui import units
+from iket_tui.ui.footer import KeysFooter
 from iket_tui.ui.messages import ModelChanged
 from iket_tui.ui.throttle import Throttle
 
@@ -183,7 +184,7 @@ class TimingScreen(Screen[None]):
         with Horizontal(id="per-compile"):
             yield DataTable(id="compiles", cursor_type="row", zebra_stripes=True, cell_padding=0)
             yield DataTable(id="slowest", cursor_type="row", zebra_stripes=True, cell_padding=0)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.sync()
