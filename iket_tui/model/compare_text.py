@@ -90,7 +90,8 @@ def pair_lines(pair: PairChange, shown: int) -> list[str]:
     flags = pair.flags()
     mark = f"  [{', '.join(flags)}]" if flags else ""
     numbers = f"compile {a.compile}" if a.compile == b.compile else f"compile {a.compile} -> {b.compile}"
-    lines = [f"{a.process} {numbers} {a.kernel or '-'}{total}{mark}"]
+    kernel = a.kernel or "-" if a.kernel == b.kernel else f"{a.kernel or '-'} -> {b.kernel or '-'}"
+    lines = [f"{a.process} {numbers} {kernel}{total}{mark}"]
     if a.label:
         lines.append(f"  label: {a.label}")
     listed = pair.top(shown)
@@ -130,7 +131,8 @@ def launch_lines(change: LaunchChange) -> list[str]:
     flags = change.flags()
     mark = f"  [{', '.join(flags)}]" if flags else ""
     numbers = f"launch {a.launch}" if a.launch == b.launch else f"launch {a.launch} -> {b.launch}"
-    lines = [f"{a.process} {numbers} {a.kernel}{mark}"]
+    kernel = a.kernel if a.kernel == b.kernel else f"{a.kernel} -> {b.kernel}"
+    lines = [f"{a.process} {numbers} {kernel}{mark}"]
     lines.append(
         f"  grid {a.grid_words}: {duration(a.duration_ns)} -> {duration(b.duration_ns)} "
         f"({_signed(b.duration_ns - a.duration_ns)})"

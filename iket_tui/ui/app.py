@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 _TREE_ACTIONS = frozenset(
     {"toggle_details", "search", "search_next", "search_previous", "toggle_follow", "ir", "stacks", "timing"}
-    | {"stuck_repro", "abort"}
+    | {"stuck_repro", "abort", "compare"}
 )
 """Actions of the pass tree's screen, not offered over the kernels, stacks, timing or IR screens."""
 
@@ -91,6 +91,7 @@ class IketApp(App[int]):
         Binding("S", "stacks", "Stacks"),
         Binding("i", "ir", "IR", show=False),
         Binding("T", "timing", "Timing"),
+        Binding("D", "compare", "Compare", show=False),
         Binding("R", "stuck_repro", "Repro", show=False),
         Binding("A", "abort", "Abort", show=False),
         Binding("space", "playback_pause", "Pause", show=False, priority=True),
@@ -575,6 +576,22 @@ class IketApp(App[int]):
         if not isinstance(self.screen, StacksScreen):
             node = self.view.cursor
             self.push_screen(StacksScreen(self.ask_process_of(node)))
+
+    def action_compare(self) -> None:
+        """The compile under the cursor compared with the previous compile of its kernel, in a pane
+        (c there chooses another; D again, or Escape, comes back)."""
+        from iket_tui.ui.compare_screen import compile_comparison
+
+        node = self.view.cursor
+        comp = node if isinstance(node, CompileNode) else getattr(node, "compile", None)
+        if not isinstance(comp, CompileNode):
+            self.notify("put the cursor on a compile, or one of its passes, to compare it", severity="warning")
+            return
+        found = compile_comparison(self.pass_tree, comp)
+        if isinstance(found, str):
+            self.notify(found, severity="warning")
+        else:
+            self.push_screen(found)
 
     def action_kernels(self) -> None:
         """The launches of traced kernels and the flame view (K again, or Escape, comes back)."""

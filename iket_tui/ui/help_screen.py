@@ -39,6 +39,7 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ),
             ("R", "a reproducer of the running pass under the cursor (a stuck one), written to iket-repro-cN-pS/"),
             ("A", "abort the compile of the running pass under the cursor, after y: it fails, the program goes on"),
+            ("D", "compare the compile under the cursor with the previous compile of its kernel (c: another)"),
         ),
     ),
     (
@@ -53,6 +54,7 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("enter", "details of the block, warp or SM under the cursor, in a pane"),
             ("/  n", "draw only events whose name matches; next such range"),
             ("f", "follow the newest launch"),
+            ("D", "compare the launch with the previous launch of its kernel (c: another)"),
             ("tab  click", "move between the launches and the flame view; select"),
         ),
     ),

@@ -55,6 +55,7 @@ class KernelsScreen(Screen[None]):
         Binding("enter", "toggle_detail", "Details"),
         Binding("slash", "find", "Find event"),
         Binding("n", "find_next", "Next", show=False),
+        Binding("D", "compare", "Compare", show=False),
         Binding("tab", "app.focus_next", "Next pane", show=False),
     ]
 
@@ -280,6 +281,20 @@ class KernelsScreen(Screen[None]):
                 *(format_ns(v) if v is not None else "" for v in (row.mean_ns, row.p50_ns, row.p99_ns, row.max_ns)),
                 *(f"{v:g}" if v is not None else "" for v in (row.payload_min, row.payload_max)),
             )
+
+    def action_compare(self) -> None:
+        """The selected launch compared with the previous launch of its kernel, in a pane (c there
+        chooses another; D again, or Escape, comes back)."""
+        from iket_tui.ui.compare_screen import launch_comparison
+
+        if self.selected is None:
+            self.notify("no launch to compare", severity="warning")
+            return
+        found = launch_comparison(self.kernels, self.session.tree, self.selected)
+        if isinstance(found, str):
+            self.notify(found, severity="warning")
+        else:
+            self.app.push_screen(found)
 
     def action_toggle_stats(self) -> None:
         """Per event name of the selected launch: counts, durations, payload ranges (or back to the flame view)."""

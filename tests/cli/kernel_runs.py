@@ -95,21 +95,25 @@ def kernel_messages(
     seed: int = 0,
     launches: Sequence[int] = (3, 4),
     k_steps: int = K_STEPS,
+    then_slower: Sequence[Mapping[str, int]] = (),
 ) -> Iterator[m.Message]:
     """The kernel messages of a program that launched ``gemm`` (of ``k_steps`` k-steps) then
     ``softmax``, numbered ``launches``; ``slower`` adds that many ns to a range of ``gemm`` (by
-    name) in every block."""
+    name) in every block. Each of ``then_slower`` launches both again (the next numbers), its
+    ``gemm`` slower by that."""
     rng = np.random.default_rng(seed)
     geometry = RingGeometry(64, 64)
     ring = RingView.format(np.zeros(geometry.total_bytes, dtype=np.uint8), geometry, RING)
-    gemm_times = {name: ns + (slower or {}).get(name, 0) for name, ns in RANGE_NS.items()}
     yield {"type": m.KERNEL_TRACING, "enabled": True, "device": "NVIDIA H200", "reason": None, "t_ns": S}
     yield kernel_module(TABLE, ring_id=RING, layout=DEFAULT_LAYOUT, t_ns=S)
     drain = RingDrain(ring)
-    _launch(ring, 0, launches[0], GEMM_GRID, 1 << 40, gemm_times, rng, k_steps)
-    yield kernel_records(drain.drain(), t_ns=2 * S)
-    _launch(ring, 1, launches[1], SOFTMAX_GRID, (1 << 40) + S, RANGE_NS, rng, k_steps)
-    yield kernel_records(drain.drain(), t_ns=3 * S)
+    for round, more in enumerate((slower or {}, *then_slower)):
+        gemm_times = {name: ns + more.get(name, 0) for name, ns in RANGE_NS.items()}
+        at = (1 << 40) + 2 * round * S
+        _launch(ring, 0, launches[0] + 2 * round, GEMM_GRID, at, gemm_times, rng, k_steps)
+        yield kernel_records(drain.drain(), t_ns=2 * S + 2 * round * S)
+        _launch(ring, 1, launches[1] + 2 * round, SOFTMAX_GRID, at + S, RANGE_NS, rng, k_steps)
+        yield kernel_records(drain.drain(), t_ns=3 * S + 2 * round * S)
 
 
 def kernel_recording(
@@ -118,6 +122,7 @@ def kernel_recording(
     slower: Mapping[str, int] | None = None,
     seed: int = 0,
     k_steps: int = K_STEPS,
+    then_slower: Sequence[Mapping[str, int]] = (),
     compiles: Sequence[synthetic.Lowering] = (),
 ) -> Path:
     """A recording of ``compiles`` (if any), then the kernel messages of :func:`kernel_messages`."""
@@ -126,7 +131,7 @@ def kernel_recording(
     for lowering in compiles:
         messages = lowering.messages()
         writer.write_frames(encode_batch(messages), messages)
-    for msg in kernel_messages(slower=slower, seed=seed, k_steps=k_steps):
+    for msg in kernel_messages(slower=slower, seed=seed, k_steps=k_steps, then_slower=then_slower):
         writer.write(msg)
     writer.close("target exited")
     return path
