@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from iket_tui import __version__
 from iket_tui.cli import serve as serving
@@ -18,7 +16,6 @@ from iket_tui.cli.errors import EXIT_BAD_INPUT, PROG
 from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
 from iket_tui.cli.filters import add_filter_arguments
 from iket_tui.cli.hangs import cmd_abort, cmd_repro
-from iket_tui.cli.help_text import HelpText
 from iket_tui.cli.live import cmd_attach, cmd_demo, cmd_record, cmd_run
 from iket_tui.cli.questions import cmd_ir, cmd_ls, cmd_stacks
 from iket_tui.model.pass_bound import DEFAULT_MAX_PASSES
@@ -37,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
             "iket-tui replay run.msgpack",
             "iket-tui ls",
         ),
-        formatter_class=HelpText,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}", help="print the version")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
@@ -48,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=help,
             description=description,
             epilog=_examples(*examples),
-            formatter_class=HelpText,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
 
     def target(sub: argparse.ArgumentParser) -> None:
@@ -560,7 +557,7 @@ instead, passes and kernels.""",
         help="serve the UI of replay, attach or run to a browser (textual-serve)",
         description=serving.DESCRIPTION,
         epilog=serving.EXAMPLES,
-        formatter_class=HelpText,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serving.add_arguments(serve)
     serve.set_defaults(handler=serving.cmd_serve)
@@ -598,28 +595,10 @@ def _examples(*lines: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line, pointing to the help of the command they are about."""
+    """Usage errors in one line."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{PROG}: {message} (see `{self.prog} --help`)\n")
-
-    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
-        """As argparse does, except that words left over after a command (``replay a b``) point
-        to that command's help, not the program's."""
-        words = list(sys.argv[1:] if args is None else args)
-        parsed, extra = self.parse_known_args(words, namespace)
-        if extra:
-            chosen = next((word for word in words if not word.startswith("-")), None)
-            where = f"{self.prog} {chosen}" if chosen in _commands_of(self) else self.prog
-            self.exit(EXIT_BAD_INPUT, f"{PROG}: unrecognized arguments: {' '.join(extra)} (see `{where} --help`)\n")
-        return parsed
-
-
-def _commands_of(parser: argparse.ArgumentParser) -> set[str]:
-    """The names of a parser's commands."""
-    return {
-        name for action in parser._actions if isinstance(action, argparse._SubParsersAction) for name in action.choices
-    }
 
 
 def _output(text: str) -> Path:
