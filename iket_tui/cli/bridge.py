@@ -48,6 +48,16 @@ class _Refused(Exception):
 
 def cmd_bridge(args: argparse.Namespace) -> int:
     """Carry the stream of the agent of ``args.pid`` over stdin and stdout until either side ends."""
+    if args.all:
+        if args.pid is not None:
+            say("bridge --all carries every agent here: name no PID with it")
+            return EXIT_BAD_INPUT
+        from iket_tui.cli.host_bridge import cmd_bridge_all
+
+        return cmd_bridge_all()
+    if args.pid is None:
+        say("bridge needs a PID, or --all")
+        return EXIT_BAD_INPUT
     if os.isatty(1):
         say(
             "bridge writes an agent's binary stream to standard output, which is a terminal here:"

@@ -25,7 +25,7 @@ from iket_tui.cli.files import replay
 from iket_tui.cli.filters import filters_of
 from iket_tui.cli.show import require_terminal, show
 from iket_tui.cli.signals import watch_signals
-from iket_tui.cli.targets import every_agent_on, target_socket, target_source
+from iket_tui.cli.targets import job_source, job_targets, target_socket, target_source
 from iket_tui.demo.sample import NAME as SAMPLE_NAME
 from iket_tui.demo.sample import sample_recording
 from iket_tui.durations import duration
@@ -36,7 +36,6 @@ from iket_tui.sources.descendants import agents_below
 from iket_tui.sources.launch import LaunchedProgram
 from iket_tui.sources.merged import ProcessStreams
 from iket_tui.sources.socket import SocketSource
-from iket_tui.sources.ssh import remote_target
 
 LiveSource = SocketSource | ProcessStreams
 """One process's agent, or the agents of several merged into one stream."""
@@ -134,6 +133,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
         code, signum = show(
             source,
             args.stuck_after,
+            by_rank=isinstance(source, ProcessStreams) and source.by_rank,
             kernel_stuck_after_s=args.kernel_stuck_after,
             max_passes=args.max_passes,
             recording=args.record,
@@ -169,18 +169,14 @@ def _attached(args: argparse.Namespace) -> LiveSource:
             description="every agent of this user",
             reader_options={"filters": filters_of(args)},
         )
+    job = job_targets(targets, getattr(args, "hosts", None))
+    if job.across_hosts:  # every agent of each host through one ssh connection per host
+        local = [target_socket(target, start_agent=False) for target in job.local]
+        return job_source(job, record_to=args.record, filters=filters_of(args), local_paths=local)
     if not targets:
         raise UsageError("attach needs a TARGET (a pid, a socket path or HOST:PID), several pids, or --all")
     if len(targets) == 1:
-        remote = remote_target(targets[0])
-        if remote is not None and remote.pid is None:
-            return every_agent_on(remote.host, record_to=args.record, filters=filters_of(args))
         return target_source(targets[0], start_agent=True, before_start=require_terminal, **options)
-    elsewhere = [target for target in targets if remote_target(target) is not None]
-    if elsewhere:
-        raise UsageError(
-            f"{elsewhere[0]}: several targets must all be on this machine (attach one HOST:PID, or HOST: for all there)"
-        )
     if len(set(targets)) != len(targets):
         raise UsageError("a TARGET is named twice: name each process once")
     without_agent = []

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from iket_tui import __version__
 from iket_tui.cli import serve as serving
@@ -16,6 +18,7 @@ from iket_tui.cli.errors import EXIT_BAD_INPUT, PROG
 from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
 from iket_tui.cli.filters import add_filter_arguments
 from iket_tui.cli.hangs import cmd_abort, cmd_repro
+from iket_tui.cli.help_text import HelpText
 from iket_tui.cli.live import cmd_attach, cmd_demo, cmd_record, cmd_run
 from iket_tui.cli.questions import cmd_ir, cmd_ls, cmd_stacks
 from iket_tui.model.pass_bound import DEFAULT_MAX_PASSES
@@ -34,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
             "iket-tui replay run.msgpack",
             "iket-tui ls",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpText,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}", help="print the version")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
@@ -45,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=help,
             description=description,
             epilog=_examples(*examples),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=HelpText,
         )
 
     def target(sub: argparse.ArgumentParser) -> None:
@@ -68,13 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--to", dest="to_s", type=_seconds, metavar="T", help=f"{verb} up to T seconds")
 
-    def ui_options(sub: argparse.ArgumentParser) -> None:
+    def ui_options(sub: argparse.ArgumentParser, stuck_after_s: float = 30.0) -> None:
         sub.add_argument(
             "--stuck-after",
             type=_positive,
-            default=30.0,
+            default=stuck_after_s,
             metavar="S",
-            help="mark a pass stuck once it runs longer than S seconds (default 30)",
+            help=f"mark a pass stuck once it runs longer than S seconds (default {stuck_after_s:g})",
         )
         sub.add_argument(
             "--kernel-stuck-after",
@@ -168,7 +171,10 @@ may trace it. A client that attaches late first gets a backlog of recent events 
 pass still open. `iket-tui ls` lists the live agents of this user. HOST:PID watches a pid on
 another machine through your own ssh (`iket-tui ls HOST` lists them), with iket-tui installed
 there: nothing listens on a network port. HOST: watches every agent there in one tree, and
-those that start there while it watches.""",
+those that start there while it watches. Several hosts (node1: node2:, node[1-8]:, @hosts.txt
+or --hosts FILE, mixed with local pids) show every rank of the job in one tree, named by host
+and rank, through one ssh connection per host; a host that drops is said in the header and
+logged in to again while the others go on.""",
         "iket-tui attach 12345",
         "iket-tui attach gpu-box:12345",
         "iket-tui attach gpu-box:",
@@ -176,13 +182,22 @@ those that start there while it watches.""",
         "iket-tui attach /tmp/gpu-box.sock",
         "iket-tui attach 12345 12346 12347    # several processes in one tree",
         "iket-tui attach --all",
+        "iket-tui attach node[1-8]:    # every rank of a job on eight machines, one ssh each",
+        "iket-tui attach @hosts.txt 12345",
     )
     attach.add_argument(
         "target",
         nargs="*",
         metavar="TARGET",
         help="a pid (see `iket-tui ls`), the path of an agent socket, or HOST:PID for a pid on HOST through ssh;"
-        " several pids or sockets here show their processes in one tree",
+        " HOST: for every agent there (node[1-8]: and node[01-08]: for several hosts, @FILE for those a file"
+        " names); several targets, here and on other machines, show their processes in one tree",
+    )
+    attach.add_argument(
+        "--hosts",
+        type=Path,
+        metavar="FILE",
+        help="watch every agent on each host FILE names (one a line, # comments), as HOST: targets",
     )
     attach.add_argument(
         "--all",
@@ -506,8 +521,14 @@ terminal. Exit codes: 0 the stream ended, 3 the agent stopped while its process 
 agent listens in that process, 5 no such process, 2 anything else (one line on stderr).""",
         "iket-tui bridge 12345    # what `iket-tui attach gpu-box:12345` runs on gpu-box, through ssh",
         "iket-tui bridge 12345 --start-time 987654 --wait 2",
+        "iket-tui bridge --all    # what `iket-tui attach gpu-box:` runs on gpu-box",
     )
-    bridge.add_argument("pid", type=_pid, metavar="PID", help="the process whose agent to connect to")
+    bridge.add_argument("pid", type=_pid, nargs="?", metavar="PID", help="the process whose agent to connect to")
+    bridge.add_argument(
+        "--all",
+        action="store_true",
+        help="every agent here, each on a channel of one stream (what `attach HOST:` runs through ssh)",
+    )
     bridge.add_argument(
         "--start-time",
         type=int,
@@ -557,7 +578,7 @@ instead, passes and kernels.""",
         help="serve the UI of replay, attach or run to a browser (textual-serve)",
         description=serving.DESCRIPTION,
         epilog=serving.EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpText,
     )
     serving.add_arguments(serve)
     serve.set_defaults(handler=serving.cmd_serve)
@@ -595,10 +616,28 @@ def _examples(*lines: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line."""
+    """Usage errors in one line, pointing to the help of the command they are about."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{PROG}: {message} (see `{self.prog} --help`)\n")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """As argparse does, except that words left over after a command (``replay a b``) point
+        to that command's help, not the program's."""
+        words = list(sys.argv[1:] if args is None else args)
+        parsed, extra = self.parse_known_args(words, namespace)
+        if extra:
+            chosen = next((word for word in words if not word.startswith("-")), None)
+            where = f"{self.prog} {chosen}" if chosen in _commands_of(self) else self.prog
+            self.exit(EXIT_BAD_INPUT, f"{PROG}: unrecognized arguments: {' '.join(extra)} (see `{where} --help`)\n")
+        return parsed
+
+
+def _commands_of(parser: argparse.ArgumentParser) -> set[str]:
+    """The names of a parser's commands."""
+    return {
+        name for action in parser._actions if isinstance(action, argparse._SubParsersAction) for name in action.choices
+    }
 
 
 def _output(text: str) -> Path:

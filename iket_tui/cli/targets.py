@@ -1,19 +1,23 @@
-"""The agent that a command's TARGET names: a pid or a socket path here, or HOST:PID through ssh."""
+"""The agent that a command's TARGET names: a pid or a socket path here, or HOST:PID through ssh;
+and a job across machines (``node1: node2:``, ``node[1-8]:``, ``@hosts.txt``), one ssh connection
+per host."""
 
 from __future__ import annotations
 
+import re
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from iket_tui.cli.errors import UsageError, say
 from iket_tui.endpoints import EndpointError, NoAgentError, resolve_target
-from iket_tui.sources.base import SourceError
+from iket_tui.sources.base import HostState, SourceError
+from iket_tui.sources.host_link import HostAgentSource, HostLink
 from iket_tui.sources.merged import FramesTo, ProcessStreams
 from iket_tui.sources.socket import SocketSource
-from iket_tui.sources.ssh import RemoteTarget, SshSource, remote_pids, remote_target
+from iket_tui.sources.ssh import SshSource, remote_target
 
 
 def target_source(
@@ -29,70 +33,6 @@ def target_source(
             f"{target}: name a pid there (HOST:PID; `iket-tui ls {remote.host}` lists them); attach takes HOST: for all"
         )
     return SshSource(remote, **options)
-
-
-REMOTE_FIND_EVERY_S: Final = 2.0
-"""How often ``attach HOST:`` lists the agents on HOST again, for those that started since."""
-
-
-def every_agent_on(host: str, *, record_to: Path | None, filters: Mapping[str, Any]) -> ProcessStreams:
-    """``HOST:``: every live agent on ``host``, each through its own ssh bridge, in one stream
-    as ``attach --all`` merges this machine's, and those that start there while it watches."""
-    pids = remote_pids(host)
-    if not pids:
-        raise SourceError(f"{host}: no live iket-tui agents there (of the user ssh logs in as)")
-    agents = _RemoteAgents(host, pids)
-
-    def reader_of(path: Path, frames_to: FramesTo | None) -> SocketSource:
-        # Known by its path, never parsed back from it: a file named so here makes it local.
-        return SshSource(agents.target(path), frames_to=frames_to, filters=filters)
-
-    return ProcessStreams(
-        agents.paths(),
-        record_to=record_to,
-        find=agents.paths,
-        following=lambda: True,
-        description=f"every agent on {host}",
-        reader_of=reader_of,
-    )
-
-
-class _RemoteAgents:
-    """The agents on a host, listed again through ssh every :data:`REMOTE_FIND_EVERY_S` on a
-    thread of their own, so that the merged stream, which asks for them far more often, never
-    waits for an ssh round trip. A listing that fails (the host went away for a while) is
-    tried again; the streams already followed go on or end by themselves."""
-
-    def __init__(self, host: str, pids: list[int]) -> None:
-        self._host = host
-        self._lock = threading.Lock()
-        self._found: dict[Path, RemoteTarget] = {}
-        self._asked = time.monotonic()  # when the merged stream last asked: it stops asking once closed
-        self._add(pids)
-        threading.Thread(target=self._list_again, name=f"iket-tui-agents-on-{host}", daemon=True).start()
-
-    def paths(self) -> list[Path]:
-        with self._lock:
-            self._asked = time.monotonic()
-            return list(self._found)
-
-    def target(self, path: Path) -> RemoteTarget:
-        with self._lock:
-            return self._found[path]
-
-    def _add(self, pids: list[int]) -> None:
-        with self._lock:
-            for pid in pids:
-                self._found.setdefault(Path(f"{self._host}:{pid}"), RemoteTarget(self._host, pid))
-
-    def _list_again(self) -> None:
-        """List again until the merged stream has not asked for a while (it was closed)."""
-        while time.monotonic() - self._asked < 5 * REMOTE_FIND_EVERY_S:
-            time.sleep(REMOTE_FIND_EVERY_S)
-            try:  # in batch mode: never a prompt, and the UI's terminal left alone
-                self._add(remote_pids(self._host, timeout_s=4 * REMOTE_FIND_EVERY_S, batch=True))
-            except SourceError:
-                continue
 
 
 def target_socket(target: str, *, start_agent: bool, before_start: Callable[[], None] | None = None) -> Path:
@@ -114,3 +54,207 @@ def target_socket(target: str, *, start_agent: bool, before_start: Callable[[], 
         say(f"process {target} runs no iket-tui agent: starting one in it ...")
 
     return inject_agent(int(target), on_start=on_start)
+
+
+MAX_HOSTS: Final = 4096
+"""The most hosts one attach watches: a range past it is a typing slip."""
+_RANGE = re.compile(r"\[([^\[\]]*)\]")
+
+
+def expand_hosts(text: str) -> list[str]:
+    """The hosts ``text`` names: itself, or for a ``[...]`` part (``node[1-8]``, ``node[01-08]``
+    zero-padded, ``node[1,3,5]``, ``node[1-3,7]``) one host per number, in order. Raises
+    :class:`UsageError` for a range that cannot be read."""
+    found = _RANGE.search(text)
+    if found is None:
+        if "[" in text or "]" in text:
+            raise UsageError(f"{text}: an unclosed host range (write node[1-8] or node[1,3,5])")
+        return [text]
+    numbers: list[str] = []
+    for part in found.group(1).split(","):
+        first, dash, last = part.strip().partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise UsageError(f"{text}: {part.strip() or 'an empty part'} is not a number or a range like 1-8")
+        if not dash:
+            numbers.append(first)
+            continue
+        low, high = int(first), int(last)
+        if high < low:
+            raise UsageError(f"{text}: the range {part.strip()} runs backwards")
+        if high - low >= MAX_HOSTS:
+            raise UsageError(f"{text}: the range {part.strip()} names more than {MAX_HOSTS} hosts")
+        width = len(first) if first.startswith("0") and len(first) > 1 else 0
+        numbers.extend(str(n).zfill(width) for n in range(low, high + 1))
+    head, tail = text[: found.start()], text[found.end() :]
+    hosts = [host for number in numbers for host in expand_hosts(head + number + tail)]
+    if len(hosts) > MAX_HOSTS:
+        raise UsageError(f"{text}: names more than {MAX_HOSTS} hosts")
+    return hosts
+
+
+def hosts_file(path: Path) -> list[str]:
+    """The hosts a file names, one a line (``node3``, ``node3:``, ``node[1-8]``); blank lines and
+    ``#`` comments skipped. Raises :class:`UsageError` when it cannot be read or names none."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the host list ({exc.strerror or exc})") from None
+    hosts: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        word = line.split("#", 1)[0].strip()
+        if not word:
+            continue
+        if any(c.isspace() for c in word) or word.startswith("-"):
+            raise UsageError(f"{path}:{number}: {word!r} is not a host (one host a line)")
+        hosts.extend(expand_hosts(word.removesuffix(":")))
+    if not hosts:
+        raise UsageError(f"{path}: names no host (one a line, # for comments)")
+    return hosts
+
+
+@dataclass
+class JobTargets:
+    """What attach's TARGETs name once host lists and ranges are read: local pids and sockets,
+    and the hosts to watch, each with the pids named there (``None``: every agent there)."""
+
+    local: list[str] = field(default_factory=list)
+    hosts: dict[str, set[int] | None] = field(default_factory=dict)
+
+    @property
+    def across_hosts(self) -> bool:
+        """Whether it takes more than one ``HOST:PID`` through its own ssh: a job's view."""
+        return (
+            len(self.hosts) > 1
+            or (bool(self.hosts) and bool(self.local))
+            or any(pids is None for pids in self.hosts.values())
+        )
+
+
+def job_targets(targets: Sequence[str], hosts_from: Path | None = None) -> JobTargets:
+    """Read attach's TARGETs: ``HOST:`` and ``HOST:PID`` with host ranges, ``@FILE`` (and
+    ``hosts_from``) naming one host a line, local pids and sockets. Raises :class:`UsageError`."""
+    job = JobTargets()
+
+    def every_agent_on(host: str) -> None:
+        job.hosts[host] = None
+
+    if hosts_from is not None:
+        for host in hosts_file(hosts_from):
+            every_agent_on(host)
+    for target in targets:
+        if target.startswith("@") and len(target) > 1:
+            for host in hosts_file(Path(target[1:])):
+                every_agent_on(host)
+            continue
+        remote = remote_target(target)
+        if remote is None:
+            if "[" in target and not Path(target).exists():
+                raise UsageError(f"{target}: a host range needs a colon after it (node[1-8]: for every agent there)")
+            if target in job.local:
+                raise UsageError(f"{target}: a TARGET is named twice: name each process once")
+            job.local.append(target)
+            continue
+        for host in expand_hosts(remote.host):
+            if remote.pid is None:
+                every_agent_on(host)
+                continue
+            pids = job.hosts.setdefault(host, set())
+            if pids is not None:
+                pids.add(remote.pid)
+    return job
+
+
+class HostLinks:
+    """The ssh connections of a job across machines, one per host, and the agents they carry."""
+
+    def __init__(self, job: JobTargets, *, filters: Mapping[str, Any]) -> None:
+        self.job = job
+        self.links = {host: HostLink(host) for host in job.hosts}
+        self._filters = dict(filters)
+        self._paths: dict[Path, tuple[HostLink, int, int]] = {}
+
+    def start(self) -> None:
+        """Log in to every host at once; raises :class:`SourceError` naming the first that
+        cannot be reached (every link is closed then)."""
+        errors: dict[str, str] = {}
+
+        def start(link: HostLink) -> None:
+            try:
+                link.start()
+            except SourceError as exc:
+                errors[link.host] = str(exc)
+
+        threads = [threading.Thread(target=start, args=(link,), daemon=True) for link in self.links.values()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        failed = [host for host in self.links if host in errors]
+        if failed:
+            self.close()
+            more = f" (and {len(failed) - 1} more hosts)" if len(failed) > 1 else ""
+            raise SourceError(errors[failed[0]] + more)
+        for host, pids in self.job.hosts.items():
+            there = {pid for pid, _ in self.links[host].agents()}
+            for pid in sorted(pids or ()):
+                if pid not in there:
+                    self.close()
+                    raise SourceError(
+                        f"{host}:{pid}: no iket-tui agent of that pid there (`iket-tui ls {host}` lists them)"
+                    )
+
+    def paths(self) -> list[Path]:
+        """Each agent to watch on every host, as ``HOST:PID``, those announced since included."""
+        for host, link in self.links.items():
+            wanted = self.job.hosts[host]
+            for pid, start in link.agents():
+                if wanted is None or pid in wanted:
+                    self._paths.setdefault(Path(f"{host}:{pid}"), (link, pid, start))
+        return list(self._paths)
+
+    def is_remote(self, path: Path) -> bool:
+        return path in self._paths
+
+    def source(self, path: Path, frames_to: FramesTo | None) -> HostAgentSource:
+        link, pid, start = self._paths[path]
+        return HostAgentSource(link, pid, start, frames_to=frames_to, filters=self._filters)
+
+    def states(self) -> tuple[HostState, ...]:
+        return tuple(link.state for link in self.links.values())
+
+    def close(self) -> None:
+        for link in self.links.values():
+            link.close()
+
+
+def job_source(
+    job: JobTargets, *, record_to: Path | None, filters: Mapping[str, Any], local_paths: Sequence[Path] = ()
+) -> ProcessStreams:
+    """A job across machines in one stream: every agent on each host through that host's one
+    ssh connection (and those that start there while it watches), with the local ones."""
+    links = HostLinks(job, filters=filters)
+    links.start()
+    remote = links.paths()
+    if not remote and not local_paths:
+        links.close()
+        raise SourceError(f"no live iket-tui agents on {', '.join(job.hosts)} (of the user ssh logs in as)")
+
+    def reader_of(path: Path, frames_to: FramesTo | None) -> SocketSource:
+        if links.is_remote(path):  # known by its path, never parsed back from it
+            return links.source(path, frames_to)
+        return SocketSource(path, frames_to=frames_to, filters=filters)
+
+    hosts = list(job.hosts)
+    named = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+    streams = ProcessStreams(
+        [*local_paths, *remote],
+        record_to=record_to,
+        find=links.paths,
+        following=lambda: True,
+        description=f"{len(hosts)} host{'s' if len(hosts) != 1 else ''}: {named}",
+        reader_of=reader_of,
+        hosts=links.states,
+        on_close=links.close,
+    )
+    streams.by_rank = True
+    return streams

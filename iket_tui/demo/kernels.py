@@ -15,6 +15,9 @@ The registry holds good kernels and three on purpose unusual ones:
   (``lower`` runs no nvcc and succeeds).
 - ``slow_gemm`` is the GEMM compiled while one pass, ``tl.InjectSoftwarePipeline``, takes
   ``slow_seconds`` longer (see ``slowed_pass``).
+- ``stuck_gemm`` is the GEMM compiled with a pass of the demo's own, ``demo.WaitForAbort`` (made
+  by :func:`wait_for_abort`), run just before ``tl.PipelinePlanning``: it never returns by
+  itself, so the compile is stuck until it is aborted (``CompileAborted``) or the program ends.
 
 Beside the registry, :func:`waiting_steps` is a traced kernel in which one block waits on a flag
 in global memory until the program sets it: where there is a GPU, the demo launches it after the
@@ -26,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -47,6 +51,12 @@ SLOWED_PASS = "tl.InjectSoftwarePipeline"
 
 LAYOUT_CONFLICT_PASS = "tl.LayoutInference"
 """The pass in which ``layout_conflict`` fails."""
+
+WAITING_PASS = "demo.WaitForAbort"
+"""The demo's own pass in which ``stuck_gemm`` waits until its compile is aborted."""
+
+WAITS_BEFORE = "tl.PipelinePlanning"
+"""The TileLang pass that ``WAITING_PASS`` runs just before."""
 
 DEFAULT_SLOW_SECONDS = 4.0
 """How much longer ``SLOWED_PASS`` takes for ``slow_gemm`` unless told otherwise."""
@@ -74,6 +84,8 @@ class DemoKernel:
     """The pass (or ``"nvcc"``) where ``compile`` fails, None when it succeeds."""
     slowed_pass: str | None = None
     """The pass that takes ``slow_seconds`` longer while this kernel compiles."""
+    waits: bool = False
+    """Its compile runs ``WAITING_PASS`` just before ``WAITS_BEFORE`` and stays there until aborted."""
     traced: bool = False
     """It has IKET events: built and compiled inside ``iket.session()``, as a user would, so
     that it compiles with TileLang's IKET runtime, or with iket-tui's when kernels are traced."""
@@ -362,6 +374,12 @@ KERNELS: Mapping[str, DemoKernel] = MappingProxyType(
                 slowed_pass=SLOWED_PASS,
             ),
             DemoKernel(
+                "stuck_gemm",
+                f"the GEMM stuck in {WAITING_PASS}, a pass of the demo's own, until aborted",
+                _named("stuck_gemm", gemm),
+                waits=True,
+            ),
+            DemoKernel(
                 "layout_conflict",
                 "two GEMM results added with one transposed",
                 layout_conflict,
@@ -392,12 +410,14 @@ def build(name: str) -> PrimFunc:
     return kernel(name).build()
 
 
-def lower(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS) -> str:
+def lower(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS, reached: threading.Event | None = None) -> str:
     """Run TileLang's full pass pipeline and CUDA codegen on the named kernel, without nvcc.
 
     Returns the generated CUDA source. The compile is labelled
     ``stage=lower, kernel=<name>, target=sm_90a`` for pass instrumentation tools, as
     ``tilelang.compile`` labels its own. A failing pass raises TileLang's own exception.
+    ``stuck_gemm`` sets ``reached`` once its compile puts ``WAITING_PASS`` in its pipeline, and
+    never returns: it raises once that pass is aborted.
     """
     entry = kernel(name)
     tilelang.disable_cache()
@@ -406,6 +426,7 @@ def lower(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS) -> str:
     with (
         _iket_session_if(entry),
         _slowed_if(entry, slow_seconds),
+        _waiting_if(entry, reached),
         compile_pass_instrumentation(name=name),
         tvm.transform.PassContext(opt_level=3, instruments=create_pass_instruments(context=label)),
         target,
@@ -451,7 +472,7 @@ def compiled_kernel(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS) ->
     """:func:`compile`, returning TileLang's kernel object (callable on a GPU)."""
     entry = kernel(name)
     tilelang.disable_cache()
-    with _iket_session_if(entry), _slowed_if(entry, slow_seconds):
+    with _iket_session_if(entry), _slowed_if(entry, slow_seconds), _waiting_if(entry, None):
         return tilelang.compile(entry.build(), target=dict(TARGET))
 
 
@@ -534,6 +555,87 @@ def slowed_pass(pass_name: str, seconds: float) -> Iterator[None]:
         yield
     finally:
         setattr(tilelang.transform, attribute, original)
+
+
+class WaitEnded(RuntimeError):
+    """The program ended while a compile waited in ``WAITING_PASS``: that compile fails with it."""
+
+
+_program_ends = threading.Event()
+"""Set by :func:`end_waiting`, so that every ``WAITING_PASS`` lets its compile go."""
+
+
+def wait_for_abort(poll_s: float = 0.2) -> Any:
+    """The demo's stuck pass (``WAITING_PASS``): a module pass that never returns by itself.
+
+    It waits ``poll_s`` at a time, so an abort ends it within that long: ``CompileAborted`` is
+    raised in its thread at its next bytecode (or by the agent's signal on the main thread). When
+    the program is about to end (:func:`end_waiting`) it raises :class:`WaitEnded`, so that no
+    thread is left inside a compile as the interpreter shuts down. It is made by a factory, as
+    TileLang makes its own passes, so that ``iket-tui repro --stuck`` can make it again from the
+    arguments the agent sees.
+    """
+
+    @tvm.transform.module_pass(opt_level=0, name=WAITING_PASS)
+    def wait_until_aborted(mod: Any, context: Any) -> Any:
+        while not _program_ends.wait(poll_s):  # the demo's stuck pass: it waits here until aborted
+            pass
+        raise WaitEnded(f"the program ended while its compile waited in {WAITING_PASS}")
+
+    return wait_until_aborted
+
+
+def end_waiting() -> None:
+    """Let every compile waiting in ``WAITING_PASS`` fail with :class:`WaitEnded` (the program ends)."""
+    _program_ends.set()
+
+
+_waiting_here = threading.local()
+"""This thread's compile runs ``WAITING_PASS`` (``made``: a callable that makes it; ``reached``:
+an event set once it is put in the pipeline)."""
+
+_waiting_hook: list[Callable[..., Any]] = []
+"""TileLang's own factory of ``WAITS_BEFORE``, once :func:`_install_waiting_hook` replaced it."""
+
+
+def _install_waiting_hook() -> None:
+    """Make ``tilelang.transform``'s factory of ``WAITS_BEFORE`` put ``WAITING_PASS`` first in the
+    threads that ask for it (:func:`waiting_in_this_thread`), and only in those, for the rest of
+    the process: other threads compile meanwhile, with their own swaps of other factories."""
+    if _waiting_hook:
+        return
+    attribute = WAITS_BEFORE.removeprefix("tl.")
+    original: Callable[..., Any] = getattr(tilelang.transform, attribute)
+    _waiting_hook.append(original)
+
+    def waiting_first(*args: Any, **kwargs: Any) -> Any:
+        real = original(*args, **kwargs)
+        made: Callable[[], Any] | None = getattr(_waiting_here, "made", None)
+        if made is None:
+            return real
+        _waiting_here.reached.set()
+        waiting = made()
+        return lambda mod: real(waiting(mod))  # TileLang only calls it: the two passes run side by side
+
+    setattr(tilelang.transform, attribute, waiting_first)
+
+
+@contextmanager
+def waiting_in_this_thread(reached: threading.Event | None = None) -> Iterator[None]:
+    """Inside the block, this thread's compiles run ``WAITING_PASS`` just before ``WAITS_BEFORE``,
+    and wait there until aborted; ``reached`` is set once a compile puts it in its pipeline."""
+    _install_waiting_hook()
+    _waiting_here.made = wait_for_abort
+    _waiting_here.reached = reached or threading.Event()
+    try:
+        yield
+    finally:
+        _waiting_here.made = None
+
+
+def _waiting_if(entry: DemoKernel, reached: threading.Event | None) -> AbstractContextManager[None]:
+    """``waiting_in_this_thread`` for a kernel that waits, else nothing."""
+    return waiting_in_this_thread(reached) if entry.waits else nullcontext()
 
 
 def _uninstrumented(context: Any) -> Any:

@@ -6,8 +6,13 @@ a failure never stops the program, which exits 0 after the last kernel. Ctrl-C s
 kernel being compiled is done (exit 130); ``--forever`` runs the list until then. It knows nothing
 of the agent or the UI, like any user program.
 
+``--hang`` first starts ``stuck_gemm`` on a thread of its own, where it stays in a pass of the
+demo's (``demo.WaitForAbort``) until that compile is aborted; the list is compiled meanwhile.
+``--stay`` keeps the program alive after the list, until Ctrl-C or SIGTERM: ``iket-tui demo``
+asks for both, so that everything can be tried on a live program, for as long as the UI is open.
+
     python -m iket_tui.demo.program [--kernels a,b,c] [--repeat N] [--slow-seconds S]
-                                    [--pause S] [--forever] [--lower-only]
+                                    [--pause S] [--forever] [--lower-only] [--hang] [--stay]
 """
 
 from __future__ import annotations
@@ -40,6 +45,15 @@ DEFAULT_SEQUENCE = (
 )
 """Good kernels, the slowed one, the two failures, then good ones again (one with IKET events)."""
 
+HANG_KERNEL = "stuck_gemm"
+"""The kernel ``--hang`` compiles on a thread of its own."""
+HANG_THREAD = "stuck compile"
+"""The name of that thread, as stacks show it."""
+HANG_REACHED_S = 120.0
+"""How long the list waits for the stuck compile to reach its waiting pass, at most."""
+END_WAIT_S = 10.0
+"""How long the program, as it ends, waits for the stuck compile to let go."""
+
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
@@ -59,6 +73,10 @@ class DemoSettings:
     lower_only: bool = False
     launches: int = 3
     """Launches of each traced kernel where there is a GPU."""
+    hang: bool = False
+    """Compile ``HANG_KERNEL`` on a thread of its own first, stuck until aborted."""
+    stay: bool = False
+    """After the list, stay alive until Ctrl-C or SIGTERM."""
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -127,6 +145,14 @@ def parse_arguments(argv: Sequence[str] | None = None) -> DemoSettings:
         default=3,
         help="where there is a GPU, launch each kernel with IKET events this many times (default: 3)",
     )
+    parser.add_argument(
+        "--hang",
+        action="store_true",
+        help=f"first start {HANG_KERNEL} on a thread of its own, stuck in a pass of the demo's until aborted",
+    )
+    parser.add_argument(
+        "--stay", action="store_true", help="after the list, stay alive until Ctrl-C or SIGTERM (for a live demo)"
+    )
     arguments = parser.parse_args(argv)
     return DemoSettings(
         kernels=arguments.kernels,
@@ -136,6 +162,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> DemoSettings:
         pause=arguments.pause,
         lower_only=arguments.lower_only,
         launches=arguments.launches,
+        hang=arguments.hang,
+        stay=arguments.stay,
     )
 
 
@@ -196,8 +224,10 @@ def _schedule(settings: DemoSettings) -> Iterable[str]:
 def run(settings: DemoSettings, out: TextIO, stop: StopRequest | None = None) -> int:
     """Compile the kernels of ``settings`` in order, one line per outcome on ``out``; the exit code.
 
-    Returns 0 after the last kernel, 130 when ``stop`` is requested first. Raises
-    ``UnknownKernelError`` before compiling anything when a name is not a demo kernel.
+    Returns 0 after the last kernel (with ``stay``, once Ctrl-C is pressed after it), 130 when
+    ``stop`` is requested first. Raises ``UnknownKernelError`` before compiling anything when a
+    name is not a demo kernel. With ``hang``, the stuck compile is started first and let go (it
+    fails) before this returns.
     """
     from iket_tui.demo import kernels
 
@@ -209,27 +239,72 @@ def run(settings: DemoSettings, out: TextIO, stop: StopRequest | None = None) ->
     gpu = None if lower_only else kernels.gpu_name()
     where = f"; traced kernels run on {gpu}" if gpu else ""
     print(f"demo: {stage} for {kernels.TARGET['arch']}, pause {settings.pause:g} s{where}", file=out, flush=True)
+    hang = _start_hang(kernels, settings, out) if settings.hang else None
+    try:
+        return _compile_list(kernels, settings, out, stop, stage=stage, gpu=gpu)
+    finally:
+        if hang is not None and hang.is_alive():
+            kernels.end_waiting()
+            hang.join(END_WAIT_S)
 
+
+def _compile_list(
+    kernels: Any, settings: DemoSettings, out: TextIO, stop: StopRequest, *, stage: str, gpu: str | None
+) -> int:
     for index, name in enumerate(_schedule(settings)):
         if stop.requested or (index and stop.wait(settings.pause)):
             print("demo: stopped by Ctrl-C", file=out, flush=True)
             return EXIT_INTERRUPTED
-        print(f"{stage} {name}: {kernels.KERNELS[name].summary}", file=out, flush=True)
-        started = time.monotonic_ns()
-        compiled = None
-        try:
-            if lower_only:
-                kernels.lower(name, slow_seconds=settings.slow_seconds)
-            else:
-                compiled = kernels.compiled_kernel(name, slow_seconds=settings.slow_seconds)
-        except Exception as error:
-            outcome = f"failed {name} after {duration(time.monotonic_ns() - started)}: {one_line(error)}"
-        else:
-            outcome = f"ok {name} in {duration(time.monotonic_ns() - started)}"
-        print(outcome, file=out, flush=True)
+        compiled = _compile_one(kernels, name, settings, out, stage=stage)
         if compiled is not None and gpu is not None and kernels.KERNELS[name].traced:
             _launch(kernels, name, compiled, settings.launches, out)
+    if settings.stay:
+        print("demo: every kernel compiled; staying alive until stopped (Ctrl-C)", file=out, flush=True)
+        while not stop.wait(3600.0):
+            pass
+        print("demo: stopped by Ctrl-C", file=out, flush=True)
     return 0
+
+
+def _compile_one(kernels: Any, name: str, settings: DemoSettings, out: TextIO, *, stage: str) -> Any:
+    """Compile (or lower) one kernel, saying how it went; TileLang's kernel object where compiled."""
+    print(f"{stage} {name}: {kernels.KERNELS[name].summary}", file=out, flush=True)
+    started = time.monotonic_ns()
+    compiled = None
+    try:
+        if stage == "lowering":
+            kernels.lower(name, slow_seconds=settings.slow_seconds)
+        else:
+            compiled = kernels.compiled_kernel(name, slow_seconds=settings.slow_seconds)
+    except Exception as error:
+        outcome = f"failed {name} after {duration(time.monotonic_ns() - started)}: {one_line(error)}"
+    else:
+        outcome = f"ok {name} in {duration(time.monotonic_ns() - started)}"
+    print(outcome, file=out, flush=True)
+    return compiled
+
+
+def _start_hang(kernels: Any, settings: DemoSettings, out: TextIO) -> threading.Thread:
+    """Start the stuck compile on a thread of its own; return once it waits in its pass (or ended)."""
+    reached = threading.Event()
+
+    def hang() -> None:
+        print(f"lowering {HANG_KERNEL}: {kernels.KERNELS[HANG_KERNEL].summary}", file=out, flush=True)
+        started = time.monotonic_ns()
+        try:
+            kernels.lower(HANG_KERNEL, reached=reached)
+        except Exception as error:
+            outcome = f"failed {HANG_KERNEL} after {duration(time.monotonic_ns() - started)}: {one_line(error)}"
+        else:
+            outcome = f"ok {HANG_KERNEL} in {duration(time.monotonic_ns() - started)}"
+        finally:
+            reached.set()
+        print(outcome, file=out, flush=True)
+
+    thread = threading.Thread(target=hang, name=HANG_THREAD, daemon=True)
+    thread.start()
+    reached.wait(HANG_REACHED_S)
+    return thread
 
 
 def _launch(kernels: Any, name: str, compiled: Any, launches: int, out: TextIO) -> None:

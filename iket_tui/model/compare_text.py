@@ -182,7 +182,7 @@ def _event_line(event: EventChange, width: int) -> str:
         f"  {flag}{_cut(event.name, width):<{width}} {count:>7,} "
         + " ".join(f"{time:>8}" for time in times)
         + f" {total:>10}"
-    )
+    ).rstrip()
 
 
 def _payload(summary: EventSummary | None) -> str:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from iket_tui.model.counters import StreamCounters
 
 if TYPE_CHECKING:
-    from iket_tui.model.compile_names import CompileOrigin
     from iket_tui.model.pass_timing import CompileTimes
 
 
@@ -51,6 +50,7 @@ class ProcessNode:
         "compiles",
         "counters",
         "exit_reason",
+        "host",
         "parent",
         "pid",
         "ppid",
@@ -64,6 +64,8 @@ class ProcessNode:
 
     def __init__(self) -> None:
         self.pid: int | None = None
+        self.host: str | None = None
+        """The machine it runs on, where that is another one (``attach node1: node2:``)."""
         self.argv: list[str] = []
         self.start_time: int | None = None
         self.version: str | None = None
@@ -87,8 +89,11 @@ class ProcessNode:
 
     @property
     def name(self) -> str:
-        """The process in the user's words: its pid."""
-        return f"pid {self.pid}" if self.pid is not None else "a process"
+        """The process in the user's words: its pid, after its machine where that is another one
+        (``node3/pid 123``)."""
+        if self.pid is None:
+            return "a process"
+        return f"pid {self.pid}" if self.host is None else f"{self.host}/pid {self.pid}"
 
 
 class CompileNode:
@@ -96,7 +101,6 @@ class CompileNode:
 
     __slots__ = (
         "begin_ns",
-        "changes",
         "codegen_steps",
         "context_order",
         "contexts",
@@ -113,10 +117,8 @@ class CompileNode:
         "label",
         "mismatches",
         "order",
-        "origin",
         "position",
         "process",
-        "series",
         "shape",
         "stage",
         "status",
@@ -157,25 +159,11 @@ class CompileNode:
         self.summary: CompileTimes | None = None
         """Where its time went, kept when its passes were let go to stay within the session's
         bound on passes (:mod:`iket_tui.model.pass_bound`): its row stays, its passes do not."""
-        self.origin: CompileOrigin | None = None
-        """Where the program asked for it and what it was given, when its agent said."""
-        self.series: list[CompileNode] | None = None
-        """Every compile of its kernel in its process so far, itself included, in order
-        (:mod:`iket_tui.model.recompiles`); None when its agent did not tell its inputs."""
-        self.changes: tuple[tuple[str, str], ...] = ()
-        """What differed from the compile of its kernel before it, as ``(what, how)``."""
 
     @property
     def title(self) -> str:
         """What the user calls this compile: its kernel, else its label, else its number."""
         return self.kernel or self.label or f"compile {self.id}"
-
-    @property
-    def shown_title(self) -> str:
-        """The compile's name on its row: the ``@tilelang.jit`` call that asked for it
-        (``matmul(1024, 1024)``) when one did, else :attr:`title`."""
-        call = self.origin.call if self.origin is not None else None
-        return call or self.title
 
     @property
     def failed_codegen(self) -> CodegenNode | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from iket_tui.model.compile_names import origin_of
 from iket_tui.model.fields import ABSENT as _ABSENT
 from iket_tui.model.fields import MALFORMED as _MALFORMED
 from iket_tui.model.fields import int_field as _int
@@ -35,7 +34,6 @@ from iket_tui.model.nodes import (
     ProcessNode,
     Status,
 )
-from iket_tui.model.recompiles import Recompiles
 from iket_tui.model.typical import TypicalDurations
 from iket_tui.protocol import messages as m
 
@@ -86,8 +84,6 @@ class PassTree:
         """Compiles before this position are summarised or can never be (failed)."""
         """Pass and codegen events of a compile already :attr:`~CompileNode.forgotten`: not kept."""
         self.open_compiles: dict[CompileNode, None] = {}  # compiles not yet ended, oldest first
-        self.recompiles = Recompiles()
-        """The compiles of each kernel, for what a repeat says changed."""
         self.typical = TypicalDurations()
         self.process_typical = TypicalDurations()
         """How long the compiler's processes of each name (``ptxas``) usually run."""
@@ -98,9 +94,9 @@ class PassTree:
         self.failed_compiles = 0
         self.last_t_ns = 0  # the latest agent time the rare handlers saw; the session tracks the rest
         self._by_id: dict[int, CompileNode] = self.process.by_id  # the current process's compiles
-        self._by_pid: dict[int, ProcessNode] = {}
+        self._by_pid: dict[tuple[str | None, int], ProcessNode] = {}  # by (host, pid): hosts may share pids
         self._root_claimed = False  # the root row has become a process of a ``process`` message
-        self._orphans: dict[int, list[ProcessNode]] = {}  # by ppid: processes whose parent is not here yet
+        self._orphans: dict[tuple[str | None, int], list[ProcessNode]] = {}  # by (host, ppid): parent not here yet
         self._samples = self.typical.samples
         self._order = 0
         self.row_handlers: dict[str, Callable[[m.PassRow], None]] = {
@@ -129,10 +125,10 @@ class PassTree:
         """Whether this session watches more than one process."""
         return len(self.processes) > 1
 
-    def select_process(self, pid: int) -> ProcessNode:
-        """The process ``pid``, from now on the one messages are applied to; the first one
-        seen takes the root row."""
-        node = self._by_pid.get(pid)
+    def select_process(self, pid: int, host: str | None = None) -> ProcessNode:
+        """The process ``pid`` (on ``host``, where it runs on another machine), from now on the
+        one messages are applied to; the first one seen takes the root row."""
+        node = self._by_pid.get((host, pid))
         if node is None:
             if not self._root_claimed and self.process.pid in (None, pid):
                 node = self.process  # the first process, even when its first messages were told before
@@ -141,7 +137,8 @@ class PassTree:
                 node = ProcessNode()
                 self.processes.append(node)
             node.pid = pid
-            self._by_pid[pid] = node
+            node.host = host
+            self._by_pid[(host, pid)] = node
             self._place(node)
             self.process_shape += 1
         self.current = node
@@ -159,12 +156,12 @@ class PassTree:
     def _place(self, node: ProcessNode) -> None:
         ppid = node.ppid
         if ppid is not None and ppid != node.pid:
-            parent = self._by_pid.get(ppid)
+            parent = self._by_pid.get((node.host, ppid))  # a parent runs on the same machine
             if parent is None:
-                self._orphans.setdefault(ppid, []).append(node)
+                self._orphans.setdefault((node.host, ppid), []).append(node)
             elif parent is not node.parent:
                 self._link(node, parent)
-        for child in self._orphans.pop(node.pid, []) if node.pid is not None else []:  # those that came first
+        for child in self._orphans.pop((node.host, node.pid), []) if node.pid is not None else []:  # came first
             if child.parent is None and child.ppid == node.pid:
                 self._link(child, node)
 
@@ -195,9 +192,10 @@ class PassTree:
         return DONE
 
     def process_label(self, process: ProcessNode) -> str:
-        """A process in the user's words: ``rank 3`` where processes go by rank, else ``pid 123``."""
+        """A process in the user's words: ``rank 3`` where processes go by rank, else ``pid 123``;
+        after its machine where that is another one (``node3/rank 37``)."""
         if self.by_rank and process.rank is not None:
-            return f"rank {process.rank}"
+            return f"rank {process.rank}" if process.host is None else f"{process.host}/rank {process.rank}"
         return process.name
 
     def process_of(self, node: CompileNode) -> ProcessNode:
@@ -312,8 +310,6 @@ class PassTree:
         comp.label = label
         comp.kernel = kernel
         comp.target = target
-        comp.origin = origin_of(msg)
-        self.recompiles.add(comp)
         comp.version += 1
         self._seen(t)
 

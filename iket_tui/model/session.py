@@ -331,9 +331,10 @@ class Session:
         start_time = msg.get("start_time")
         state = msg.get("state")
         reason = opt_str_field(msg.get("reason"))
+        host = opt_str_field(msg.get("host"))
         if state not in (None, m.PROCESS_ENDED, m.PROCESS_FAILED):
             raise MALFORMED
-        process = self.select_process(pid)
+        process = self.select_process(pid, host)
         if type(start_time) is int and process.start_time is None:
             process.start_time = start_time
         if state is not None and process.stream_end is None:
@@ -345,12 +346,12 @@ class Session:
                 timeline.end_stream()
         self._session_messages += 1
 
-    def select_process(self, pid: int) -> ProcessNode:
-        """The process ``pid`` of a stream of several, from now on the one messages are applied to."""
+    def select_process(self, pid: int, host: str | None = None) -> ProcessNode:
+        """The process ``pid`` (on ``host``) of a stream of several, from now on the one messages are applied to."""
         tree = self.tree
         one = not tree.several
         self._touched.add(tree.current)
-        process = tree.select_process(pid)
+        process = tree.select_process(pid, host)
         if one and tree.several:  # a second process: the first one's counts become its own
             first = StreamCounters()
             for name in AGENT_COUNTS:

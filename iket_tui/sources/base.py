@@ -28,6 +28,16 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class HostState:
+    """One machine of a watch across machines (``attach node1: node2:``): ``lost_at_s`` (on the
+    monotonic clock) while its ssh connection is lost and being made again, with ``why``."""
+
+    host: str
+    lost_at_s: float | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class SourceBatch:
     """What a source produced since its last batch (about every 30 ms).
 
@@ -36,7 +46,8 @@ class SourceBatch:
     ``answers`` settle requests this client made (their responses are in ``messages`` too, as
     they are in a recording); ``recording_stopped`` is set once, when recording the stream to
     a file stopped while the stream goes on (the disk is full, say): one line saying why and
-    where the file was cut.
+    where the file was cut. ``hosts`` is set when a machine of a watch across machines was lost
+    or came back: the state of each one.
     """
 
     messages: tuple[Message, ...] = ()
@@ -45,6 +56,7 @@ class SourceBatch:
     notes: tuple[str, ...] = field(default_factory=tuple)
     answers: tuple[Answer, ...] = ()
     recording_stopped: str | None = None
+    hosts: tuple[HostState, ...] | None = None
 
 
 class EventSource(Protocol):

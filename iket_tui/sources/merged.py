@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from iket_tui.protocol import messages as m
-from iket_tui.sources.base import Answer, SourceBatch, SourceError, SourceState
+from iket_tui.sources.base import Answer, HostState, SourceBatch, SourceError, SourceState
 from iket_tui.sources.recorder import RecordingStopped, RecordingWriter
 from iket_tui.sources.socket import DEFAULT_REQUEST_TIMEOUT_S, SocketSource
 
@@ -43,6 +43,18 @@ FIND_EVERY_S = 0.1
 FramesTo = Callable[[bytes, list[m.Item]], None]
 ReaderOf = Callable[[Path, FramesTo | None], SocketSource]
 """Makes the source of one process from its path and where its received frames go."""
+
+
+def process_message(
+    *, pid: int, start_time: int, host: str | None, state: str | None = None, reason: str | None = None
+) -> m.Message:
+    """A ``process`` message (:func:`iket_tui.protocol.messages.process`) naming also the machine
+    the process runs on, where that is another one: pids of different machines may be the same,
+    so a process is told apart by both (docs/protocol.md, "One ssh connection per host")."""
+    msg = m.process(pid=pid, start_time=start_time, state=state, reason=reason)
+    if host is not None:
+        msg["host"] = host
+    return msg
 
 
 class SharedRecording:
@@ -57,26 +69,31 @@ class SharedRecording:
     def __init__(self, writer: RecordingWriter) -> None:
         self.writer = writer
         self._lock = threading.Lock()
-        self._first: int | None = None
+        self._first: tuple[str | None, int] | None = None  # (host, pid)
         self._several = False
-        self._current: int | None = None
+        self._current: tuple[str | None, int] | None = None
 
-    def frames_of(self, hello_of: Callable[[], m.Message | None]) -> Callable[[bytes, list[m.Item]], None]:
+    def frames_of(
+        self, hello_of: Callable[[], m.Message | None], host: str | None = None
+    ) -> Callable[[bytes, list[m.Item]], None]:
         """Where a reader writes the frames it received (raises ``RecordingStopped``);
-        ``hello_of`` gives its agent's hello, which names the process."""
+        ``hello_of`` gives its agent's hello, which names the process, on ``host`` when it runs
+        on another machine (then every run of its frames follows a ``process`` frame naming
+        both, since pids of different machines may be the same)."""
 
         def write(data: bytes, msgs: list[m.Item]) -> None:
             hello = hello_of()
-            pid = hello["pid"] if hello is not None else 0
+            key = (host, hello["pid"] if hello is not None else 0)
             with self._lock:
                 if self._first is None:
-                    self._first = self._current = pid
-                elif pid != self._first:
+                    self._first = self._current = key
+                    self._several = host is not None
+                elif key != self._first:
                     self._several = True
-                if self._several and self._current != pid:
+                if self._several and self._current != key:
                     start = hello["start_time"] if hello is not None else 0
-                    self.writer.write(m.process(pid=pid, start_time=start))
-                    self._current = pid
+                    self.writer.write(process_message(pid=key[1], start_time=start, host=host))
+                    self._current = key
                 self.writer.write_frames(data, msgs)
                 self.writer.flush()
 
@@ -106,6 +123,17 @@ class _Reader:
     ended: bool = False
     failed: str | None = None  # why its stream failed, if it did
 
+    @property
+    def host(self) -> str | None:
+        """The machine the process runs on, when it is another one."""
+        host: str | None = getattr(self.source, "host", None)  # a source that reads elsewhere names none
+        return host
+
+    @property
+    def label(self) -> str:
+        """The process in the user's words: ``pid 123``, or ``node3/pid 123`` on another machine."""
+        return f"pid {self.pid}" if self.host is None else f"{self.host}/pid {self.pid}"
+
 
 class ProcessStreams:
     """An :class:`~iket_tui.sources.base.EventSource` over the agents of several processes.
@@ -115,7 +143,9 @@ class ProcessStreams:
     says whether more may still appear (``run`` stops looking once its program exited).
     ``reader_options`` are passed to every :class:`SocketSource`; ``reader_of`` makes each
     process's source instead (given its path and where its frames go), for agents that are not
-    local sockets (``HOST:PID`` through ssh).
+    local sockets (``HOST:PID`` through ssh). ``hosts`` gives the state of each machine of a
+    watch across machines: a batch says it whenever it changed. ``on_close`` runs once the
+    merged stream is closed (the hosts' connections end then).
     """
 
     def __init__(
@@ -128,6 +158,8 @@ class ProcessStreams:
         description: str | None = None,
         reader_options: Mapping[str, Any] | None = None,
         reader_of: ReaderOf | None = None,
+        hosts: Callable[[], tuple[HostState, ...]] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self.paths = [Path(path) for path in paths]
         self.description = description or "processes " + ", ".join(str(path) for path in self.paths)
@@ -135,10 +167,15 @@ class ProcessStreams:
         self.recorder: RecordingWriter | None = None
         self.error: str | None = None
         self.end_reason: str | None = None
+        self.by_rank = False
+        """The processes are ranks of a job (across machines), named and ordered by rank."""
         self._find = find
         self._following = following
         self._options = dict(reader_options or {})
         self._reader_of = reader_of
+        self._hosts = hosts
+        self._hosts_said: tuple[HostState, ...] | None = None
+        self._on_close = on_close
         self._readers: list[_Reader] = []
         self._known: set[Path] = set()
         self._shared: SharedRecording | None = None
@@ -195,7 +232,7 @@ class ProcessStreams:
 
     def _reader(self, path: Path) -> _Reader:
         made: list[SocketSource] = []
-        frames_to = self._shared.frames_of(lambda: made[0].agent_hello) if self._shared is not None else None
+        frames_to = self._frames_to(made) if self._shared is not None else None
         if self._reader_of is not None:
             source = self._reader_of(path, frames_to)
         else:
@@ -206,6 +243,19 @@ class ProcessStreams:
             self._readers.append(reader)
             self._known.add(path)
         return reader
+
+    def _frames_to(self, made: list[SocketSource]) -> FramesTo:
+        """Where the source that ``made`` will hold writes its frames in the shared recording."""
+        shared = self._shared
+        assert shared is not None
+        write: list[FramesTo] = []
+
+        def frames_to(data: bytes, msgs: list[m.Item]) -> None:
+            if not write:  # the source exists by its first frame, and knows its host
+                write.append(shared.frames_of(lambda: made[0].agent_hello, getattr(made[0], "host", None)))
+            write[0](data, msgs)
+
+        return frames_to
 
     def _note_hello(self, reader: _Reader) -> None:
         hello = reader.source.agent_hello
@@ -254,6 +304,9 @@ class ProcessStreams:
     def _merge(self) -> Iterator[SourceBatch]:
         while not self._closed:
             self._look_for_new()
+            hosts = self._hosts_changed()
+            if hosts is not None:
+                yield SourceBatch(hosts=hosts)
             try:
                 reader, batch = self._arrived.get(timeout=FIND_EVERY_S)
             except queue.Empty:
@@ -276,6 +329,16 @@ class ProcessStreams:
             notes, self._unsaid = tuple(self._unsaid), []
             yield SourceBatch(state=SourceState.ENDED, notes=notes)
 
+    def _hosts_changed(self) -> tuple[HostState, ...] | None:
+        """The state of every machine watched, when it changed since it was last said."""
+        if self._hosts is None:
+            return None
+        hosts = self._hosts()
+        if hosts == self._hosts_said:
+            return None
+        self._hosts_said = hosts
+        return hosts
+
     def _every_one_failed(self) -> str | None:
         """Why the merged stream failed, when every process's stream ended by failing (one
         process alone, whose failure is then the stream's, as a lone source's would be); ``None``
@@ -289,7 +352,7 @@ class ProcessStreams:
             return None
         if len(readers) == 1:
             return readers[0].failed
-        return "every process's stream failed: " + "; ".join(f"pid {r.pid}: {r.failed}" for r in readers)
+        return "every process's stream failed: " + "; ".join(f"{r.label}: {r.failed}" for r in readers)
 
     def _all_done(self) -> bool:
         with self._lock:
@@ -317,15 +380,16 @@ class ProcessStreams:
 
     def _merged(self, reader: _Reader, batch: SourceBatch) -> SourceBatch:
         """``batch`` of one process's stream as a batch of the merged one."""
-        marker = m.process(pid=reader.pid, start_time=reader.start_time)
+        marker = process_message(pid=reader.pid, start_time=reader.start_time, host=reader.host)
         notes = batch.notes
         messages: tuple[m.Message, ...] = (marker, *batch.messages) if batch.messages else ()
         if batch.state in (SourceState.ENDED, SourceState.FAILED):
             failed = batch.state is SourceState.FAILED
             why = batch.error or reader.source.end_reason or "its stream ended"
-            ended = m.process(
+            ended = process_message(
                 pid=reader.pid,
                 start_time=reader.start_time,
+                host=reader.host,
                 state=m.PROCESS_FAILED if failed else m.PROCESS_ENDED,
                 reason=why,
             )
@@ -337,9 +401,9 @@ class ProcessStreams:
                 with self._lock:
                     alone = len(self._readers) == 1
                 if alone:  # said as the stream's own error, unless another process turns up
-                    self._unsaid.append(f"pid {reader.pid}: {why}")
+                    self._unsaid.append(f"{reader.label}: {why}")
                 else:
-                    notes = (*notes, f"pid {reader.pid}: {why}")
+                    notes = (*notes, f"{reader.label}: {why}")
         if self._unsaid and len(self._readers) > 1:  # a failure held back is one process's of several now
             notes, self._unsaid = (*self._unsaid, *notes), []
         answers = tuple(self._ours(reader, answer) for answer in batch.answers)
@@ -349,14 +413,16 @@ class ProcessStreams:
 
     def request(self, what: str, *, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, **fields: object) -> int:
         """Ask the agent of the process ``process`` names in ``fields`` (by default the first
-        one) for ``what``; the answer comes under the id returned. Raises :class:`SourceError`
-        for a process not watched."""
+        one; on the machine ``host`` names, when it runs on another one) for ``what``; the answer
+        comes under the id returned. Raises :class:`SourceError` for a process not watched."""
         process = fields.pop("process", None)
+        host = fields.pop("host", None)
         with self._lock:
             readers = list(self._readers)
-        reader = next((r for r in readers if process is None or r.pid == process), None)
+        reader = next((r for r in readers if process is None or (r.pid == process and r.host == host)), None)
         if reader is None:
-            raise SourceError(f"pid {process} is not one of the processes watched")
+            who = f"pid {process}" if host is None else f"{host}/pid {process}"
+            raise SourceError(f"{who} is not one of the processes watched")
         with self._asking:  # an answer merged before the mapping is stored waits for it
             theirs = reader.source.request(what, timeout_s=timeout_s, **fields)
             ours = next(self._ids)
@@ -379,6 +445,12 @@ class ProcessStreams:
         self._close_reason = self._close_reason or reason
         for reader in list(self._readers):
             reader.source.close(reason)
+        self._closing()
+
+    def _closing(self) -> None:
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
 
     def close_and_wait(self, reason: str = "closed", *, timeout_s: float = 5.0) -> None:
         self.close(reason)
@@ -389,6 +461,7 @@ class ProcessStreams:
     def _close_readers(self, reason: str) -> None:
         for reader in list(self._readers):
             reader.source.close(reason)
+        self._closing()
         self._close_recording(reason)
 
     def _close_recording(self, reason: str) -> None:

@@ -83,6 +83,8 @@ class SocketSource:
 
     native_margin_s = 5.0
     """How long past its own timeout the source waits for py-spy's answer before calling it overdue."""
+    host: str | None = None
+    """The machine the agent runs on, where it is another one (through ssh)."""
 
     def __init__(
         self,

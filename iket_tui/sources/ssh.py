@@ -243,6 +243,7 @@ class SshSource(SocketSource):
             frames_to=frames_to,
         )
         self.target = target
+        self.host = target.host
         self.description = f"{target}"
         self._batch_hello_timeout_s = hello_timeout_s
         self._ssh: subprocess.Popen[bytes] | None = None

@@ -78,7 +78,7 @@ def test_program_names_an_unknown_kernel_in_one_line() -> None:
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "iket_tui.demo.program: unknown demo kernel 'matmul'; known: vector_add, gemm, softmax, gemm_relu, "
-        "traced_gemm, slow_gemm, layout_conflict, nvcc_error"
+        "traced_gemm, slow_gemm, stuck_gemm, layout_conflict, nvcc_error"
     ]
     assert _outcomes(done.stdout) == []
 
@@ -199,3 +199,42 @@ def test_a_second_ctrl_c_ends_the_program_at_once(start_program: Callable[..., _
 
     assert program.exit_code() == -signal.SIGINT
     assert program.rest() == []
+
+
+STUCK = "the GEMM stuck in demo.WaitForAbort, a pass of the demo's own, until aborted"
+LET_GO = "RuntimeError: the program ended while its compile waited in demo.WaitForAbort"
+
+
+@pytest.mark.tilelang
+def test_the_stuck_compile_waits_while_the_list_is_compiled_and_fails_as_the_program_ends() -> None:
+    pytest.importorskip("tilelang")
+    done = _run("--kernels", "vector_add,softmax", "--hang", "--lower-only", "--pause", "0")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no thread was left inside a compile as the interpreter shut down
+    lines = done.stdout.splitlines()
+    assert lines[1] == f"lowering stuck_gemm: {STUCK}"
+    assert lines[2].startswith("lowering vector_add: ")  # the list starts once stuck_gemm waits
+    vector_add, softmax, stuck = _outcomes(done.stdout)
+    assert vector_add.startswith("ok vector_add in ") and softmax.startswith("ok softmax in ")
+    assert stuck.startswith("failed stuck_gemm after ") and stuck.endswith(LET_GO)
+
+
+@pytest.mark.tilelang
+def test_stay_keeps_the_program_alive_after_the_list_until_ctrl_c(
+    start_program: Callable[..., _RunningProgram],
+) -> None:
+    pytest.importorskip("tilelang")
+    program = start_program("--kernels", "vector_add", "--lower-only", "--hang", "--stay", "--pause", "0")
+    seen = program.lines_until("demo: every kernel compiled; staying alive until stopped (Ctrl-C)")
+    assert any(line.startswith("ok vector_add in ") for line in seen)
+    assert not any(line.startswith("failed stuck_gemm") for line in seen)  # it still waits
+
+    with pytest.raises(subprocess.TimeoutExpired):
+        program.process.wait(timeout=1.0)  # the list is done, and the program stays
+    program.interrupt()
+
+    assert program.exit_code() == 0
+    rest = program.rest()[-2:]
+    assert rest[0] == "demo: stopped by Ctrl-C"
+    assert rest[1].startswith("failed stuck_gemm after ") and rest[1].endswith(LET_GO)

@@ -12,6 +12,10 @@ machine as a user would in ``~/.ssh/config``:
 - ``nowhere``: a port of 127.0.0.1 where nothing listens (the host is unreachable).
 
 Both ports' sessions get the test's ``XDG_RUNTIME_DIR``, where the agents there listen.
+
+With ``hosts`` (a name and a runtime directory each), every name is one more machine of a job
+across machines: a port of its own whose sessions get that runtime directory, so that each
+"host" sees only its own agents, as on a cluster.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_sshd(home: Path, *, iket_bin: Path, runtime_dir: Path) -> Sshd:
+def start_sshd(home: Path, *, iket_bin: Path, runtime_dir: Path, hosts: dict[str, Path] | None = None) -> Sshd:
     """An sshd for this user on loopback (see the module's docstring); raises :class:`NoSshd`."""
     for tool in ("ssh", "ssh-keygen"):
         if shutil.which(tool) is None:
@@ -87,7 +91,13 @@ def start_sshd(home: Path, *, iket_bin: Path, runtime_dir: Path) -> Sshd:
     shutil.copy(home / "user_key.pub", authorized)
     authorized.chmod(0o600)
     box_port, bare_port, nowhere_port = free_port(), free_port(), free_port()
+    host_ports = {name: free_port() for name in hosts or {}}
     runtime = f"XDG_RUNTIME_DIR={runtime_dir}"
+    host_ports_config = "".join(f"Port {port}\n" for port in host_ports.values())
+    host_matches = "".join(
+        f"Match LocalPort {port}\n    SetEnv PATH={iket_bin}:/usr/bin:/bin XDG_RUNTIME_DIR={(hosts or {})[name]}\n"
+        for name, port in host_ports.items()
+    )
     server_config = home / "sshd_config"
     server_config.write_text(
         f"""\
@@ -95,7 +105,7 @@ HostKey {home / "host_key"}
 ListenAddress 127.0.0.1
 Port {box_port}
 Port {bare_port}
-AuthorizedKeysFile {authorized}
+{host_ports_config}AuthorizedKeysFile {authorized}
 AllowUsers {getpass.getuser()}
 PubkeyAuthentication yes
 PasswordAuthentication no
@@ -107,10 +117,11 @@ PidFile none
 SetEnv PATH={iket_bin}:/usr/bin:/bin {runtime}
 Match LocalPort {bare_port}
     SetEnv PATH=/usr/bin:/bin {runtime}
-"""
+{host_matches}"""
     )
     host_key = (home / "host_key.pub").read_text().split()
-    known = "".join(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n" for port in (box_port, bare_port))
+    ports = (box_port, bare_port, *host_ports.values())
+    known = "".join(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n" for port in ports)
     (home / "known_hosts").write_text(known)
     client_config = home / "ssh_config"
     common = f"""\
@@ -129,6 +140,10 @@ Match LocalPort {bare_port}
         f"Host bare\n    Port {bare_port}\n    IdentityFile {home / 'user_key'}\n{common}"
         f"Host stranger\n    Port {box_port}\n    IdentityFile {home / 'stranger_key'}\n{common}"
         f"Host nowhere\n    Port {nowhere_port}\n    IdentityFile {home / 'user_key'}\n{common}"
+        + "".join(
+            f"Host {name}\n    Port {port}\n    IdentityFile {home / 'user_key'}\n{common}"
+            for name, port in host_ports.items()
+        )
     )
     log = home / "sshd.log"
     process = subprocess.Popen(
@@ -138,7 +153,7 @@ Match LocalPort {bare_port}
         stdin=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + START_S
-    while not all(_accepts(port) for port in (box_port, bare_port)):
+    while not all(_accepts(port) for port in ports):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             process.wait()

@@ -1,0 +1,254 @@
+"""``attach node1: node2: node3:``: one view of a job across machines, through a real sshd on loopback.
+
+Each "host" is a port of the test's OpenSSH server whose sessions have a runtime directory of
+their own (see :mod:`ssh_server`), so that each sees only its own agents, as the machines of a
+cluster do. The ranks are real processes running the real agent, each with ``RANK`` set, that
+emit a compile of a few passes as TileLang's observer would and one more on each cue
+(``targets/job_rank.py``); rank 3 stays in ``tl.LayoutInference``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from ssh_server import NoSshd, Sshd, start_sshd
+
+from iket_tui.cli.targets import job_source, job_targets
+from iket_tui.model.behind import passes_behind
+from iket_tui.model.session import Session
+from iket_tui.protocol import messages as m
+from iket_tui.sources.base import HostState
+from iket_tui.sources.merged import ProcessStreams
+from iket_tui.sources.reading import read_recording
+
+TESTS = Path(__file__).resolve().parents[1]
+RANK = TESTS / "e2e" / "targets" / "job_rank.py"
+HOSTS = ("node1", "node2", "node3")
+RANKS_PER_HOST = 2
+SLOW_RANK = 3  # node2's second rank
+TIMEOUT_S = 120.0
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cli = _load("job_cli_helpers", TESTS / "cli" / "cli_helpers.py")
+
+
+class Cluster:
+    """The test's sshd serving :data:`HOSTS`, and :data:`RANKS_PER_HOST` ranks on each."""
+
+    def __init__(self, sshd: Sshd, runtimes: dict[str, Path]) -> None:
+        self.sshd = sshd
+        self.runtimes = runtimes
+        self.ranks: dict[str, list[subprocess.Popen[str]]] = {host: [] for host in runtimes}
+
+    def start_ranks(self) -> None:
+        rank = 0
+        for host, runtime in self.runtimes.items():
+            for _ in range(RANKS_PER_HOST):
+                env = {
+                    **os.environ,
+                    "IKET_TUI": "",
+                    "XDG_RUNTIME_DIR": str(runtime),
+                    "RANK": str(rank),
+                    "IKET_TEST_SLOW_RANK": str(SLOW_RANK),
+                }
+                process = subprocess.Popen(
+                    [sys.executable, str(RANK)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+                )
+                self.ranks[host].append(process)
+                rank += 1
+        for processes in self.ranks.values():
+            for process in processes:
+                assert process.stdout is not None and process.stdout.readline() == "ready\n"
+
+    def go(self, host: str) -> None:
+        """Each rank on ``host`` runs one more compile."""
+        for process in self.ranks[host]:
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+            assert process.stdout.readline().startswith("done ")
+
+    def bridge_session(self, host: str) -> int:
+        """The pid of the sshd process serving ``host``'s connection (the one bridge's)."""
+        for pid in self.sshd.sessions():
+            for child in _descendants(pid):
+                try:
+                    environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+                    command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if b"--all" in command and f"XDG_RUNTIME_DIR={self.runtimes[host]}".encode() in environ:
+                    return pid
+        raise AssertionError(f"no bridge serves {host}")
+
+    def stop(self) -> None:
+        for processes in self.ranks.values():
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        parent = stack.pop()
+        try:
+            children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    iket_bin = Path(sys.executable).parent
+    if not (iket_bin / "iket-tui").exists():
+        pytest.skip(f"no iket-tui beside {sys.executable} to put on the remote PATH")
+    home = Path(tempfile.mkdtemp(prefix="iks"))
+    own = Path(tempfile.mkdtemp(prefix="ik"))  # short: socket paths are limited to 107 bytes
+    runtimes = {host: Path(tempfile.mkdtemp(prefix="ik")) for host in HOSTS}
+    try:
+        server = start_sshd(home, iket_bin=iket_bin, runtime_dir=own, hosts=runtimes)
+    except NoSshd as exc:
+        pytest.skip(str(exc))
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_RUNTIME_DIR", str(own))
+    patch.setenv("IKET_TUI_SSH", f"ssh -F {server.client_config}")
+    patch.delenv("IKET_TUI", raising=False)
+    patch.delenv("IKET_TUI_REMOTE", raising=False)
+    job = Cluster(server, runtimes)
+    try:
+        job.start_ranks()
+        yield job
+    finally:
+        job.stop()
+        server.stop()
+        patch.undo()
+        for path in (home, own, *runtimes.values()):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+class Watched:
+    """A merged stream read on a thread of its own into a session, as the UI would."""
+
+    def __init__(self, source: ProcessStreams) -> None:
+        self.source = source
+        self.session = Session(by_rank=True)
+        self.hosts: list[tuple[HostState, ...]] = []
+        self.notes: list[str] = []
+        self.error: str | None = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for batch in self.source.batches():
+            with self._lock:
+                self.session.apply(batch.messages)
+                self.notes += batch.notes
+                if batch.hosts is not None:
+                    self.hosts.append(batch.hosts)
+                if batch.error:
+                    self.error = batch.error
+
+    def labels(self) -> list[str]:
+        with self._lock:
+            tree = self.session.tree
+            return sorted(tree.process_label(process) for process in tree.processes)
+
+    def compiles_done(self, host: str) -> int:
+        """Compiles that ended well in the ranks of ``host``."""
+        with self._lock:
+            return sum(
+                1
+                for process in self.session.tree.processes
+                if process.host == host
+                for comp in process.compiles
+                if comp.status.value == "done"
+            )
+
+    def lost(self, host: str) -> bool:
+        """Whether the latest state said of ``host`` is lost."""
+        with self._lock:
+            latest = self.hosts[-1] if self.hosts else ()
+        return any(state.host == host and state.lost_at_s is not None for state in latest)
+
+    def behind(self) -> list[str]:
+        with self._lock:
+            now = self.session.last_t_ns + 60_000_000_000
+            return [found.text for found in passes_behind(self.session.tree, now)]
+
+    def close(self) -> None:
+        self.source.close_and_wait("done")
+        self._thread.join(TIMEOUT_S)
+
+
+EVERY_RANK = [f"node{1 + rank // RANKS_PER_HOST}/rank {rank}" for rank in range(len(HOSTS) * RANKS_PER_HOST)]
+
+
+def test_every_rank_of_every_host_in_one_tree_through_one_ssh_connection_per_host(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "job.msgpack"
+    watched = Watched(job_source(job_targets(["node[1-3]:"]), record_to=out, filters={}))
+    try:
+        cli.wait_until(lambda: watched.labels() == EVERY_RANK, timeout=TIMEOUT_S)
+        assert len(cluster.sshd.sessions()) == len(HOSTS)  # one login per host, not one per rank
+        cli.wait_until(lambda: bool(watched.behind()), timeout=TIMEOUT_S)
+        (behind,) = watched.behind()
+        assert behind.startswith("node2/rank 3 has been in `tl.LayoutInference` ")
+        assert "; the other ranks finished it in " in behind  # the five on every host
+    finally:
+        watched.close()
+    msgs, info = read_recording(out)
+    assert info.ended
+    processes = {(msg["host"], msg["pid"]) for msg in msgs if msg["type"] == m.PROCESS}
+    assert {host for host, _ in processes} == set(HOSTS)
+    assert len(processes) == len(HOSTS) * RANKS_PER_HOST  # every process kept apart, by host
+    replayed = Session(by_rank=True)
+    replayed.apply(msgs)
+    assert sorted(replayed.tree.process_label(process) for process in replayed.tree.processes) == EVERY_RANK
+
+
+def test_a_host_that_drops_is_said_lost_the_others_go_on_and_it_comes_back(cluster: Cluster) -> None:
+    watched = Watched(job_source(job_targets(["node1:", "node2:", "node3:"]), record_to=None, filters={}))
+    try:
+        cli.wait_until(lambda: watched.labels() == EVERY_RANK, timeout=TIMEOUT_S)
+        os.kill(cluster.bridge_session("node2"), signal.SIGKILL)  # its connection drops
+        cli.wait_until(lambda: watched.lost("node2"), timeout=TIMEOUT_S)
+        assert not watched.lost("node1") and not watched.lost("node3")
+        before = watched.compiles_done("node1")
+        cluster.go("node1")  # the others go on meanwhile
+        cli.wait_until(lambda: watched.compiles_done("node1") == before + RANKS_PER_HOST, timeout=TIMEOUT_S)
+        cli.wait_until(lambda: not watched.lost("node2"), timeout=TIMEOUT_S)  # logged in again
+        done = watched.compiles_done("node2")
+        cluster.go("node2")  # and its ranks' streams are taken up again
+        cli.wait_until(lambda: watched.compiles_done("node2") == done + RANKS_PER_HOST, timeout=TIMEOUT_S)
+        assert watched.error is None
+        assert watched.labels() == EVERY_RANK  # the same ranks, not new ones
+    finally:
+        watched.close()
