@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -138,7 +139,9 @@ class TimingScreen(Screen[None]):
     ]
 
     DEFAULT_CSS = """
-    TimingScreen #timing-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
+    TimingScreen #timing-title {
+        height: 1; background: $panel; text-style: bold; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     TimingScreen #pass-names { height: 2fr; min-height: 5; }
     TimingScreen #pass-detail { height: 1; background: $panel; padding: 0 1; }
     TimingScreen #per-compile { height: 1fr; min-height: 5; }
@@ -246,9 +249,10 @@ class TimingScreen(Screen[None]):
             f" {units.duration(summary.compile_ns) or '0 ns'}: passes {_percent(summary.share(summary.pass_ns))},"
             f" codegen {_percent(summary.share(summary.codegen_ns))}, other {_percent(summary.share(summary.other_ns))}"
         )
-        if summary.running:
-            text += f" · {RUNNING_MARK}{summary.running} running, timed so far"
-        return text if self._width < NARROW_BELOW else f"timing: {text}"
+        running = f" · {RUNNING_MARK}{summary.running} running, timed so far" if summary.running else ""
+        if self._width < NARROW_BELOW:  # what does not fit whole is left out, never cut mid-word
+            return text + running if cell_len(text + running) + 2 <= self._width else text
+        return f"timing: {text}{running}"
 
     def _sync_names(self, summary: TimingSummary) -> None:
         table: DataTable[Text] = self.query_one("#pass-names", DataTable)

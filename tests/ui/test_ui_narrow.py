@@ -167,3 +167,21 @@ async def test_a_replays_footer_at_120_columns_ends_with_a_whole_key() -> None:
         keys = footer_keys(app)
         assert keys and all(right <= 120 for _, right in keys), keys
         assert "Faster" not in [name for name, _ in keys]  # dropped whole, not `] Fa`
+
+
+@app_test
+async def test_the_timing_title_leaves_out_what_does_not_fit_whole() -> None:
+    from test_ui_timing_snapshots import TimingApp
+    from textual.widgets import Static
+
+    session = Session()
+    session.apply(live_stream())  # the sixth compile is running
+    app = TimingApp(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        title = str(app.screen.query_one("#timing-title", Static).render())
+        assert title == "6 compiles, 388 passes, 3.81 s: passes 53.6%, codegen 46.0%, other 0.4%"
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        title = str(app.screen.query_one("#timing-title", Static).render())
+        assert title.endswith("other 0.4% · ▶ 1 running, timed so far")
