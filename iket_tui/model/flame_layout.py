@@ -73,6 +73,36 @@ class Window:
         return Window(self.start_ns, self.ns_per_column, max(1, columns))
 
 
+OUTRUN: Final = 4.0
+"""A block outruns the others when it ends later than this many times the median block's end."""
+
+
+@dataclass(frozen=True)
+class FitSpan:
+    """The time a fitted view shows of a launch: where its blocks ran, leaving out the few that
+    ran on far longer than the rest (a block that waited seconds would leave every other block
+    a column wide), which are named so the view can say they run past its right edge."""
+
+    ns: int
+    """From the launch's first event to the end of the last block not left out."""
+    beyond: tuple[int, ...]
+    """Indices of the blocks left out, latest end first."""
+
+
+def fit_span(spans: Spans, duration_ns: int) -> FitSpan:
+    """The span a fitted view shows of a launch whose events are ``spans`` (see :class:`FitSpan`)."""
+    ends = spans.block_end_ns
+    if len(ends) < 2:
+        return FitSpan(duration_ns, ())
+    limit = OUTRUN * max(1.0, float(np.median(ends)))
+    beyond = np.flatnonzero(ends > limit)
+    if not len(beyond) or len(beyond) * 10 > len(ends):  # a tenth of the blocks or more: the launch's own shape
+        return FitSpan(duration_ns, ())
+    kept = ends[ends <= limit]
+    order = beyond[np.argsort(-ends[beyond], kind="stable")]
+    return FitSpan(int(kept.max()), tuple(int(block) for block in order))
+
+
 @dataclass(frozen=True)
 class Run:
     """Columns ``start`` to ``end`` (exclusive) of a painted row: ``text`` over ``what``, which
@@ -185,6 +215,7 @@ class FlameLayout:
                 for offset in np.flatnonzero((mcols >= 0) & (mcols < columns)):
                     marks_at[int(mcols[offset])] = mlo + int(offset)
         runs: list[Run] = []
+        drawn: dict[int, int] = {}  # per bar cut by marks: how much of its label its pieces drew
         column = 0
         while column < columns:
             if column in marks_at:
@@ -204,7 +235,7 @@ class FlameLayout:
                 begins = max(0, int(first_col[current - lo]))
                 if int(self._end[current]) - int(self._start[current]) > 2 * window.ns_per_column:
                     label = "▏" + label  # where a bar begins, so that bars side by side stay apart
-                text = label[column - begins : end - begins]  # a bar cut by a mark goes on with its label
+                text, drawn[current] = _label_piece(label, column - begins, end - column, drawn.get(current))
                 runs.append(
                     Run(column, end, text.ljust(end - column), ("span", index), int(self._tone[index]), flags != 0)
                 )
@@ -230,6 +261,19 @@ class FlameLayout:
             if found >= 0 and t_ns <= self._end[lo + found]:
                 return ("span", int(self._order[lo + found]))
         return None
+
+
+def _label_piece(label: str, offset: int, width: int, drawn: int | None) -> tuple[str, int]:
+    """The text of one piece of a bar ``width`` columns wide, ``offset`` columns after the bar's
+    first, and how much of ``label`` is drawn after it. A bar cut by marks goes on with its label
+    where the piece before it stopped (``drawn``), and a piece wide enough for the whole name,
+    after pieces too narrow for it, shows the name whole, so that marks never leave it unreadable."""
+    if drawn is None:
+        return label[offset : offset + width], offset + width
+    name = label.removeprefix("▏")
+    if drawn < len(label) and width >= len(name):
+        return name, len(label)
+    return label[drawn : drawn + width], drawn + width
 
 
 def _label(name: str, flags: int) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 from iket_tui.durations import duration
 from iket_tui.model.flame_layout import BLOCK, SM, FlameLayout, FlameRow, SmLayout, Window
 from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch
+from iket_tui.model.unbalanced import row_words, unbalanced_of
 
 NO_LAUNCH = "no kernel launch selected"
 EVICTED = "this launch was summarised to keep memory bounded: its events are no longer held"
@@ -133,6 +134,16 @@ def describe_row(launch: Launch | None, layout: FlameLayout | SmLayout | None, r
     ranges, marks = spans.spans[in_row], spans.marks[marks_in_row]
     unbalanced = int(np.count_nonzero(ranges["flags"]))
     lines.append(f"ranges     {len(ranges):,}" + (f" ({unbalanced:,} unbalanced)" if unbalanced else ""))
+    if unbalanced:
+        producers = unbalanced_of(launch).producers_in(block, None if at.kind == BLOCK else at.warp)
+        others = ranges[~np.isin(ranges["warp"], producers)]
+        why = row_words(
+            producers,
+            whole_block=at.kind == BLOCK,
+            open_ranges=int(np.count_nonzero(others["flags"] & SPAN_NO_END)),
+            no_start=int(np.count_nonzero(ranges["flags"] & SPAN_NO_START)),
+        )
+        lines.append(f"why        {why}")
     lines.append(f"marks      {len(marks):,}")
     x, y, z = (int(n) for n in spans.blocks[block])
     lost = launch.coverage.lost_of((x, y, z), None if at.kind == BLOCK else at.warp)

@@ -25,16 +25,19 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
+from iket_tui.durations import duration
 from iket_tui.model.flame_layout import (
     BLOCK,
     LANE,
     PALETTE_SIZE,
+    FitSpan,
     FlameLayout,
     FlameRow,
     Run,
     SmLayout,
     Window,
     event_of,
+    fit_span,
 )
 from iket_tui.model.flame_text import describe_cursor, ruler
 from iket_tui.model.flame_text import describe_row as describe_flame_row
@@ -75,16 +78,18 @@ class FlameView(ScrollView, can_focus=True):
     """Blocks and warps of one launch on one time axis, with a cursor (a row and a column)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("down,j", "cursor_down", "Warp", key_display="↑↓"),
         Binding("up,k", "cursor_up", "Up", show=False),
-        Binding("down,j", "cursor_down", "Down", show=False),
+        Binding("greater_than_sign,shift+down", "step_launch(1)", "Launch", key_display="<>"),
+        Binding("less_than_sign,shift+up", "step_launch(-1)", "Newer launch", show=False),
         Binding("left,h", "cursor_left", "Earlier", show=False),
         Binding("right,l", "cursor_right", "Later", show=False),
         Binding("shift+left,H", "pan(-8)", "Pan left", show=False),
         Binding("shift+right,L", "pan(8)", "Pan right", show=False),
         Binding("pageup", "page(-1)", "Page up", show=False),
         Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("i", "zoom(2.0)", "Zoom in"),
-        Binding("o", "zoom(0.5)", "Zoom out"),
+        Binding("i", "zoom(2.0)", "Zoom", key_display="i o"),
+        Binding("o", "zoom(0.5)", "Zoom out", show=False),
         Binding("0", "fit", "Fit"),
         Binding("m", "toggle_grouping", "By SM"),
         Binding("b", "next_block(1)", "Next block", show=False),
@@ -142,6 +147,17 @@ class FlameView(ScrollView, can_focus=True):
         def control(self) -> FlameView:
             return self.view
 
+    @dataclass
+    class LaunchStep(Message):
+        """The user asked for the next launch (``direction`` 1: older) or the one before (-1)."""
+
+        view: FlameView
+        direction: int
+
+        @property
+        def control(self) -> FlameView:
+            return self.view
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.launch: Launch | None = None
@@ -154,7 +170,11 @@ class FlameView(ScrollView, can_focus=True):
         self.cursor_row = 0
         self.cursor_column = 0
         self.fitted = True
-        """The whole launch is in view; it stays so as the view is resized or records arrive."""
+        """The launch is fitted to the width; it stays so as the view is resized or records arrive."""
+        self.whole = False
+        """Fitted to the whole launch, rather than to where its blocks ran (:class:`FitSpan`)."""
+        self.span = FitSpan(0, ())
+        """What a fit shows of the launch shown."""
         self._version = -1
         self.running: frozenset[tuple[int, int]] = frozenset()
         """(block, warp) of the launch's warps that have not ended: their labels are marked."""
@@ -180,9 +200,12 @@ class FlameView(ScrollView, can_focus=True):
             return
         self._version = launch.version
         self.flame = self._layout(launch)
+        self.span = fit_span(launch.spans(), launch.duration_ns)
         self.running = open_lanes(launch.progress, launch.spans().blocks) if launch.running else frozenset()
+        if not same:
+            self.whole = False
         if not same or self.fitted:
-            self.window = Window.fit(launch.duration_ns, self._columns)
+            self.window = self._fitted_window()
             self.fitted = True
         if not same:
             self.cursor_row = min(1, len(self.flame.rows) - 1)
@@ -300,11 +323,39 @@ class FlameView(ScrollView, can_focus=True):
         self._set_window(self.window.zoomed(factor, self.cursor_column))
 
     def action_fit(self) -> None:
+        """Fit where the blocks ran; pressed again where some block ran on past that, the whole launch."""
         if self.launch is not None:
             time = self.cursor_time_ns()
+            self.whole = self.fitted and not self.whole and bool(self.span.beyond)
             self.fitted = True
-            self._set_window(Window.fit(self.launch.duration_ns, self._columns))
+            self._set_window(self._fitted_window())
             self.cursor_column = max(0, min(self._columns - 1, self.window.column_of(time)))
+
+    def _fitted_window(self) -> Window:
+        launch = self.launch
+        if launch is None:
+            return self.window
+        return Window.fit(launch.duration_ns if self.whole else self.span.ns, self._columns)
+
+    def fit_note(self) -> str:
+        """What a fit leaves out: the blocks that ran on past the right edge, and how to see them."""
+        beyond, layout = self.span.beyond, self.flame
+        if not self.fitted or self.whole or not beyond or layout is None:
+            return ""
+        spans = layout.spans
+        named = ", ".join(
+            "(" + ",".join(str(int(v)) for v in spans.blocks[block][: 3 if spans.blocks[block][2] else 2]) + ")"
+            for block in beyond[:2]
+        )
+        more = f" and {len(beyond) - 2} more" if len(beyond) > 2 else ""
+        end = duration(int(spans.block_end_ns[beyond[0]]))
+        return (
+            f"{'block' if len(beyond) == 1 else 'blocks'} {named}{more} ran on to t+{end},"
+            " past the right edge: 0 shows the whole launch"
+        )
+
+    def action_step_launch(self, direction: int) -> None:
+        self.post_message(self.LaunchStep(self, direction))
 
     def action_next_block(self, direction: int) -> None:
         if self.flame is None or not self.flame.rows:
@@ -376,8 +427,7 @@ class FlameView(ScrollView, can_focus=True):
 
     def _on_resize(self, event: events.Resize) -> None:
         if self.launch is not None and self.window.columns != self._columns:
-            fitted = Window.fit(self.launch.duration_ns, self._columns)
-            self._set_window(fitted if self.fitted else self.window.resized(self._columns))
+            self._set_window(self._fitted_window() if self.fitted else self.window.resized(self._columns))
         if self.flame is not None:
             self.virtual_size = Size(self.size.width, len(self.flame.rows))
 

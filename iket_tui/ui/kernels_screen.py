@@ -17,13 +17,23 @@ the warps and events lost.
 
 Watching several processes that trace kernels, each launch row names its process (``pid 123
 (rank 3)``), the title says which processes trace kernels, on which ring, with the launches and
-losses of each, and the summary of a launch's unfinished warps begins with its process."""
+losses of each, and the summary of a launch's unfinished warps begins with its process.
+
+Following, the screen shows the newest launch that has finished (its flame view whole; one still
+running is marked in the table), or, once one has a warp quiet past the threshold, that one.
+The footer names the keys between warps (up/down) and between launches (``<`` ``>``), which
+work whatever has focus, and the launch table keeps its cursor visible while the flame view has
+focus. Above the flame view, a line says why the selected launch has unbalanced ranges (the
+producer warps of a Hopper warp-specialised kernel named as such) and which blocks ran on past
+the fitted view's right edge. A narrow terminal leaves out whole columns of the launch table,
+numbers first, and whole items of the line under the cursor, never part of a cell or a word."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -36,6 +46,7 @@ from iket_tui.durations import duration as format_ns
 from iket_tui.model.kernels import KernelTimeline, ProcessKernels, process_label
 from iket_tui.model.launches import Launch, event_stats
 from iket_tui.model.session import Session
+from iket_tui.model.unbalanced import Unbalanced, unbalanced_of
 from iket_tui.ui.flame_view import FlameView, TimeRuler
 from iket_tui.ui.messages import ModelChanged
 from iket_tui.ui.running_warps import RunningWarps
@@ -48,32 +59,38 @@ class KernelsScreen(Screen[None]):
     """Launches and the per-block flame view of the selected launch."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,K", "app.pop_screen", "Passes"),
-        Binding("f", "toggle_follow", "Follow"),
-        Binding("g", "goto_block", "Go to block"),
-        Binding("a", "toggle_stats", "Per event"),
+        Binding("greater_than_sign,shift+down", "step_launch(1)", "Launch", key_display="<>"),
+        Binding("less_than_sign,shift+up", "step_launch(-1)", "Newer launch", show=False),
+        Binding("a", "toggle_stats", "Stats"),
         Binding("enter", "toggle_detail", "Details"),
+        Binding("escape,K", "app.pop_screen", "Passes"),
+        Binding("g", "goto_block", "Go to block"),
         Binding("slash", "find", "Find event"),
+        Binding("f", "toggle_follow", "Follow"),
         Binding("n", "find_next", "Next", show=False),
         Binding("D", "compare", "Compare", show=False),
         Binding("tab", "app.focus_next", "Next pane", show=False),
     ]
 
+    AUTO_FOCUS = "#flame"
     COMPONENT_CLASSES: ClassVar[set[str]] = {"kernels-screen--running", "kernels-screen--quiet"}
 
     DEFAULT_CSS = """
     KernelsScreen #kernels-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
     KernelsScreen #launches { height: auto; max-height: 30%; }
+    KernelsScreen #launches:blur > .datatable--cursor { background: $primary 50%; text-style: bold; }
     KernelsScreen #launch-status { height: auto; display: none; padding: 0 1; background: $warning-muted; }
     KernelsScreen #launch-status.-shown { display: block; }
+    KernelsScreen #launch-notes { height: auto; display: none; padding: 0 1; color: $text-muted; }
+    KernelsScreen #launch-notes.-shown { display: block; }
     KernelsScreen #flame-area { height: 1fr; }
     KernelsScreen #flame { height: 1fr; width: 1fr; }
     KernelsScreen #flame-detail { width: 44; display: none; padding: 0 1; border-left: solid $panel-lighten-2; }
     KernelsScreen.-detail #flame-detail { display: block; }
-    KernelsScreen #under-cursor { height: 1; background: $panel; padding: 0 1; }
+    KernelsScreen #under-cursor { height: auto; max-height: 2; background: $panel; padding: 0 1; }
     KernelsScreen #stats { height: 1fr; display: none; }
     KernelsScreen.-stats #stats { display: block; }
-    KernelsScreen.-stats #flame, KernelsScreen.-stats #ruler { display: none; }
+    KernelsScreen.-stats #flame-area, KernelsScreen.-stats #ruler { display: none; }
     KernelsScreen #goto { display: none; }
     KernelsScreen #goto.-shown { display: block; }
     """
@@ -100,11 +117,12 @@ class KernelsScreen(Screen[None]):
         self._asking = "goto"
         self.follow = True
         self.selected: Launch | None = None
-        self._several = False  # whether the launches' table has its process column
+        self._shown_columns: tuple[str, ...] = ()  # the launches' columns the width holds
         self._version = -1
         self._rows: list[Launch] = []
         self._stable: dict[str, int] = {}  # launch versions at the last look, by row key
         self._marked: set[str] = set()  # row keys of the launches whose duration cell says running
+        self._unbalanced: tuple[tuple[str, int], Unbalanced] | None = None  # the selected launch's, by version
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -113,6 +131,7 @@ class KernelsScreen(Screen[None]):
             yield table
             yield RunningWarps(id="running")
             yield Static(id="launch-status", markup=False)
+            yield Static(id="launch-notes", markup=False)
             flame = FlameView(id="flame")
             yield TimeRuler(flame, id="ruler")
             with Horizontal(id="flame-area"):
@@ -125,22 +144,21 @@ class KernelsScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._columns_for(several=False)
         self.query_one("#stats", DataTable).add_columns(
             "event", "kind", "count", "unbalanced", "mean", "p50", "p99", "max", "payload min", "payload max"
         )
         self.sync()
         self.query_one(FlameView).focus()
 
-    def _columns_for(self, *, several: bool) -> None:
-        """The launches' columns: with several processes tracing kernels, the process first."""
-        table = self.query_one("#launches", DataTable)
-        self._several = several
-        table.clear(columns=True)
-        if several:
-            table.add_column("process", key="process")
-        for label in ("kernel", "grid", "start", "duration", "status", "records", "unbalanced", "compile"):
-            table.add_column(label, key=label)
+    def _table_width(self) -> int:
+        """The cells the launches' table can show without scrolling sideways (its vertical
+        scrollbar kept free)."""
+        return self.size.width - TABLE_SCROLLBAR
+
+    def on_resize(self) -> None:
+        """Columns dropped for a narrow terminal come back on a wide one, and the other way."""
+        self._version = -1
+        self.sync()
 
     # Following the model
 
@@ -160,46 +178,52 @@ class KernelsScreen(Screen[None]):
             launch.unbalanced_if_known() is not None or launch.evicted for launch in self._rows
         ):
             title.update(self._title(now))
-            self._show_running(now)  # the clock moved: only the marks and their times
-            return
+            if not self.follow or self._followed(self._rows, now) is self.selected:
+                self._show_running(now)  # the clock moved: only the marks and their times
+                return
         self._version = kernels.version
         launches = kernels.newest_first()
         table = self.query_one("#launches", DataTable)
         first_ns = min((launch.first_ns for launch in launches if launch.version), default=0)
         if self.follow or self.selected is None:
-            self.selected = launches[0] if launches else None
+            self.selected = self._followed(launches, now)
         if self.selected is not None:
             self.selected.spans()  # drawn now anyway
         stable = self._stable
         self._stable = {_row_key(launch): launch.version for launch in launches}
-        several = kernels.several
-        if several != self._several:
-            self._columns_for(several=several)
-        table.clear()
         self._marked = set()
+        rows: list[dict[str, str | Text]] = []
         for launch in launches:
             if stable.get(_row_key(launch)) == launch.version:
                 launch.spans()  # no records came since the last look: pair it once (cached after)
             unbalanced = launch.unbalanced_if_known()
-            grid = "x".join(str(n) for n in launch.grid())
-            table.add_row(
-                *((process_label(launch.process),) if several else ()),
-                launch.kernel,
-                grid,
-                f"+{format_ns(launch.first_ns - first_ns)}" if launch.version else "",
-                self._duration_cell(launch, now),
-                launch.status().short(),
-                f"{launch.records:,}" + (" (summarised)" if launch.evicted else ""),
-                "" if unbalanced is None else f"{unbalanced:,}",
-                self._compile_label(launch),
-                key=_row_key(launch),
+            rows.append(
+                {
+                    "process": process_label(launch.process),
+                    "kernel": launch.kernel,
+                    "grid": "x".join(str(n) for n in launch.grid()),
+                    "start": f"+{format_ns(launch.first_ns - first_ns)}" if launch.version else "",
+                    "duration": self._duration_cell(launch, now),
+                    "status": launch.status().short(),
+                    "records": f"{launch.records:,}" + (" (summarised)" if launch.evicted else ""),
+                    "unbalanced": "" if unbalanced is None else f"{unbalanced:,}",
+                    "compile": self._compile_label(launch),
+                }
             )
+        shown = fitting_columns(COLUMNS if kernels.several else COLUMNS[1:], rows, self._table_width())
+        table.clear(columns=True)  # the columns again: their widths are those of the cells they hold now
+        for label in shown:
+            table.add_column(label, key=label)
+        for launch, cells in zip(launches, rows, strict=True):
+            table.add_row(*(cells[label] for label in shown), key=_row_key(launch))
+        self._shown_columns = shown
         self._rows = launches
         title.update(self._title(now))
         if self.selected is not None and self.selected in launches:
             table.move_cursor(row=launches.index(self.selected), animate=False)
         self.query_one(FlameView).show_launch(self.selected)
         self._show_status()
+        self._show_notes()
         self._show_unfinished(now)
         self._show_under_cursor()
         self._show_stats()
@@ -228,12 +252,21 @@ class KernelsScreen(Screen[None]):
             )
         return Text(text, style=self.get_component_rich_style("kernels-screen--running", partial=True))
 
+    def _followed(self, launches: list[Launch], now: int) -> Launch | None:
+        """The launch a following screen shows: the newest with a warp quiet past the threshold,
+        whose warps are what a live view is for; else the newest that has finished, so that its
+        flame view is whole; else the newest."""
+        kernels = self.kernels
+        quiet = next((launch for launch in launches if launch.running and kernels.running_past(launch, now)), None)
+        finished = next((launch for launch in launches if not launch.running), None)
+        return quiet or finished or (launches[0] if launches else None)
+
     def _show_running(self, now: int) -> None:
         """Repaint what the clock changes: the running launches' marks and the unfinished warps' times."""
         table = self.query_one("#launches", DataTable)
         for launch in self._rows:
             key = _row_key(launch)
-            if key in self._marked:
+            if key in self._marked and "duration" in self._shown_columns:
                 table.update_cell(key, "duration", self._duration_cell(launch, now), update_width=True)
         self._show_unfinished(now)
 
@@ -300,6 +333,7 @@ class KernelsScreen(Screen[None]):
         """Per event name of the selected launch: counts, durations, payload ranges (or back to the flame view)."""
         self.toggle_class("-stats")
         self._show_stats()
+        self._show_notes()
         (self.query_one("#stats", DataTable) if self.has_class("-stats") else self.query_one(FlameView)).focus()
 
     def _choose_source(self) -> None:
@@ -334,20 +368,53 @@ class KernelsScreen(Screen[None]):
             launch = self._rows[row]
             if launch is not self.selected:
                 self.selected = launch
-                self.follow = row == 0 and self.follow
+                self.follow = launch is self._followed(self._rows, self._agent_now()) and self.follow
                 self.query_one(FlameView).show_launch(launch)
                 self._show_status()
+                self._show_notes()
                 self._show_unfinished(self._agent_now())
                 self._show_under_cursor()
                 self._show_stats()
 
     def on_flame_view_cursor_moved(self, event: FlameView.CursorMoved) -> None:
         self._show_under_cursor()
+        self._show_notes()
         self.query_one(TimeRuler).refresh()
+
+    def on_flame_view_launch_step(self, event: FlameView.LaunchStep) -> None:
+        self.action_step_launch(event.direction)
+
+    def action_step_launch(self, direction: int) -> None:
+        """The next launch down the table (older, ``direction`` 1) or up it (newer, -1), whatever has focus."""
+        rows = self._rows
+        if not rows:
+            return
+        row = next((index for index, launch in enumerate(rows) if launch is self.selected), 0)
+        row = max(0, min(len(rows) - 1, row + direction))
+        self._select(row)
+        self.query_one("#launches", DataTable).move_cursor(row=row, animate=False)
+
+    def _show_notes(self) -> None:
+        """Why the selected launch has unbalanced ranges, and what the flame view's fit leaves out."""
+        shown = self.query_one("#launch-notes", Static)
+        launch = self.selected
+        lines = []
+        if launch is not None and not launch.evicted:
+            key = (_row_key(launch), launch.version)
+            if self._unbalanced is None or self._unbalanced[0] != key:
+                self._unbalanced = (key, unbalanced_of(launch))
+            lines.append(self._unbalanced[1].words(running=launch.running))
+            if not self.has_class("-stats"):
+                lines.append(self.query_one(FlameView).fit_note())
+        text = "\n".join(line for line in lines if line)
+        shown.update(text)
+        shown.set_class(bool(text), "-shown")
 
     def _show_under_cursor(self) -> None:
         flame = self.query_one(FlameView)
-        self.query_one("#under-cursor", Static).update(flame.describe_under_cursor())
+        self.query_one("#under-cursor", Static).update(
+            fitting_line(flame.describe_under_cursor(), self.size.width - UNDER_CURSOR_PADDING)
+        )
         if self.has_class("-detail"):
             self.query_one("#flame-detail", Static).update("\n".join(flame.describe_row()))
 
@@ -397,6 +464,58 @@ class KernelsScreen(Screen[None]):
         if not flame.jump_to_block(block):
             self.notify(f"no block {event.value!r} in this launch", severity="warning")
         flame.focus()
+
+
+COLUMNS: tuple[str, ...] = (
+    "process",
+    "kernel",
+    "grid",
+    "start",
+    "duration",
+    "status",
+    "records",
+    "unbalanced",
+    "compile",
+)
+"""The launches' columns, in order; ``process`` only with several processes tracing kernels."""
+DROPPED_FIRST: tuple[str, ...] = ("records", "start", "grid", "compile", "unbalanced", "duration")
+"""Where the width is short, the columns left out, in this order: numbers before names, and
+what the title and the flame view say too before what only the table says."""
+CELL_PADDING = 2
+TABLE_SCROLLBAR = 2
+
+
+def fitting_columns(columns: tuple[str, ...], rows: list[dict[str, str | Text]], width: int) -> tuple[str, ...]:
+    """Those of ``columns`` that fit in ``width`` cells with the cells of ``rows``, whole columns
+    left out in the order of :data:`DROPPED_FIRST` (a cell is never cut)."""
+
+    def needs(label: str) -> int:
+        return max([len(label), *(cell_len(str(row[label])) for row in rows)]) + CELL_PADDING
+
+    kept = list(columns)
+    for label in DROPPED_FIRST:
+        if sum(needs(name) for name in kept) <= width:
+            break
+        if label in kept:
+            kept.remove(label)
+    return tuple(kept)
+
+
+UNDER_CURSOR_PADDING = 2
+DROPPED_FROM_LINE = ("/col", "t+")
+"""Where the line about the cursor is too long, its items left out, in this order: the scale,
+then the cursor's time (the bar under it keeps its own)."""
+
+
+def fitting_line(line: str, width: int) -> str:
+    """``line`` (items joined by `` · ``) without the items of :data:`DROPPED_FROM_LINE` it does
+    not have room for, whole items left out, never cut; what is still too long wraps."""
+    items = line.split(" · ")
+    for marker in DROPPED_FROM_LINE:
+        if cell_len(" · ".join(items)) <= width:
+            break
+        items = [item for item in items if marker not in item or item.startswith(("range", "mark", "block", "SM"))]
+    return " · ".join(items)
 
 
 def _row_key(launch: Launch) -> str:

@@ -146,6 +146,7 @@ def test_a_warp_row_lists_its_ranges_and_marks_by_event() -> None:
     assert describe_row(launch, layout, warp_1)[3:] == [
         "warp       1",
         "ranges     1 (1 unbalanced)",
+        "why        1 end without a start (lost, or before tracing)",
         "marks      0",
         "  (end without a start) 1",
     ]
@@ -156,6 +157,7 @@ def test_a_block_title_row_counts_all_its_warps() -> None:
     layout = FlameLayout(launch.spans(), launch.duration_ns)
     assert describe_row(launch, layout, 0)[3:] == [
         "ranges     3 (1 unbalanced)",
+        "why        1 end without a start (lost, or before tracing)",
         "marks      1",
         "  (end without a start) 1",
         "  k_step           1",

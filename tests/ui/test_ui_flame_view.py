@@ -121,4 +121,9 @@ async def test_the_view_describes_the_cursor_and_its_row_in_words() -> None:
         await pilot.pause()
         assert view.describe_under_cursor().startswith("block (0,0) · SM 3 · warp 0 · t+")
         assert " · range tile from t+0 ns, 400 ns" in view.describe_under_cursor()
-        assert view.describe_row()[3:6] == ["warp       0", "ranges     3 (1 unbalanced)", "marks      2"]
+        assert view.describe_row()[3:7] == [
+            "warp       0",
+            "ranges     3 (1 unbalanced)",
+            "why        1 range not closed (not reached, or the end lost)",
+            "marks      2",
+        ]

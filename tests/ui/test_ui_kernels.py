@@ -58,6 +58,7 @@ async def test_the_launches_and_the_flame_view_of_a_real_run() -> None:
             detail.splitlines()[2],
             "warp       0",
             "ranges     1 (1 unbalanced)",
+            "why        a producer warp (Hopper warp specialisation): it opens ranges and closes none",
             "marks      1",
             "  first_a          1",
             "  tile             1",
