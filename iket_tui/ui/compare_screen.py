@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from iket_tui.model.compare import compare_pair, process_name, summarize
@@ -27,6 +27,7 @@ from iket_tui.model.kernels import ProcessKernels
 from iket_tui.model.launches import Launch
 from iket_tui.model.nodes import CompileNode, ProcessNode
 from iket_tui.model.pass_tree import PassTree
+from iket_tui.ui.footer import KeysFooter
 
 ALL_PASSES = 1 << 30
 """The pane lists every pass of a pair (it scrolls), where the command lists a few."""
@@ -75,7 +76,7 @@ class CompareScreen(Screen[None]):
         yield OptionList(*(Option(c.label) for c in self.counterparts), id="compare-choices")
         with VerticalScroll(id="compare-body"):
             yield Static(id="compare-lines", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self._show()
