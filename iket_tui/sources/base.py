@@ -56,6 +56,11 @@ class SourceBatch:
     notes: tuple[str, ...] = field(default_factory=tuple)
     answers: tuple[Answer, ...] = ()
     recording_stopped: str | None = None
+    restart: bool = False
+    """The stream starts again from its beginning with these messages (a replay jumped back):
+    what was built from the messages before them is to be built anew."""
+    jumped_to: int | None = None
+    """Set on the last batch of a replay's jump: the time (the recording's clock) it jumped to."""
     hosts: tuple[HostState, ...] | None = None
 
 

@@ -4,6 +4,12 @@ Messages are released when the playback clock reaches their ``t_ns`` (scaled by 
 speed 0 plays as fast as the reader goes. Messages without a timestamp, or with one earlier
 than the clock, are released at once. Pass events batched as pass rows are handed out as rows
 (see :mod:`iket_tui.protocol.messages`), so a replay builds no map per pass event.
+
+A replay can jump (:meth:`RecordingSource.seek`): to a later time by releasing every message
+up to it at once, to an earlier one by reading the file again from its start at full speed, in
+a batch marked ``restart``, after which the model is built anew. Either way the messages
+released are exactly those a replay from the start releases before the first message stamped
+later than that time, so what is shown there is what a replay from the start shows.
 """
 
 from __future__ import annotations
@@ -41,7 +47,10 @@ class RecordingSource:
         speed: float | Literal["max"] = 1.0,
         start_paused: bool = False,
         batch_interval_s: float = 0.03,
+        seekable: bool = False,
     ) -> None:
+        """``seekable``: the replay waits at the end of the file for a :meth:`seek` or
+        :meth:`close`, rather than ending its batches there (the UI's replay)."""
         self.path = Path(path)
         self.description = f"recording {self.path}"
         self.error: str | None = None
@@ -56,6 +65,10 @@ class RecordingSource:
         self._closed = False
         self._clock_t_ns: int | None = None
         self._clock_wall = time.monotonic()
+        self._seekable = seekable
+        self._seek_to: int | None = None  # a jump asked for and not yet made
+        self._released_t_ns: int | None = None  # the newest timestamp released
+        self._at_end = False
 
     @property
     def info(self) -> RecordingInfo:
@@ -100,6 +113,19 @@ class RecordingSource:
             self._speed = max(0.0, speed)
             self._cond.notify_all()
 
+    def seek(self, t_ns: int) -> None:
+        """Jump to the recording's time ``t_ns`` (its own clock): the next batches hold every
+        message a replay from the start releases before the first one stamped later, and
+        playback goes on from there at its speed, or stays paused. May be called from any thread."""
+        with self._cond:
+            self._seek_to = t_ns
+            self._cond.notify_all()
+
+    @property
+    def position_t_ns(self) -> int | None:
+        """The newest timestamp released so far: where the replay stands."""
+        return self._released_t_ns
+
     # -- EventSource ----------------------------------------------------------------------
 
     def open(self) -> m.Item:
@@ -129,7 +155,18 @@ class RecordingSource:
         pending: list[m.Item] = []
         flush_at = 0.0
         while not self._closed:
+            with self._cond:
+                seek, self._seek_to = self._seek_to, None
             try:
+                if seek is not None:
+                    if pending:
+                        yield SourceBatch(messages=_batched(pending))
+                        pending = []
+                    yield from self._jump(seek)
+                    continue
+                if self._at_end:
+                    self._sleep(math.inf)
+                    continue
                 more = self._fill()
             except SourceError as exc:
                 self.error = str(exc)
@@ -140,7 +177,11 @@ class RecordingSource:
             if not more:
                 notes = recording_notes(self.info, verb="replayed")
                 yield SourceBatch(messages=_batched(pending), state=SourceState.ENDED, notes=notes)
-                return
+                if not self._seekable:
+                    return
+                pending = []
+                self._at_end = True
+                continue
             had_pending = bool(pending)
             wait = self._release(pending)
             if not pending:
@@ -152,6 +193,41 @@ class RecordingSource:
             if wait > 0 or len(pending) >= _MAX_BATCH or now >= flush_at:
                 yield SourceBatch(messages=_batched(pending))
                 pending = []
+
+    # -- jumps ----------------------------------------------------------------------------
+
+    def _jump(self, t_ns: int) -> Iterator[SourceBatch]:
+        """The batches of a jump to ``t_ns``: from where the replay stands when that is later,
+        else from the file's start, the first batch marked ``restart``."""
+        restart = self._released_t_ns is not None and t_ns < self._released_t_ns
+        if restart:
+            self._reader = RecordingReader(self.path, rows=True)
+            self._chunks = self._reader.chunks()
+            self._buffer.clear()
+            self._released_t_ns = None
+            self._at_end = False
+        skipped = self.info.skipped_bytes
+        buffer = self._buffer
+        out: list[m.Item] = []
+        first = True
+        while buffer or self._fill():
+            t = _t_ns(buffer[0])
+            if t is not None and t > t_ns:
+                break
+            out.append(buffer.popleft())
+            if t is not None and (self._released_t_ns is None or t > self._released_t_ns):
+                self._released_t_ns = t
+            if len(out) >= _MAX_BATCH:
+                yield SourceBatch(messages=_batched(out), restart=restart and first)
+                out, first = [], False
+        with self._cond:
+            self._clock_t_ns = t_ns
+            self._clock_wall = time.monotonic()
+            self._steps = 0
+        skipped = self.info.skipped_bytes - skipped
+        notes = (f"the jump passed over {skipped} damaged bytes: what they held is not shown",) if skipped else ()
+        state = SourceState.LIVE if restart else None
+        yield SourceBatch(messages=_batched(out), restart=restart and first, state=state, notes=notes, jumped_to=t_ns)
 
     # -- pacing ---------------------------------------------------------------------------
 
@@ -192,6 +268,8 @@ class RecordingSource:
         """The clock reaches a released message's time (first timestamp, a step, max speed)."""
         if t_ns is None:
             return
+        if self._released_t_ns is None or t_ns > self._released_t_ns:
+            self._released_t_ns = t_ns
         if self._clock_t_ns is None or self._paused or self._speed == 0:
             if self._clock_t_ns is None or t_ns > self._clock_t_ns:
                 self._clock_t_ns = t_ns

@@ -1,0 +1,174 @@
+"""Jumping in a replay: the tree and the kernels a jump lands on are those a replay from the
+start shows at that time, forwards, backwards and after the end, over real recordings (the
+bundled H200 demo's: TileLang compiles, a failed one, traced kernel launches)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iket_tui.model.session import Session
+from iket_tui.model.visible_rows import VisibleRows
+from iket_tui.protocol import messages as m
+from iket_tui.sources.base import SourceBatch, SourceState
+from iket_tui.sources.reading import RecordingReader
+from iket_tui.sources.replay import RecordingSource
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+DEMO = EXAMPLES / "h200-demo.msgpack"
+WAITING = EXAMPLES / "h200-demo-waiting.msgpack"
+WAIT_S = 60.0
+_LEFT_OUT = frozenset({"version", "shape", "order", "parent", "context", "compile", "process", "children"})
+"""Node fields that are links or counters of how often something changed, not what is shown."""
+
+
+def _plain(node: object) -> tuple[Any, ...]:
+    names = getattr(node, "__slots__", ()) or tuple(vars(node))
+    fields = []
+    for name in sorted(names):
+        if name in _LEFT_OUT or not hasattr(node, name):
+            continue
+        value = getattr(node, name)
+        if value is None or isinstance(value, (str, int, float, bool)):
+            fields.append((name, value))
+    return (type(node).__name__, *fields)
+
+
+def _state(session: Session) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """What the tree would show, every row expanded, and the kernel launches."""
+    rows = VisibleRows(session.tree)
+    rows.expand_all()
+    rows.refresh()
+    shown = []
+    for index in range(len(rows)):
+        row = rows.row(index)
+        assert row is not None
+        shown.append((row.level, row.expandable, *_plain(row.node)))
+    launches = [_plain(launch) for launch in session.kernels.launches.values()]
+    return shown, launches
+
+
+def _t0(path: Path) -> int:
+    return next(t for t in map(m.t_ns_of, RecordingReader(path, rows=True)) if t is not None and t > 0)
+
+
+def _from_start(path: Path, t_ns: int) -> Session:
+    """The model a replay from the start has built when its clock reaches ``t_ns``."""
+    session = Session()
+    items = []
+    for item in RecordingReader(path, rows=True):
+        t = m.t_ns_of(item)
+        if t is not None and t > 0 and t > t_ns:
+            break
+        items.append(item)
+    session.apply(items)
+    return session
+
+
+class _Replay:
+    """A paused, seekable replay read on a worker thread as the UI reads it, its batches applied
+    to a model that is built anew when a batch says the stream restarts."""
+
+    def __init__(self, path: Path) -> None:
+        self.source = RecordingSource(path, start_paused=True, seekable=True)
+        self.session = Session()
+        self.notes: list[str] = []
+        self._batches: queue.Queue[SourceBatch] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        for batch in self.source.batches():
+            self._batches.put(batch)
+
+    def jump(self, t_ns: int) -> None:
+        self.source.seek(t_ns)
+        while True:
+            batch = self._batches.get(timeout=WAIT_S)
+            if batch.restart:
+                self.session = Session()
+                self.notes = []
+            self.session.apply(batch.messages)
+            self.notes += batch.notes
+            if batch.jumped_to == t_ns:
+                return
+
+    def close(self) -> None:
+        self.source.close()
+        self._thread.join(WAIT_S)
+
+
+@pytest.mark.parametrize("path", [DEMO, WAITING], ids=["demo", "waiting-kernel"])
+def test_every_jump_lands_on_what_a_replay_from_the_start_shows_there(path: Path) -> None:
+    t0 = _t0(path)
+    replay = _Replay(path)
+    try:
+        # forwards, back into a compile, forwards past a failure, back to the start, past the end, back
+        for seconds in (27.7, 5.4, 18.8, 0.5, 40.0, 10.1):
+            t_ns = t0 + int(seconds * 1e9)
+            replay.jump(t_ns)
+            assert _state(replay.session) == _state(_from_start(path, t_ns)), seconds
+    finally:
+        replay.close()
+
+
+def test_a_jump_lands_on_the_failure_and_the_kernels_a_user_looks_for() -> None:
+    t0 = _t0(DEMO)
+    replay = _Replay(DEMO)
+    try:
+        replay.jump(t0 + int(18.8e9))  # just after layout_conflict failed in tl.LayoutInference
+        failed = [comp for comp in replay.session.tree.compiles if str(comp.status) == "failed"]
+        assert [comp.kernel for comp in failed] == ["layout_conflict"]
+        assert not replay.session.kernels.launches
+        replay.jump(t0 + int(29.0e9))  # after the traced GEMM's three launches were drained
+        assert len(replay.session.kernels.launches) == 3
+        replay.jump(t0 + int(5.0e9))  # back: before the first compile
+        assert replay.session.tree.compiles == [] and not replay.session.kernels.launches
+    finally:
+        replay.close()
+
+
+def test_a_jump_after_the_end_and_back_plays_on_from_there() -> None:
+    t0 = _t0(DEMO)
+    replay = _Replay(DEMO)
+    try:
+        replay.jump(t0 + int(100e9))
+        assert len(replay.session.tree.compiles) == 9
+        replay.source.set_speed(0)
+        replay.source.set_paused(False)
+        replay.jump(t0 + int(20e9))
+        assert len(replay.session.tree.compiles) == 6
+        ended = replay._batches.get(timeout=WAIT_S)
+        while ended.state is not SourceState.ENDED:
+            replay.session.apply(ended.messages)
+            ended = replay._batches.get(timeout=WAIT_S)
+        replay.session.apply(ended.messages)
+        assert len(replay.session.tree.compiles) == 9  # it played on to the end again
+    finally:
+        replay.close()
+
+
+def test_a_jump_over_damaged_bytes_says_what_it_skipped_and_shows_what_a_replay_from_the_start_shows(
+    tmp_path: Path,
+) -> None:
+    data = DEMO.read_bytes()
+    damaged = tmp_path / "damaged.msgpack"
+    damaged.write_bytes(data[: len(data) // 2] + b"\x00garbage\xff" * 500 + data[len(data) // 2 :])
+    t0 = _t0(damaged)
+    replay = _Replay(damaged)
+    try:
+        t_ns = t0 + int(29e9)
+        replay.jump(t_ns)
+        reader = RecordingReader(damaged)
+        for _ in reader:
+            pass
+        skipped = reader.info.skipped_bytes  # the garbage, and the frame it was put in
+        assert skipped >= 5000
+        assert replay.notes == [f"the jump passed over {skipped} damaged bytes: what they held is not shown"]
+        assert _state(replay.session) == _state(_from_start(damaged, t_ns))
+    finally:
+        replay.close()
