@@ -416,6 +416,7 @@ where it is installed and may trace the target.""",
     stacks.add_argument("--all", action="store_true", help="include the threads of iket-tui's own agent")
     stacks.add_argument("--timeout", type=_positive, default=10.0, metavar="S", help="wait for the answer (10)")
     start_agent(stacks)
+    json_format(stacks, "the threads and their frames, innermost first (keys in docs/commands.md)")
     stacks.set_defaults(handler=cmd_stacks)
 
     ir = command(
@@ -436,6 +437,7 @@ UI shows for the compile and the pass. The agent keeps the running compile and t
     views.add_argument("--after", dest="view", action="store_const", const="after", help="the IR it returned")
     views.add_argument("--diff", dest="view", action="store_const", const="diff", help="what it changed (default)")
     start_agent(ir)
+    json_format(ir, "the text in a JSON object with the target, compile, pass and view (docs/commands.md)")
     ir.set_defaults(handler=cmd_ir, view="diff")
 
     repro = command(
@@ -508,6 +510,7 @@ through ssh (attach and record take HOST:PID).""",
         "iket-tui ls gpu-box",
     )
     ls.add_argument("host", nargs="?", metavar="HOST", help="list the agents on HOST (an ssh destination) instead")
+    json_format(ls, "a JSON list of the agents: pid, uptime_s, start_time, socket, argv (docs/commands.md)")
     ls.set_defaults(handler=cmd_ls)
 
     bridge = command(
@@ -609,6 +612,11 @@ Load it in the shell's startup file, or save it where the shell looks.""",
     )
     completion.set_defaults(handler=cmd_completion)
     return parser
+
+
+def json_format(sub: argparse.ArgumentParser, what: str) -> None:
+    """``--format text|json``, for scripts; ``what``: what the JSON holds."""
+    sub.add_argument("--format", choices=("text", "json"), default="text", help=f"text (default), or JSON: {what}")
 
 
 def _examples(*lines: str) -> str:

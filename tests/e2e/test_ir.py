@@ -6,6 +6,7 @@ IR before it and says there is none after it yet."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -113,6 +114,28 @@ def test_the_ir_command_prints_before_after_and_diff(lowered: Lowered) -> None:
     assert diff.stdout.startswith(f"--- before {PASS}\n+++ after {PASS}\n")
     before = subprocess.run([*run, "--before"], capture_output=True, text=True, timeout=WAIT_S, env=lowered.env)
     assert before.returncode == 0 and before.stdout.startswith("# from tvm.script import ir as I")
+
+
+def test_the_ir_command_in_json_holds_the_text_it_prints(lowered: Lowered) -> None:
+    newest = max(lowered.seq)
+    common = ["ir", str(lowered.program.pid), "--compile", str(newest), "--pass", str(lowered.seq[newest])]
+    run = [sys.executable, "-m", "iket_tui", *common]
+    printed = subprocess.run([*run, "--after"], capture_output=True, text=True, timeout=WAIT_S, env=lowered.env)
+    done = subprocess.run(
+        [*run, "--after", "--format", "json"], capture_output=True, text=True, timeout=WAIT_S, env=lowered.env
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer == {
+        "target": answer["target"],
+        "compile": newest,
+        "seq": lowered.seq[newest],
+        "view": "after",
+        "text": answer["text"],
+    }
+    assert answer["text"].startswith("# from tvm.script import ir as I")
+    assert answer["text"] + ("" if answer["text"].endswith("\n") else "\n") == printed.stdout  # exactly as held
+    assert str(lowered.program.pid) in answer["target"] or str(lowered.path) in answer["target"]
 
 
 def test_a_compile_beyond_the_kept_number_says_so(lowered: Lowered) -> None:
