@@ -133,8 +133,9 @@ def launch_lines(change: LaunchChange) -> list[str]:
     numbers = f"launch {a.launch}" if a.launch == b.launch else f"launch {a.launch} -> {b.launch}"
     kernel = a.kernel if a.kernel == b.kernel else f"{a.kernel} -> {b.kernel}"
     lines = [f"{a.process} {numbers} {kernel}{mark}"]
+    grid = a.grid_words if a.grid == b.grid else f"{a.grid_words} -> {b.grid_words}"
     lines.append(
-        f"  grid {a.grid_words}: {duration(a.duration_ns)} -> {duration(b.duration_ns)} "
+        f"  grid {grid}: {duration(a.duration_ns)} -> {duration(b.duration_ns)} "
         f"({_signed(b.duration_ns - a.duration_ns)})"
     )
     if not (a.complete and b.complete):

@@ -126,6 +126,11 @@ async def test_d_on_a_launch_compares_it_with_the_previous_launch_of_its_kernel(
         assert lines == said[said.index(lines[0]) : said.index(lines[0]) + len(lines)]
         assert lines[0] == "process 1 launch 3 -> 5 gemm  [range-slower]"
         assert [line.split()[1] for line in lines if line.startswith("  ! ")] == ["mma"]
+        await pilot.press("c", "down", "down", "enter")  # launch 4 of softmax, another kernel and grid
+        title, lines = _pane(app)
+        assert title == "launch 5 gemm compared with launch 4 softmax"
+        assert lines[0] == "process 1 launch 4 -> 5 softmax -> gemm  [count-changed, payload-changed]"
+        assert lines[1].startswith("  grid 8x1x1 -> 4x2x1: ")
         await pilot.press("D")
         assert type(app.screen).__name__ == "KernelsScreen"
 
