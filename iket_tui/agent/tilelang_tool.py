@@ -6,7 +6,9 @@ TileLang creates one :class:`CompileWatcher` per compile session. It hands each 
 wraps codegen (whose processes, nvcc and below it, are watched while it runs: see
 :mod:`~iket_tui.agent.compiler_processes`), and learns the compile's real exception in
 ``finish``. Nothing here may raise into the compiler: a failure of the watcher is counted in
-the registry and the compile goes on unobserved.
+the registry and the compile goes on unobserved. Its ``compile_begin`` also says where the
+program asked for it and what it was given (:mod:`~iket_tui.agent.compile_origin`); pass pipelines
+the program runs itself are compiles of their own (:mod:`~iket_tui.agent.program_pipelines`).
 
 Two TileLang facts shape the order of events. The label of a ``PassContext`` is readable only
 while its instrument is created, and the kernel name of a plain ``tilelang.lower`` is known
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -43,7 +46,7 @@ from tvm import transform
 from tvm.ir.instrument import pass_instrument
 from tvm.target import Target
 
-from iket_tui.agent import abort, capture, compiling, failures
+from iket_tui.agent import abort, capture, compile_origin, compiling, failures, program_pipelines
 from iket_tui.agent.compile_end import EndingCompile, incomplete, target_text
 from iket_tui.agent.compiler_processes import CodegenWatch
 from iket_tui.agent.pass_notes import PassNotes
@@ -97,6 +100,10 @@ def register(registry: Registry) -> None:
         abort.register_with_tvm()
     except Exception:
         registry.observer_errors += 1
+    try:
+        program_pipelines.register(registry)
+    except Exception:
+        registry.observer_errors += 1
 
 
 def unregister() -> None:
@@ -104,6 +111,8 @@ def unregister() -> None:
     unregister_pass_instrumentation_tool(TOOL_NAME)
     with suppress(Exception):
         capture.unwatch_nvcc()
+    with suppress(Exception):
+        program_pipelines.unregister()
 
 
 def _never_raises(method: Callable[Concatenate[_W, _P], _R]) -> Callable[Concatenate[_W, _P], _R | None]:
@@ -134,6 +143,7 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
         self._failing: tuple[int, str, dict[str, Any]] | None = None  # seq, name, scope of the failed pass
         self._failed_codegen: tuple[str, dict[str, Any], capture.NvccRun | None] | None = None  # step, scope, nvcc
         self._thread_id: int | None = None  # the compiler's thread
+        self._origin: dict[str, Any] = {}  # where the program asked for the compile (compile_origin)
 
     # TileLang's tool interface
 
@@ -142,6 +152,7 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
         with self.lock:
             if self._label is None:
                 self._label = current_pass_instrument_context() or _session_name()
+                self._origin = compile_origin.origin(sys._getframe(1))
             if self._thread_id is None:
                 self._thread_id = threading.get_ident()
                 self.interruptible()
@@ -277,6 +288,7 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
         compile_id = self.registry.next_compile_id()
         label = self._label or _session_name() or ""
         self._label = label
+        inputs = self._inputs(mod)
         self.registry.emit(
             m.compile_begin(
                 compile=compile_id,
@@ -284,6 +296,8 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
                 kernel=_kernel_from_label(label) or _kernel_from_module(mod),
                 target=_current_target(),
                 t_ns=self._first_seen_ns or time.monotonic_ns(),
+                **self._origin,
+                **inputs,
             )
         )
         self.compile_id = compile_id
@@ -292,6 +306,17 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
             self.registry.emit(m.pass_context(m.PASS_CONTEXT_ENTER, compile=compile_id, context=context, t_ns=t_ns))
         self._early_contexts.clear()
         return compile_id
+
+    def _inputs(self, mod: Any) -> dict[str, Any]:
+        """What the compile was given (its first pass's module, the pass configuration in force),
+        read only on the compiler's thread, where that configuration is the compile's."""
+        if mod is None or threading.get_ident() != self._thread_id:
+            return {}
+        try:
+            context = transform.PassContext.current()
+        except Exception:
+            context = None
+        return compile_origin.inputs(mod, context)
 
     @_never_raises
     def _abort_open_passes(self, error: BaseException) -> None:

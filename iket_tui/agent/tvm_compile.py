@@ -66,6 +66,8 @@ class TvmCompile(EndingCompile):
         self._next_context = 0
         self._failing: tuple[int, str, dict[str, Any]] | None = None  # seq, name, scope of the failed pass
         self._failed_codegen: tuple[str, dict[str, Any]] | None = None  # step, scope
+        self.origin: dict[str, Any] = {}
+        """Optional ``compile_begin`` fields (``messages.COMPILE_ORIGIN_FIELDS``) it is announced with."""
 
     # What the compile's contexts and its entry point tell it
 
@@ -74,7 +76,12 @@ class TvmCompile(EndingCompile):
             return self.compile_id
         compile_id = self.registry.next_compile_id()
         begin = m.compile_begin(
-            compile=compile_id, label=self.label, kernel=self.kernel, target=self.target_text, t_ns=self._begin_ns
+            compile=compile_id,
+            label=self.label,
+            kernel=self.kernel,
+            target=self.target_text,
+            t_ns=self._begin_ns,
+            **self.origin,
         )
         self.registry.emit({**begin, "compiler": COMPILER})
         self.compile_id = compile_id

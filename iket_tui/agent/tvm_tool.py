@@ -107,13 +107,16 @@ def _watching(registry: Registry) -> bool:
 # The pieces of TVM that are wrapped
 
 
-def _with_tap(init: Callable[..., None], registry: Registry) -> Callable[..., None]:
-    """``PassContext.__init__``, adding a tap after the instruments the caller gave."""
+def _with_tap(
+    init: Callable[..., None], registry: Registry, tapped: Callable[[], bool] | None = None
+) -> Callable[..., None]:
+    """``PassContext.__init__``, adding a tap after the instruments the caller gave (only where
+    ``tapped`` says so, when it is given)."""
     signature = inspect.signature(init)
 
     @functools.wraps(init)
     def init_with_tap(self: Any, *args: Any, **kwargs: Any) -> None:
-        if _watching(registry):
+        if _watching(registry) and (tapped is None or tapped()):
             try:
                 bound = signature.bind(self, *args, **kwargs)
             except TypeError:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from iket_tui.model.counters import StreamCounters
 
 if TYPE_CHECKING:
+    from iket_tui.model.compile_names import CompileOrigin
     from iket_tui.model.pass_timing import CompileTimes
 
 
@@ -101,6 +102,7 @@ class CompileNode:
 
     __slots__ = (
         "begin_ns",
+        "changes",
         "codegen_steps",
         "context_order",
         "contexts",
@@ -117,8 +119,10 @@ class CompileNode:
         "label",
         "mismatches",
         "order",
+        "origin",
         "position",
         "process",
+        "series",
         "shape",
         "stage",
         "status",
@@ -159,11 +163,25 @@ class CompileNode:
         self.summary: CompileTimes | None = None
         """Where its time went, kept when its passes were let go to stay within the session's
         bound on passes (:mod:`iket_tui.model.pass_bound`): its row stays, its passes do not."""
+        self.origin: CompileOrigin | None = None
+        """Where the program asked for it and what it was given, when its agent said."""
+        self.series: list[CompileNode] | None = None
+        """Every compile of its kernel in its process so far, itself included, in order
+        (:mod:`iket_tui.model.recompiles`); None when its agent did not tell its inputs."""
+        self.changes: tuple[tuple[str, str], ...] = ()
+        """What differed from the compile of its kernel before it, as ``(what, how)``."""
 
     @property
     def title(self) -> str:
         """What the user calls this compile: its kernel, else its label, else its number."""
         return self.kernel or self.label or f"compile {self.id}"
+
+    @property
+    def shown_title(self) -> str:
+        """The compile's name on its row: the ``@tilelang.jit`` call that asked for it
+        (``matmul(1024, 1024)``) when one did, else :attr:`title`."""
+        call = self.origin.call if self.origin is not None else None
+        return call or self.title
 
     @property
     def failed_codegen(self) -> CodegenNode | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from iket_tui.model.compile_names import origin_of
 from iket_tui.model.fields import ABSENT as _ABSENT
 from iket_tui.model.fields import MALFORMED as _MALFORMED
 from iket_tui.model.fields import int_field as _int
@@ -34,6 +35,7 @@ from iket_tui.model.nodes import (
     ProcessNode,
     Status,
 )
+from iket_tui.model.recompiles import Recompiles
 from iket_tui.model.typical import TypicalDurations
 from iket_tui.protocol import messages as m
 
@@ -84,6 +86,8 @@ class PassTree:
         """Compiles before this position are summarised or can never be (failed)."""
         """Pass and codegen events of a compile already :attr:`~CompileNode.forgotten`: not kept."""
         self.open_compiles: dict[CompileNode, None] = {}  # compiles not yet ended, oldest first
+        self.recompiles = Recompiles()
+        """The compiles of each kernel, for what a repeat says changed."""
         self.typical = TypicalDurations()
         self.process_typical = TypicalDurations()
         """How long the compiler's processes of each name (``ptxas``) usually run."""
@@ -310,6 +314,8 @@ class PassTree:
         comp.label = label
         comp.kernel = kernel
         comp.target = target
+        comp.origin = origin_of(msg)
+        self.recompiles.add(comp)
         comp.version += 1
         self._seen(t)
 

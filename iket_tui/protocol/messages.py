@@ -302,8 +302,20 @@ def bye(*, t_ns: int, produced: int, dropped: int, reason: str) -> Message:
     return {"type": BYE, "t_ns": t_ns, "produced": produced, "dropped": dropped, "reason": reason}
 
 
-def compile_begin(*, compile: int, label: str, kernel: str | None, target: str | None, t_ns: int) -> Message:
-    return {
+COMPILE_ORIGIN_FIELDS: Final = ("kind", "caller", "jit", "config", "input_hash")
+"""Optional fields of a ``compile_begin`` (protocol 1.1 agents may send them; readers that do not
+know them ignore them): what kind of compile it is (``"pipeline"``: a pass pipeline the program
+ran itself), where the program asked for it, the ``@tilelang.jit`` function that did, and its
+inputs (pass configuration, structural hash of the input module); see ``docs/protocol.md``."""
+COMPILE_KIND_PIPELINE: Final = "pipeline"
+"""``kind`` of a compile that is a pass pipeline the program ran itself, outside TileLang's entry points."""
+
+
+def compile_begin(
+    *, compile: int, label: str, kernel: str | None, target: str | None, t_ns: int, **origin: Any
+) -> Message:
+    """``origin``: any of :data:`COMPILE_ORIGIN_FIELDS` that is known (those that are not are left out)."""
+    msg: Message = {
         "type": COMPILE_BEGIN,
         "compile": compile,
         "label": label,
@@ -311,6 +323,11 @@ def compile_begin(*, compile: int, label: str, kernel: str | None, target: str |
         "target": target,
         "t_ns": t_ns,
     }
+    for key in COMPILE_ORIGIN_FIELDS:
+        value = origin.get(key)
+        if value is not None:
+            msg[key] = value
+    return msg
 
 
 def compile_end(

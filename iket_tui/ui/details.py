@@ -9,6 +9,7 @@ from typing import Any
 
 from iket_tui.model import timing
 from iket_tui.model.behind import node_behind
+from iket_tui.model.compile_names import origin_fields
 from iket_tui.model.kernels import KernelTimeline
 from iket_tui.model.nodes import (
     FAILED,
@@ -130,6 +131,7 @@ def _compile(tree: PassTree, comp: CompileNode, now_ns: int, recording: Path | N
         ("kernel", comp.kernel or "unknown"),
         ("label", comp.label or "none"),
         ("target", comp.target or "unknown"),
+        *origin_fields(comp),
         ("duration", units.duration(timing.inclusive_ns(comp, now_ns))),
         ("self", f"{units.duration(timing.self_ns(comp, now_ns))} outside passes and codegen"),
         ("passes", held),

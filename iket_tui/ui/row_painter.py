@@ -15,6 +15,7 @@ from rich.style import Style
 from textual.strip import Strip
 
 from iket_tui.model import timing
+from iket_tui.model.compile_names import compile_note
 from iket_tui.model.nodes import (
     FAILED,
     INCOMPLETE,
@@ -230,12 +231,12 @@ def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | 
     if isinstance(node, PassNode):
         return node.name, None, ""
     if isinstance(node, CompileNode):
-        note = _label_note(node)
+        note = compile_note(node)
         if node.status is FAILED and node.error:
             note = headline(node.error)
         elif node.summary is not None:
             note = summarised_note(node.summary.runs)
-        return node.title, styles.compile, note
+        return node.shown_title, styles.compile, note
     if isinstance(node, ContextNode):
         if node.compile.summary is not None:
             return f"pass context {node.id}", styles.context, SUMMARISED_ROW
@@ -287,14 +288,6 @@ def headline(error: str) -> str:
             kind = first.split(":", 1)[0]
             return f"{kind}: {reported}"
     return first
-
-
-def _label_note(comp: CompileNode) -> str:
-    """The compile's label without the kernel name the row already shows."""
-    if not comp.kernel:
-        return ""
-    parts = [part.strip() for part in comp.label.split(",")]
-    return ", ".join(part for part in parts if part and part != f"kernel={comp.kernel}")
 
 
 def _process_summary(tree: PassTree, process: ProcessNode, room: int) -> str:

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Static
 from iket_tui.model.nodes import DONE, CompileNode
 from iket_tui.model.pass_timing import SORT_KEYS, PassStats, PassTiming, TimingSummary, slowest_passes
 from iket_tui.model.pass_tree import PassTree
+from iket_tui.model.recompiles import compile_count
 from iket_tui.ui import units
 from iket_tui.ui.footer import KeysFooter
 from iket_tui.ui.messages import ModelChanged
@@ -98,6 +99,11 @@ def fit(name: str, width: int) -> str:
         return name
     tail = (width - 1) // 2
     return f"{name[: width - 1 - tail]}…{name[len(name) - tail :]}"
+
+
+def _kernel_cell(comp: CompileNode) -> str:
+    """A compile's kernel, and which of that kernel's compiles it is where there were several."""
+    return f"{comp.shown_title} {compile_count(comp)}".rstrip()
 
 
 def _percent(fraction: float) -> str:
@@ -233,7 +239,7 @@ class TimingScreen(Screen[None]):
         compiles_width = NARROW_COMPILES if narrow else width // 2
         self.query_one("#compiles", DataTable).styles.width = compiles_width
         self._compile_columns = NARROW_COMPILE_COLUMNS if narrow else WIDE_COMPILE_COLUMNS
-        kernels = max((len(comp.title) for comp in self.pass_tree.compiles), default=0)
+        kernels = max((len(_kernel_cell(comp)) for comp in self.pass_tree.compiles), default=0)
         self._compile_flex = _flex_width(self._compile_columns, compiles_width, kernels)
         self._rebuild_compiles = True
         self._slowest_columns = NARROW_SLOWEST_COLUMNS if narrow else WIDE_SLOWEST_COLUMNS
@@ -337,7 +343,7 @@ class TimingScreen(Screen[None]):
         times = self.timing.compile_times(comp, now)
         values = {
             "id": str(comp.id),
-            "kernel": comp.title,
+            "kernel": _kernel_cell(comp),
             "status": str(comp.status),
             "time": units.duration(times.compile_ns),
             "in_passes": units.duration(times.pass_ns),
