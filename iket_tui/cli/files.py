@@ -59,7 +59,7 @@ def replay(
     max_passes: int | None = None,
 ) -> int:
     """The live UI over the recording at ``path`` until the user quits; the exit code."""
-    source = RecordingSource(path, speed=speed, start_paused=paused)
+    source = RecordingSource(path, speed=speed, start_paused=paused, seekable=True)
     source.open()
     try:
         code, signum = show(source, stuck_after_s, kernel_stuck_after_s=kernel_stuck_after_s, max_passes=max_passes)

@@ -122,6 +122,11 @@ class RecordingSource:
             self._cond.notify_all()
 
     @property
+    def seekable(self) -> bool:
+        """Whether the replay waits at its end for a jump rather than ending (the UI's replay)."""
+        return self._seekable
+
+    @property
     def position_t_ns(self) -> int | None:
         """The newest timestamp released so far: where the replay stands."""
         return self._released_t_ns

@@ -40,6 +40,8 @@ from iket_tui.model.visible_rows import VisibleRows
 from iket_tui.protocol.messages import HEARTBEAT, KERNEL_MODULE, KERNEL_RECORDS, KERNEL_TRACING, Message, t_ns_of
 from iket_tui.sources.base import EventSource, PlaybackControl, SourceBatch, SourceError, SourceState
 from iket_tui.sources.reading import RecordingReader
+from iket_tui.sources.replay import RecordingSource
+from iket_tui.sources.timeline import RecordingTimeline, scan_timeline
 from iket_tui.ui import units
 from iket_tui.ui.detail_pane import DetailPane
 from iket_tui.ui.footer import KeysFooter
@@ -47,7 +49,9 @@ from iket_tui.ui.header_bar import HeaderBar, HeaderState, failed_line, kernels_
 from iket_tui.ui.help_screen import HelpScreen
 from iket_tui.ui.messages import AskTarget, BatchArrived, ModelChanged, ResponseArrived, SampleRead, SourceFinished
 from iket_tui.ui.pass_tree_view import ColumnHeader, PassTreeView
+from iket_tui.ui.replay_jumps import JUMPS, ReplayJumps
 from iket_tui.ui.search_bar import SearchBar
+from iket_tui.ui.timeline_bar import TimelineBar
 
 if TYPE_CHECKING:
     from iket_tui.ui.hang_screens import StuckPass
@@ -100,6 +104,17 @@ class IketApp(App[int]):
         Binding("right_square_bracket", "faster", "Faster"),
         Binding("minus", "slower", "Slower", show=False, priority=True),
         Binding("plus", "faster", "Faster", show=False, priority=True),
+        Binding("x", "jump('next_failure')", "Next failure", show=False),
+        Binding("X", "jump('previous_failure')", "Previous failure", show=False),
+        Binding("w", "jump('next_stuck')", "Next stuck pass", show=False),
+        Binding("W", "jump('previous_stuck')", "Previous stuck pass", show=False),
+        Binding("u", "jump('next_quiet')", "Next quiet warp", show=False),
+        Binding("U", "jump('previous_quiet')", "Previous quiet warp", show=False),
+        Binding("o", "jump('next_process')", "Next process event", show=False),
+        Binding("O", "jump('previous_process')", "Previous process event", show=False),
+        Binding("g", "jump('next_compile')", "Next compile", show=False),
+        Binding("G", "jump('previous_compile')", "Previous compile", show=False),
+        Binding("backspace", "jump_back", "Back", show=False),
     ]
 
     def __init__(
@@ -157,11 +172,17 @@ class IketApp(App[int]):
         self.view = PassTreeView(self.pass_tree, self.rows, id="tree")
         self.detail = DetailPane(id="detail")
         self.search_bar = SearchBar(id="search")
+        self.seekable = source if isinstance(source, RecordingSource) and source.seekable else None
+        """The replay that jumps (the timeline bar and the jump keys), or None."""
+        self.timeline_bar = TimelineBar(id="timeline")
+        self.jumps = ReplayJumps()
 
     # Layout
 
     def compose(self) -> ComposeResult:
         yield self.header
+        if self.seekable is not None:
+            yield self.timeline_bar
         with Horizontal(id="main"):
             with Vertical(id="tree-pane"):
                 yield ColumnHeader(self.view, id="columns")
@@ -178,6 +199,8 @@ class IketApp(App[int]):
         self.set_interval(self.tick_s, self._tick, name="tick")
         self.refresh_views()
         self.read_source()
+        if self.seekable is not None:
+            self.read_timeline(self.seekable.path)
         if self.sample_path is not None:
             self.read_sample(self.sample_path)
 
@@ -205,6 +228,27 @@ class IketApp(App[int]):
         except Exception as exc:  # any failure of the source ends it; what arrived stays on screen
             error = _one_line(exc)
         self.post_message(SourceFinished(error))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="timeline", description="read the replay's timeline")
+    def read_timeline(self, path: Path) -> None:
+        """Reads the recording once for its timeline (the marks the jump keys go to); sets it on the app thread."""
+        session = self.session
+        try:
+            timeline = scan_timeline(
+                path, stuck_after_ns=session.tree.stuck_after_ns, kernel_stuck_after_ns=session.kernels.stuck_after_ns
+            )
+        except SourceError as exc:
+            self.call_from_thread(self.notify, f"no timeline: {exc}", severity="warning")
+            return
+        self.call_from_thread(self._timeline_read, timeline)
+
+    def _timeline_read(self, timeline: RecordingTimeline) -> None:
+        self.jumps.timeline = timeline
+        self._show_timeline()
+
+    def _show_timeline(self) -> None:
+        if self.seekable is not None:
+            self.timeline_bar.show(self.jumps.timeline, self.seekable.position_t_ns)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="sample", description="read the sample kernels")
     def read_sample(self, path: Path) -> None:
@@ -271,6 +315,8 @@ class IketApp(App[int]):
             return  # the app is closing: what is still in flight has nowhere to be shown
         self.batches_received += 1
         batch = message.batch
+        if batch.restart:
+            self._restart_model()
         now_s = self.clock()
         self._observe(batch, now_s)
         if batch.state is not None:
@@ -294,6 +340,7 @@ class IketApp(App[int]):
             if not self.paused:
                 self._end_stream()
         self.refresh_views()
+        self._show_timeline()
         if messages and not self.paused:
             self._tell_screens(ModelChanged)
         for answer in batch.answers:
@@ -331,6 +378,74 @@ class IketApp(App[int]):
             if comp.status is FAILED and comp not in self._seen_failed:
                 self._seen_failed.add(comp)
                 self.rows.reveal(comp.failing or comp.failed_codegen or comp)
+
+    def _restart_model(self) -> None:
+        """The replay jumped back: the model is built anew from the recording's start, with the same settings."""
+        old = self.session
+        self.session = Session(
+            stuck_after_ns=old.tree.stuck_after_ns, by_rank=old.tree.by_rank, max_passes=old.max_passes
+        )
+        self.session.kernels.stuck_after_ns = old.kernels.stuck_after_ns
+        self.pass_tree = self.session.tree
+        self.rows = VisibleRows(self.pass_tree)
+        self.pass_search = PassSearch(self.pass_tree)
+        self.agent_clock = AgentClock()
+        self.notes = []
+        self._held = []
+        self._first_t_ns = None
+        self._seen_failed = set()
+        self._timing = None
+        self.view.show_tree(self.pass_tree, self.rows)
+
+    def _jump_to(self, t_ns: int, words: str) -> None:
+        """Jump the replay to ``t_ns``, remembering where it stood for the back key."""
+        replay = self.seekable
+        if replay is None:
+            return
+        here = replay.position_t_ns
+        if here is None and self.jumps.timeline is not None:
+            here = self.jumps.timeline.start_ns  # nothing played yet: back is the start
+        if here is not None:
+            self.jumps.leave(here)
+        replay.set_paused(True)  # to look at what it jumped to; space plays on
+        replay.seek(t_ns)
+        timeline = self.jumps.timeline
+        at = f" at {timeline.seconds(t_ns):.3f} s" if timeline is not None else ""
+        self.notify(f"{words}{at}", timeout=3)
+
+    @on(TimelineBar.Jump)
+    def _timeline_clicked(self, message: TimelineBar.Jump) -> None:
+        self._jump_to(message.t_ns, "jumped")
+
+    def action_jump(self, name: str) -> None:
+        """Jump the replay to the next or previous mark of a kind (see :data:`~iket_tui.ui.replay_jumps.JUMPS`)."""
+        jump = JUMPS[name]
+        replay = self.seekable
+        if replay is None:
+            return
+        timeline = self.jumps.timeline
+        here = replay.position_t_ns
+        if here is None:
+            here = timeline.start_ns if timeline is not None else 0
+        mark = self.jumps.target(jump, here)
+        if mark is None:
+            self.notify(self.jumps.none_said(jump), timeout=3)
+            return
+        self._jump_to(mark.t_ns, mark.what)
+
+    def action_jump_back(self) -> None:
+        """Jump the replay back to where it stood before its last jump."""
+        back = self.jumps.back() if self.seekable is not None else None
+        if back is None:
+            if self.seekable is not None:
+                self.notify("no jump to go back from", timeout=3)
+            return
+        replay = self.seekable
+        assert replay is not None
+        replay.set_paused(True)
+        replay.seek(back)
+        timeline = self.jumps.timeline
+        self.notify(f"back to {timeline.seconds(back):.3f} s" if timeline is not None else "back", timeout=3)
 
     def _end_stream(self) -> None:
         if self.session.ended is not None:
@@ -609,6 +724,8 @@ class IketApp(App[int]):
         """Replay keys exist only in a replay; the pass tree's keys only on its screen; none of the
         single keys act while typing a search."""
         if action in ("playback_pause", "step", "slower", "faster") and self.playback is None:
+            return False
+        if action in ("jump", "jump_back") and (self.seekable is None or len(self.screen_stack) > 1):
             return False
         if action in _TREE_ACTIONS and len(self.screen_stack) > 1:
             return False

@@ -115,6 +115,17 @@ class PassTreeView(ScrollView, can_focus=True):
 
     # Public operations
 
+    def show_tree(self, tree: PassTree, rows: VisibleRows) -> None:
+        """Show another tree, from its process row (a replay that jumped back built its model anew)."""
+        self.pass_tree = tree
+        self.rows = rows
+        self.cursor = tree.process
+        self._cache.clear()
+        self._painted.clear()
+        self._rows_version = -1
+        self.sync()
+        self.refresh()
+
     @property
     def cursor_line(self) -> int:
         line = self.rows.index_of(self.cursor)

@@ -1,0 +1,99 @@
+"""The replay's timeline bar and jump keys over the bundled H200 demo recording: the bar marks
+its failures and where the replay stands, the keys and a click jump, back goes back, and the
+tree and the kernels screen after a jump show what a replay from the start shows there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import DataTable
+from ui_driving import app_test, wait_until
+
+from iket_tui.model.session import Session
+from iket_tui.protocol import messages as m
+from iket_tui.sources.reading import RecordingReader
+from iket_tui.sources.replay import RecordingSource
+from iket_tui.sources.timeline import scan_timeline
+from iket_tui.ui.app import IketApp
+from iket_tui.ui.kernels_screen import KernelsScreen
+from iket_tui.ui.timeline_bar import time_label, track_cells
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "h200-demo.msgpack"
+WIDE = (160, 48)
+
+
+def _from_start(t_ns: int) -> Session:
+    """The model a replay from the start has built when its clock reaches ``t_ns``."""
+    items = []
+    for item in RecordingReader(DEMO, rows=True):
+        t = m.t_ns_of(item)
+        if t is not None and t > 0 and t > t_ns:
+            break
+        items.append(item)
+    session = Session()
+    session.apply(items)
+    return session
+
+
+def _compiles(session: Session) -> list[tuple[str | None, str, int]]:
+    return [
+        (comp.kernel, str(comp.status), sum(len(c.passes) for c in comp.context_order))
+        for comp in session.tree.compiles
+    ]
+
+
+def test_the_track_marks_the_failures_compiles_and_where_the_replay_stands() -> None:
+    timeline = scan_timeline(DEMO)
+    cells = track_cells(timeline, timeline.start_ns + int(18.8e9), 59)  # a column is half a second
+    text = "".join(cell.text for cell in cells)
+    assert text.count("✗") == 2 and text.index("✗") == 37 and text.rindex("✗") == 41  # 18.77 s and 20.89 s
+    assert text[0] == "│" and text[-1] == "│"  # the hello, the bye
+    assert cells[37].style == "timeline-bar--position"  # standing on the failure: its mark, in the position's style
+    assert set(text[1:10]) == {"━"} and text[45] == "─"  # played up to where it stands, not past it
+    assert time_label(timeline, timeline.start_ns + int(18.8e9)) == " 18.8 / 29.5 s "
+    assert time_label(None, None) == " reading the recording's timeline… "
+
+
+@app_test
+async def test_jump_keys_and_back_show_what_a_replay_from_the_start_shows_there() -> None:
+    app = IketApp(RecordingSource(DEMO, start_paused=True, seekable=True))
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_until(pilot, lambda: app.jumps.timeline is not None, "the timeline")
+        timeline = app.jumps.timeline
+        assert timeline is not None
+        bar = app.query_one("#timeline")
+        assert bar.region.y == app.header.region.bottom  # right under the header
+        await pilot.press("g")  # the first compile
+        first = timeline.marks[1].t_ns
+        await wait_until(pilot, lambda: app.seekable is not None and app.seekable.position_t_ns == first, "compile 1")
+        assert _compiles(app.session) == _compiles(_from_start(first)) == [("vector_add", "running", 0)]
+        await pilot.press("x")  # the first failure
+        failure = next(mark.t_ns for mark in timeline.marks if mark.what == "compile layout_conflict failed")
+        await wait_until(pilot, lambda: len(app.session.tree.compiles) == 5, "the failed compile")
+        assert _compiles(app.session) == _compiles(_from_start(failure))
+        assert _compiles(app.session)[-1][:2] == ("layout_conflict", "failed")
+        assert " 18.8 / 29.5 s " in bar.render_line(0).text
+        await pilot.press("backspace")  # back to the first compile: the model is built anew
+        await wait_until(pilot, lambda: len(app.session.tree.compiles) == 1, "back at compile 1")
+        assert _compiles(app.session) == _compiles(_from_start(first))
+        assert "vector_add" in "\n".join(app.view.render_line(y).text for y in range(app.view.size.height))
+
+
+@app_test
+async def test_a_click_on_the_bar_jumps_there_and_the_kernels_screen_shows_the_launches_then() -> None:
+    app = IketApp(RecordingSource(DEMO, start_paused=True, seekable=True))
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_until(pilot, lambda: app.jumps.timeline is not None, "the timeline")
+        bar = app.query_one("#timeline")
+        label = len(time_label(app.jumps.timeline, None))
+        await pilot.click("#timeline", offset=(bar.size.width - 2, 0))  # the last column: the end
+        await wait_until(pilot, lambda: len(app.session.tree.compiles) == 9, "every compile")
+        await pilot.click("#timeline", offset=(label + 1, 0))  # near the start: before any compile
+        await wait_until(pilot, lambda: not app.session.tree.compiles, "the start")
+        assert not app.session.kernels.launches
+        await pilot.click("#timeline", offset=(bar.size.width - 2, 0))
+        await wait_until(pilot, lambda: len(app.session.kernels.launches) == 3, "the launches")
+        await pilot.press("K")
+        await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), "the kernels screen")
+        table = app.screen.query_one("#launches", DataTable)
+        await wait_until(pilot, lambda: table.row_count == 3, "three launches listed")
