@@ -118,6 +118,7 @@ class KernelsScreen(Screen[None]):
         self.follow = True
         self.selected: Launch | None = None
         self._shown_columns: tuple[str, ...] = ()  # the launches' columns the width holds
+        self._duration_width = 0  # the widest duration cell when they were chosen
         self._version = -1
         self._rows: list[Launch] = []
         self._stable: dict[str, int] = {}  # launch versions at the last look, by row key
@@ -217,6 +218,7 @@ class KernelsScreen(Screen[None]):
         for launch, cells in zip(launches, rows, strict=True):
             table.add_row(*(cells[label] for label in shown), key=_row_key(launch))
         self._shown_columns = shown
+        self._duration_width = max([len("duration"), *(cell_len(str(cells["duration"])) for cells in rows)])
         self._rows = launches
         title.update(self._title(now))
         if self.selected is not None and self.selected in launches:
@@ -264,10 +266,16 @@ class KernelsScreen(Screen[None]):
     def _show_running(self, now: int) -> None:
         """Repaint what the clock changes: the running launches' marks and the unfinished warps' times."""
         table = self.query_one("#launches", DataTable)
-        for launch in self._rows:
-            key = _row_key(launch)
-            if key in self._marked and "duration" in self._shown_columns:
-                table.update_cell(key, "duration", self._duration_cell(launch, now), update_width=True)
+        cells = {
+            key: self._duration_cell(launch, now) for launch in self._rows if (key := _row_key(launch)) in self._marked
+        }
+        if self._duration_width < max((cell_len(str(cell)) for cell in cells.values()), default=0):
+            self._version = -1  # a wider cell ("warp quiet"): the columns the width holds again
+            self.sync()
+            return
+        for key, cell in cells.items():
+            if "duration" in self._shown_columns:
+                table.update_cell(key, "duration", cell)
         self._show_unfinished(now)
 
     def _show_unfinished(self, now: int) -> None:

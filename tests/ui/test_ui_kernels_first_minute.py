@@ -169,3 +169,25 @@ def test_the_line_under_the_cursor_drops_its_scale_then_its_time_never_a_unit() 
     assert fitting_line(line, 200) == line
     assert fitting_line(line, 80) == "block (0,0) · SM 0 · warp 4 · t+1.23 µs · range mma from t+1.10 µs, 320 ns"
     assert fitting_line(line, 60) == "block (0,0) · SM 0 · warp 4 · range mma from t+1.10 µs, 320 ns"
+
+
+@app_test
+async def test_at_80_columns_a_launch_going_quiet_widens_its_cell_and_the_table_still_fits() -> None:
+    messages, _ = read_recording(WAITING)
+    held = max(index for index, msg in enumerate(messages) if msg["type"] == "kernel_records" and index < 1596)
+    source = FakeSource([batch(messages[: held + 1], state=SourceState.LIVE)], stay_open=True)
+    clock = FrozenClock()
+    app = IketApp(source, clock=clock, tick_s=0.05)
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        screen = await kernels_of(pilot, app)
+        table = screen.query_one("#launches", DataTable)
+        await wait_until(pilot, lambda: table.row_count == 4, "the four launches")
+        await pilot.press("f")  # not following: the clock alone changes the running launch's cell
+        clock.advance(3.0)
+        await wait_until(pilot, lambda: "warp quiet" in table.render_line(1).text, "the quiet launch's cell")
+        assert screen.selected is not None and screen.selected.key[3] == 5
+        header = table.render_line(0).text.split()
+        assert header[:3] == ["kernel", "duration", "status"] and "records" not in header
+        assert table.virtual_size.width <= 80
+        assert "running 3." in table.render_line(1).text and "s, warp quiet 3." in table.render_line(1).text
