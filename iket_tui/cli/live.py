@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -46,6 +48,17 @@ CHILD_WAIT_S = 10.0
 STOP_GRACE_S = 5.0
 DEMO_MODULE = "iket_tui.demo.program"
 TVM_DEMO_MODULE = "iket_tui.demo.tvm_program"
+DEMO_STUCK_AFTER_S = 5.0
+"""The demo's --stuck-after: its stuck compile is marked stuck within seconds."""
+DEMO_TOUR = ("--hang", "--stay")
+"""What the live demo's program is asked for under the UI: a compile stuck until aborted, and a
+program that lives until the UI closes, so that every key can be tried on a live target."""
+DEMO_HINT = (
+    "stuck_gemm is stuck in demo.WaitForAbort: on its row, i shows the IR it was given, R writes a reproducer,"
+    " A aborts it (the program lives on). S: stacks (n adds native ones). layout_conflict and nvcc_error fail:"
+    " their details say how to reproduce them. T: timing, K: kernels, ?: every key."
+)
+"""What the live demo suggests trying, as the UI starts."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -116,6 +129,8 @@ def _start(args: argparse.Namespace, command: list[str], *, follow: bool, by_ran
         args.stuck_after,
         getattr(args, "sample_kernels", None),
         by_rank=by_rank,
+        hint=getattr(args, "hint", None),
+        stays=getattr(args, "program_stays", False),
         kernel_stuck_after_s=args.kernel_stuck_after,
         max_passes=args.max_passes,
         recording=args.record,
@@ -265,7 +280,8 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the bundled TileLang program as ``run`` would, with sample kernels to show where
-    this machine has no GPU; without TileLang (or with ``--recording``), replay the recording
+    this machine has no GPU; under the UI, with a compile stuck until aborted, the program living
+    until the UI closes, and a hint of what to try; without TileLang (or with ``--recording``), replay the recording
     of that program on an H200 instead."""
     if args.tvm:
         if importlib.util.find_spec("tvm") is None or importlib.util.find_spec("tilelang") is not None:
@@ -277,8 +293,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     live = not args.recording and importlib.util.find_spec("tilelang") is not None
     sample = sample_recording()
     if live:
-        args.command = [sys.executable, "-m", DEMO_MODULE]
+        tour = () if args.no_ui else DEMO_TOUR  # without the UI, the program must end by itself
+        args.command = [sys.executable, "-m", DEMO_MODULE, *tour]
         args.sample_kernels = sample  # kernels to show where this machine has no GPU
+        args.hint, args.program_stays = (None, False) if args.no_ui else (DEMO_HINT, True)
+        if args.record is None and not args.no_ui:
+            args.record = _demo_recording()
         return cmd_run(args)
     why = "" if args.recording else "TileLang is not installed, so "
     if args.record is not None or args.no_ui:
@@ -299,6 +319,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not args.recording:
         say("that was the demo recorded on an H200: pip install 'iket-tui[tilelang]' runs it live here")
     return code
+
+
+def _demo_recording() -> Path:
+    """A new file in the temporary directory for the live demo's recording, which ``iket-tui repro``
+    needs for the reproducer of a failed compile (its name is said as the demo ends)."""
+    fd, name = tempfile.mkstemp(prefix="iket-tui-demo-", suffix=".msgpack")
+    os.close(fd)
+    return Path(name)
 
 
 def _kernel_env(args: argparse.Namespace) -> dict[str, str]:
@@ -352,6 +380,8 @@ def _run_with_ui(
     sample_kernels: Path | None = None,
     *,
     by_rank: bool = False,
+    hint: str | None = None,
+    stays: bool = False,
     kernel_stuck_after_s: float = 2.0,
     max_passes: int | None = None,
     recording: Path | None = None,
@@ -362,6 +392,7 @@ def _run_with_ui(
             stuck_after_s,
             sample_kernels=sample_kernels,
             by_rank=by_rank,
+            hint=hint,
             kernel_stuck_after_s=kernel_stuck_after_s,
             max_passes=max_passes,
             recording=recording,
@@ -369,9 +400,13 @@ def _run_with_ui(
     finally:
         source.close_and_wait("the UI was closed")
     stopped = program.returncode is None
-    if stopped:
+    if stopped and stays:
+        say(f"the demo program (pid {program.pid}) ends with the UI: {program.stop(grace_s=STOP_GRACE_S)}")
+    elif stopped:
         say(f"the program (pid {program.pid}) was still running: {program.stop(grace_s=STOP_GRACE_S)}")
     code = _exit_code(program)
+    if stopped and stays:
+        code = 0  # the program was waiting for the UI to close: its end is the demo's end
     if source.error:
         say(source.error)
     _report_recording(source)

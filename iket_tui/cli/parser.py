@@ -19,7 +19,7 @@ from iket_tui.cli.files import cmd_dump, cmd_export, cmd_replay
 from iket_tui.cli.filters import add_filter_arguments
 from iket_tui.cli.hangs import cmd_abort, cmd_repro
 from iket_tui.cli.help_text import HelpText
-from iket_tui.cli.live import cmd_attach, cmd_demo, cmd_record, cmd_run
+from iket_tui.cli.live import DEMO_STUCK_AFTER_S, cmd_attach, cmd_demo, cmd_record, cmd_run
 from iket_tui.cli.questions import cmd_ir, cmd_ls, cmd_stacks
 from iket_tui.model.pass_bound import DEFAULT_MAX_PASSES
 from iket_tui.outputs import STDOUT
@@ -550,6 +550,8 @@ agent listens in that process, 5 no such process, 2 anything else (one line on s
 Run the bundled TileLang program under the UI, with kernel tracing: good kernels, a pass slowed
 to seconds, a tl.LayoutInference failure, a kernel nvcc rejects, and a GEMM with IKET events
 (launched where there is a GPU; elsewhere the kernels screen shows a recording from an H200).
+A compile waits in a pass of the demo's own until aborted, and is marked stuck after 5 s; the
+program lives until the UI closes, so that IR, stacks, reproducers and abort can be tried on it.
 Without TileLang, or with --recording, it replays that H200 recording of the same program
 instead, passes and kernels.""",
         "iket-tui demo",
@@ -573,7 +575,7 @@ instead, passes and kernels.""",
         "--no-kernels", dest="kernels", action="store_false", help="do not trace kernels (traced by default)"
     )
     kernel_options(demo)
-    ui_options(demo)
+    ui_options(demo, stuck_after_s=DEMO_STUCK_AFTER_S)
     demo.set_defaults(handler=cmd_demo)
 
     serve = commands.add_parser(

@@ -31,6 +31,7 @@ def show(
     sample_kernels: Path | None = None,
     by_rank: bool = False,
     kernel_stuck_after_s: float = 2.0,
+    hint: str | None = None,
     max_passes: int | None = None,
     recording: Path | None = None,
 ) -> tuple[int, int | None]:
@@ -41,6 +42,8 @@ def show(
     ``max_passes``: passes the tree keeps (its default when None). ``recording``: the file the
     stream is written to (``--record``); a replayed recording is that file itself. The detail
     pane names it in its reproducer commands.
+
+    ``hint``: what to try first, which the UI shows as it starts (the demo's tour).
 
     Textual is imported here, so that only the commands that show the UI pay for it.
     """
@@ -57,6 +60,7 @@ def show(
         sample_kernels=sample_kernels,
         by_rank=by_rank,
         max_passes=DEFAULT_MAX_PASSES if max_passes is None else max_passes,
+        hint=hint,
     )
     if recording is None and isinstance(source, RecordingSource):
         recording = source.path

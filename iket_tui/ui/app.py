@@ -65,6 +65,8 @@ _TREE_ACTIONS = frozenset(
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1024.0, 0.0)
 """Replay speeds the speed keys step through; 0 plays as fast as the recording can be read."""
 TICK_S = 1.0
+HINT_S = 30.0
+"""How long the starting hint stays on screen."""
 BATCHES_IN_FLIGHT = 16  # the reader waits when the app is this far behind
 SAMPLE_TYPES = frozenset({KERNEL_TRACING, KERNEL_MODULE, KERNEL_RECORDS})
 NARROW_BELOW = 120  # columns; narrower terminals get the detail pane below the tree
@@ -129,9 +131,11 @@ class IketApp(App[int]):
         sample_kernels: Path | None = None,
         by_rank: bool = False,
         max_passes: int = DEFAULT_MAX_PASSES,
+        hint: str | None = None,
     ) -> None:
         """``clock`` gives local monotonic seconds (tests freeze it); ``tick_s`` is how often
-        running timers and rates refresh. ``kernel_stuck_after_s``: a kernel launch with warps
+        running timers and rates refresh. ``hint``: what to try first, shown as a notification
+        as the app starts (the demo's tour). ``kernel_stuck_after_s``: a kernel launch with warps
         that have not ended and no event for longer is marked quiet on the kernels screen.
         ``sample_kernels`` is a recording whose kernels the kernels screen shows when the target
         traces none on a GPU (the demo's). ``max_passes``: pass nodes the tree keeps, past which
@@ -139,6 +143,7 @@ class IketApp(App[int]):
         super().__init__()
         self.source = source
         self.sample_path = sample_kernels
+        self.hint = hint
         self.sample_kernels = KernelTimeline() if sample_kernels is not None else None
         """The sample recording's kernels, filled once a worker has read it."""
         self._timing: PassTiming | None = None  # kept between openings of the timing screen
@@ -203,6 +208,8 @@ class IketApp(App[int]):
             self.read_timeline(self.seekable.path)
         if self.sample_path is not None:
             self.read_sample(self.sample_path)
+        if self.hint is not None:
+            self.notify(self.hint, title="Try this", timeout=HINT_S, markup=False)
 
     def on_resize(self) -> None:
         self._layout_for(self.size.width)

@@ -1,9 +1,11 @@
 """``iket-tui demo`` without TileLang replays the bundled H200 recording of the demo program in
 the UI (its compiles, passes and kernels) instead of refusing; ``--recording`` asks for that
-replay anywhere."""
+replay anywhere. With TileLang, the live demo's program lives until the UI closes, with a compile
+stuck from the start, and ends with it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,37 @@ def test_demo_without_tilelang_says_that_recording_needs_the_live_demo(tmp_path:
 @pytest.mark.usefixtures("without_tilelang")
 def test_demo_without_a_terminal_says_which_command_to_use() -> None:
     assert_one_line_error(run_iket("demo"), "the UI needs a terminal")
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The processes still in process group ``pgid``."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
+
+
+@pytest.mark.tilelang
+def test_the_live_demo_shows_its_stuck_compile_and_its_program_ends_with_the_ui() -> None:
+    pytest.importorskip("tilelang")
+    terminal = Terminal("demo", columns=160, rows=48)
+    terminal.wait_for(b"Try this")  # the hint of what to try
+    terminal.wait_for(b"stuck: demo.WaitForAbort")  # the header, once the demo's 5 s have passed
+    found = re.search(rb"pid (\d+)", terminal.output)
+    assert found is not None
+    pid = int(found.group(1))
+    assert _group_members(pid)  # the program and the compiler processes it starts, in a group of their own
+
+    terminal.press(b"q")
+
+    assert terminal.wait_exit() == 0
+    after = terminal.lines_after_ui
+    assert_no_traceback("\n".join(after))
+    assert after[0] == f"iket-tui: the demo program (pid {pid}) ends with the UI: stopped it with SIGTERM"
+    assert re.fullmatch(r"iket-tui: recorded \d+ messages to .*/iket-tui-demo-\w+\.msgpack", after[1]), after
+    assert _group_members(pid) == []  # nothing of it is left behind

@@ -4,6 +4,10 @@ over the real socket, and the recording it leaves on disk.
 The program lowers real kernels for ``sm_90a``: a good one, one with a pass slowed to
 seconds, one failing in ``tl.LayoutInference``, and one that nvcc rejects. The test looks at
 what a user looks at: the rows of the tree, the header, the detail pane, and the file.
+
+The tour (what ``iket-tui demo`` asks the program for) is tried key by key on the live program:
+its stuck compile is marked stuck after the demo's threshold, the IR, stacks, reproducer and
+abort keys answer, and the program lives on after the abort.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ pytest.importorskip("tilelang")
 from textual.pilot import Pilot
 
 from iket_tui import endpoints
+from iket_tui.cli.live import DEMO_HINT, DEMO_STUCK_AFTER_S, DEMO_TOUR
 from iket_tui.model.nodes import FAILED, INCOMPLETE, RUNNING, CompileNode, PassNode
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceState
@@ -32,7 +37,10 @@ from iket_tui.sources.reading import read_recording
 from iket_tui.sources.socket import SocketSource
 from iket_tui.ui.app import IketApp
 from iket_tui.ui.detail_pane import DetailPane
+from iket_tui.ui.hang_screens import AbortPane, ReproPane
 from iket_tui.ui.header_bar import HeaderBar
+from iket_tui.ui.ir_screen import IRScreen
+from iket_tui.ui.stacks_screen import StacksScreen
 
 WAIT_S = 120.0
 SLOW_S = 3.0
@@ -178,3 +186,120 @@ def test_a_live_demo_seen_through_the_app_and_its_recording(demo: subprocess.Pop
     assert len(starts_recorded) == len(tree.passes)
     assert [msg["kernel"] for msg in messages if msg["type"] == m.COMPILE_BEGIN] == KERNELS.split(",")
     assert any(msg["type"] == m.BYE for msg in messages)
+
+
+@pytest.fixture
+def tour(runtime_dir: Path, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The demo program as ``iket-tui demo`` starts it, with a short list lowered only."""
+    env = {**os.environ, "IKET_TUI": "1", "IKET_TUI_WAIT_CLIENT": str(WAIT_S), "XDG_RUNTIME_DIR": str(runtime_dir)}
+    args = [*DEMO_TOUR, "--kernels", "vector_add", "--lower-only", "--pause", "0"]
+    with open(tmp_path / "demo.log", "wb") as log:
+        program = subprocess.Popen(
+            [sys.executable, "-m", "iket_tui.demo.program", *args], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    yield program
+    if program.poll() is None:
+        program.kill()
+    program.wait()
+
+
+async def _tour(app: IketApp, pilot: Pilot[int], program: subprocess.Popen[bytes], log: Path) -> dict[str, str]:
+    seen: dict[str, str] = {}
+    await pilot.pause(0.5)
+    seen["hint"] = "\n".join(f"{note.title}: {note.message}" for note in app._notifications)
+
+    def waiting() -> PassNode | None:
+        return next((node for node in app.pass_tree.running_passes() if node.name == "demo.WaitForAbort"), None)
+
+    await _wait(pilot, lambda: waiting() is not None, "the stuck compile's pass to run")
+    node = waiting()
+    assert node is not None
+    seen_running = time.monotonic()
+    header = app.query_one(HeaderBar)
+    await _wait(pilot, lambda: "stuck: demo.WaitForAbort" in header.text(), "the header to say it is stuck")
+    seen["stuck after"] = f"{time.monotonic() - seen_running:.1f}"
+    app.following = False
+    app.rows.reveal(node)
+    app.view.sync()
+    app.view.select(node)
+    await pilot.pause()
+    seen["row"] = next(line for line in _screen(app).splitlines() if "demo.WaitForAbort" in line)
+
+    await pilot.press("i")
+    await _wait(pilot, lambda: isinstance(app.screen, IRScreen) and app.screen.answer is not None, "the IR")
+    assert isinstance(app.screen, IRScreen)
+    seen["ir title"], seen["ir"] = app.screen.title_text(), app.screen.text
+    await pilot.press("escape")
+
+    await pilot.press("S")
+    await _wait(pilot, lambda: isinstance(app.screen, StacksScreen) and app.screen.response is not None, "stacks")
+    assert isinstance(app.screen, StacksScreen)
+    seen["stacks"] = app.screen.body_text()
+    await pilot.press("escape")
+
+    await pilot.press("R")
+    await _wait(pilot, lambda: isinstance(app.screen, ReproPane) and app.screen.written is not None, "a reproducer")
+    assert isinstance(app.screen, ReproPane)
+    seen["repro"] = app.screen.text()
+    await pilot.press("escape")
+
+    await pilot.press("A")
+    await _wait(pilot, lambda: isinstance(app.screen, AbortPane), "the abort's confirmation")
+    confirm = app.screen
+    assert isinstance(confirm, AbortPane)
+    await pilot.press("y")
+    await _wait(pilot, lambda: confirm.answer is not None, "the abort's answer")
+    seen["abort"] = confirm.text()
+    await pilot.press("escape")
+    await _wait(pilot, lambda: node.compile.status is FAILED, "the aborted compile to fail")
+    staying = "demo: every kernel compiled; staying alive"
+    await _wait(pilot, lambda: staying in log.read_text(), "the program to compile its list after the abort")
+    await pilot.pause(1.0)
+    seen["header after abort"] = header.text()
+    return seen
+
+
+def test_the_demo_tour_works_key_by_key_on_the_live_program(
+    tour: subprocess.Popen[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where R writes the reproducer
+    app = IketApp(SocketSource(_socket_of(tour)), stuck_after_s=DEMO_STUCK_AFTER_S, hint=DEMO_HINT)
+
+    async def drive() -> dict[str, str]:
+        async with app.run_test(size=(160, 48)) as pilot:
+            return await _tour(app, pilot, tour, tmp_path / "demo.log")
+
+    seen = asyncio.run(drive())
+
+    assert seen["hint"].startswith("Try this: stuck_gemm is stuck in demo.WaitForAbort: on its row, i shows the IR")
+    # Marked stuck once the demo's threshold passed (the header and the row refresh once a second).
+    assert DEMO_STUCK_AFTER_S - 1.0 <= float(seen["stuck after"]) <= DEMO_STUCK_AFTER_S + 2.5, seen["stuck after"]
+    assert "stuck" in seen["row"]
+    assert seen["ir title"].startswith("IR before demo.WaitForAbort (pass "), seen["ir title"]
+    assert "def stuck_gemm(" in seen["ir"]
+    assert "Thread stuck compile" in seen["stacks"] and "in wait_until_aborted" in seen["stacks"]
+    assert "by wait_for_abort(poll_s=0.2)" in seen["repro"].replace("\n", " ")
+    assert seen["abort"].startswith(
+        "compile 1 aborted\ncompile 1 failed: CompileAborted: aborted by iket-tui after "
+    ), seen["abort"]
+
+    # The program lives on after the abort, its list done, still connected.
+    assert tour.poll() is None
+    assert "live" in seen["header after abort"] and "disconnected" not in seen["header after abort"]
+    said = (tmp_path / "demo.log").read_text()
+    assert "failed stuck_gemm after " in said and "CompileAborted: aborted by iket-tui after " in said
+
+    # The reproducer R wrote hangs the same way, in a fresh process without the program.
+    (directory,) = tmp_path.glob("iket-repro-c1-p*")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("IKET_TUI")}
+    ran = subprocess.run(
+        [sys.executable, str(directory / "repro.py"), "--timeout", "2"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert ran.returncode == 3, ran.stderr[-3000:]
+    assert ran.stdout.splitlines()[0] == "still running after 2 s: reproduced"
+    assert "in wait_until_aborted" in ran.stdout
