@@ -145,9 +145,6 @@ class KernelsScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#stats", DataTable).add_columns(
-            "event", "kind", "count", "unbalanced", "mean", "p50", "p99", "max", "payload min", "payload max"
-        )
         self.sync()
         self.query_one(FlameView).focus()
 
@@ -310,18 +307,28 @@ class KernelsScreen(Screen[None]):
         if not self.has_class("-stats"):
             return
         stats = self.query_one("#stats", DataTable)
-        stats.clear()
-        if self.selected is None:
-            return
-        for row in event_stats(self.selected):
-            stats.add_row(
-                row.name,
-                row.kind,
-                f"{row.count:,}",
-                f"{row.unbalanced:,}",
-                *(format_ns(v) if v is not None else "" for v in (row.mean_ns, row.p50_ns, row.p99_ns, row.max_ns)),
-                *(f"{v:g}" if v is not None else "" for v in (row.payload_min, row.payload_max)),
+        rows: list[dict[str, str | Text]] = []
+        for row in event_stats(self.selected) if self.selected is not None else []:
+            times = (row.mean_ns, row.p50_ns, row.p99_ns, row.max_ns)
+            rows.append(
+                {
+                    "event": row.name,
+                    "kind": row.kind,
+                    "count": f"{row.count:,}",
+                    "unbalanced": f"{row.unbalanced:,}",
+                    **{
+                        label: format_ns(v) if v is not None else "" for label, v in zip(STAT_TIMES, times, strict=True)
+                    },
+                    "payload min": f"{row.payload_min:g}" if row.payload_min is not None else "",
+                    "payload max": f"{row.payload_max:g}" if row.payload_max is not None else "",
+                }
             )
+        shown = fitting_columns(STAT_COLUMNS, rows, self._table_width(), STAT_DROPPED_FIRST)
+        stats.clear(columns=True)
+        for label in shown:
+            stats.add_column(label, key=label)
+        for cells in rows:
+            stats.add_row(*(cells[label] for label in shown))
 
     def action_compare(self) -> None:
         """The selected launch compared with the previous launch of its kernel, in a pane (c there
@@ -493,15 +500,28 @@ CELL_PADDING = 2
 TABLE_SCROLLBAR = 2
 
 
-def fitting_columns(columns: tuple[str, ...], rows: list[dict[str, str | Text]], width: int) -> tuple[str, ...]:
+STAT_TIMES = ("mean", "p50", "p99", "max")
+STAT_COLUMNS = ("event", "kind", "count", "unbalanced", *STAT_TIMES, "payload min", "payload max")
+"""The statistics' columns, in order."""
+STAT_DROPPED_FIRST = ("p99", "mean", "max", "payload min", "payload max", "unbalanced")
+"""Where the width is short, the statistics' columns left out, in this order: p50 stays for the
+times, the event's name and kind always."""
+
+
+def fitting_columns(
+    columns: tuple[str, ...],
+    rows: list[dict[str, str | Text]],
+    width: int,
+    dropped_first: tuple[str, ...] = DROPPED_FIRST,
+) -> tuple[str, ...]:
     """Those of ``columns`` that fit in ``width`` cells with the cells of ``rows``, whole columns
-    left out in the order of :data:`DROPPED_FIRST` (a cell is never cut)."""
+    left out in the order of ``dropped_first`` (a cell is never cut)."""
 
     def needs(label: str) -> int:
         return max([len(label), *(cell_len(str(row[label])) for row in rows)]) + CELL_PADDING
 
     kept = list(columns)
-    for label in DROPPED_FIRST:
+    for label in dropped_first:
         if sum(needs(name) for name in kept) <= width:
             break
         if label in kept:

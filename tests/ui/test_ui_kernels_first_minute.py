@@ -132,6 +132,11 @@ async def test_statistics_are_drawn_at_the_top_of_their_area_with_unbalanced_exp
         shown = screen.query_one("#launch-notes", Static)
         assert stats.region.y == shown.region.bottom  # right under the lines above, no blank rows between
         assert stats.get_row_at(0)[:4] == ["tile", "range", "512", "256"]
+        # 80 columns: the statistics leave out whole columns (p99, mean, max), never part of a header.
+        assert [str(column.label) for column in stats.columns.values()] == [
+            "event", "kind", "count", "unbalanced", "p50", "payload min", "payload max",
+        ]  # fmt: skip
+        assert stats.virtual_size.width <= 80
         assert notes(screen)[0].startswith("unbalanced 256: `tile` left open by warps 0-3")
 
 
