@@ -38,14 +38,21 @@ from iket_tui.model.pass_timing import PassTiming
 from iket_tui.model.session import Session
 from iket_tui.model.visible_rows import VisibleRows
 from iket_tui.protocol.messages import HEARTBEAT, KERNEL_MODULE, KERNEL_RECORDS, KERNEL_TRACING, Message, t_ns_of
-from iket_tui.sources.base import EventSource, PlaybackControl, SourceBatch, SourceError, SourceState
+from iket_tui.sources.base import (
+    EventSource,
+    HostState,
+    PlaybackControl,
+    SourceBatch,
+    SourceError,
+    SourceState,
+)
 from iket_tui.sources.reading import RecordingReader
 from iket_tui.sources.replay import RecordingSource
 from iket_tui.sources.timeline import RecordingTimeline, scan_timeline
 from iket_tui.ui import units
 from iket_tui.ui.detail_pane import DetailPane
 from iket_tui.ui.footer import KeysFooter
-from iket_tui.ui.header_bar import HeaderBar, HeaderState, failed_line, kernels_quiet, stuck_line
+from iket_tui.ui.header_bar import HeaderBar, HeaderState, failed_line, hosts_lost_line, kernels_quiet, stuck_line
 from iket_tui.ui.help_screen import HelpScreen
 from iket_tui.ui.messages import AskTarget, BatchArrived, ModelChanged, ResponseArrived, SampleRead, SourceFinished
 from iket_tui.ui.pass_tree_view import ColumnHeader, PassTreeView
@@ -163,6 +170,7 @@ class IketApp(App[int]):
         self.source_error: str | None = None
         self.notes: list[str] = []
         self.recording_stopped: str | None = None  # why recording the stream to a file stopped early
+        self.hosts: tuple[HostState, ...] = ()  # the machines of a job across machines, as last said
         self.batches_received = 0
         self._held: list[tuple[Message, ...]] = []
         self._paused_now_ns = 0
@@ -333,6 +341,8 @@ class IketApp(App[int]):
         self.notes += batch.notes
         if batch.recording_stopped:
             self.recording_stopped = batch.recording_stopped
+        if batch.hosts is not None:
+            self.hosts = batch.hosts
         messages = batch.messages
         if self.paused:
             self._held.append(messages)
@@ -554,6 +564,7 @@ class IketApp(App[int]):
             silent_for=self._silent_for(now_s) if connection is Connection.SILENT else "",
             processes=self._processes_line(),
             stuck=stuck_line(self.pass_tree, self.view.now_ns),
+            hosts_lost=hosts_lost_line(self.hosts, now_s),
             failed=failed_line(self.pass_tree),
         )
 

@@ -7,6 +7,7 @@ from the end (the target first falls back to shorter forms of itself), never cut
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.cells import cell_len
@@ -19,6 +20,7 @@ from textual.widgets import Static
 from iket_tui.durations import duration
 from iket_tui.model.kernels import ProcessKernels
 from iket_tui.model.pass_tree import PassTree
+from iket_tui.sources.base import HostState
 
 ITEM_PADDING = 2
 """Cells around each item of the status line (one each side)."""
@@ -45,6 +47,7 @@ class HeaderState:
     stuck: str = ""  # what runs stuck (passes, the compiler's processes): the longest, and how many
     failed: str = ""  # how many compiles failed
     kernels_quiet: bool = False  # a launch runs with a warp quiet past the threshold (said in kernels)
+    hosts_lost: str = ""  # machines of a job whose connection is lost: "node3: lost, reconnecting (2 s)"
 
     @property
     def message_line(self) -> str:
@@ -69,6 +72,7 @@ class HeaderState:
         items = [
             HeaderItem("stuck", (self.stuck,)),
             HeaderItem("failed", (self.failed,)),
+            HeaderItem("hosts", (self.hosts_lost, self.hosts_lost.partition(", reconnecting")[0])),
             HeaderItem("kernels-quiet", (self.kernels if self.kernels_quiet else "",)),
             HeaderItem("connection", (self.connection_text, self.connection)),
             HeaderItem("target", shorter_forms(self.target)),
@@ -250,3 +254,15 @@ def stuck_line(tree: PassTree, now_ns: int) -> str:
     longest = f"{what} {duration(now_ns - start)}"
     count = len(passes) + len(processes)
     return f"stuck: {longest}" if count == 1 else f"{count} stuck, longest {longest}"
+
+
+def hosts_lost_line(hosts: Sequence[HostState], now_s: float) -> str:
+    """The machines of a job across machines whose ssh connection is lost, and for how long the
+    one lost longest has been reconnecting: ``node3: lost, reconnecting (2 s)``; empty while
+    every one is up."""
+    lost = [host for host in hosts if host.lost_at_s is not None]
+    if not lost:
+        return ""
+    names = ", ".join(host.host for host in lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+    since = min(host.lost_at_s for host in lost if host.lost_at_s is not None)
+    return f"{names}: lost, reconnecting ({max(0, int(now_s - since))} s)"

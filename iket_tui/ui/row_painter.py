@@ -250,8 +250,9 @@ def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | 
     if process.pid is None:
         return "waiting for the target…", styles.process, ""
     if process.rank is not None and tree.several and tree.by_rank:
-        return f"rank {process.rank}  pid {process.pid}", styles.process, process.command
-    return f"pid {process.pid}", styles.process, process.command
+        host = f"{process.host}/" if process.host is not None else ""  # a job across machines
+        return f"{host}rank {process.rank}  pid {process.pid}", styles.process, process.command
+    return process.name, styles.process, process.command
 
 
 SUMMARISED_PASSES = "its passes were let go to stay within the bound on passes (--max-passes)"
