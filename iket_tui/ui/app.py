@@ -19,7 +19,7 @@ from threading import BoundedSemaphore
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -219,8 +219,8 @@ class IketApp(App[int]):
         if self.hint is not None:
             self.notify(self.hint, title="Try this", timeout=HINT_S, markup=False)
 
-    def on_resize(self) -> None:
-        self._layout_for(self.size.width)
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout_for(event.size.width)  # the new width (the app's size may still be the last one)
 
     def _layout_for(self, width: int) -> None:
         self.view.screen.set_class(width < NARROW_BELOW, "-narrow")

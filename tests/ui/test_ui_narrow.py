@@ -185,3 +185,20 @@ async def test_the_timing_title_leaves_out_what_does_not_fit_whole() -> None:
         await pilot.pause()
         title = str(app.screen.query_one("#timing-title", Static).render())
         assert title.endswith("other 0.4% · ▶ 1 running, timed so far")
+
+
+@app_test
+async def test_the_detail_pane_goes_below_the_tree_or_beside_it_as_the_terminal_is_resized() -> None:
+    app = stuck_and_failed()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_batches(pilot, app, 1)
+
+        def below() -> bool:
+            return app.detail.region.y > app.view.region.y and app.detail.region.x == app.view.region.x
+
+        assert below()
+        await pilot.resize_terminal(160, 48)
+        await wait_until(pilot, lambda: not below(), "the pane beside the tree")
+        assert app.detail.region.x > app.view.region.right - 1
+        await pilot.resize_terminal(80, 24)
+        await wait_until(pilot, below, "the pane below the tree again")
