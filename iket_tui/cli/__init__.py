@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 
 from iket_tui.cli import standard_output
+from iket_tui.cli.config import apply_config, config_keys
 from iket_tui.cli.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UsageError, say
 from iket_tui.cli.parser import build_parser
 from iket_tui.cli.standard_output import StdoutError
@@ -42,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
 def _command(argv: list[str] | None) -> int:
     """Parse the command line and run its command; a failed write to standard output is left to :func:`main`."""
     parser = build_parser()
+    try:
+        apply_config(parser, config_keys())
+    except UsageError as exc:
+        say(str(exc))
+        return EXIT_BAD_INPUT
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

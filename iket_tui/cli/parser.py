@@ -12,6 +12,7 @@ from iket_tui import __version__
 from iket_tui.cli import serve as serving
 from iket_tui.cli.bridge import cmd_bridge
 from iket_tui.cli.completion import SHELLS, cmd_completion
+from iket_tui.cli.config import cmd_config, config_path
 from iket_tui.cli.cut import cmd_cut
 from iket_tui.cli.diff import cmd_diff
 from iket_tui.cli.errors import EXIT_BAD_INPUT, PROG
@@ -30,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     command's ``--help`` says what it does, with examples."""
     parser = _Parser(
         prog=PROG,
-        description="Watch TileLang/TVM compiler passes live, record them, replay them.",
+        description="Watch TileLang/TVM compiler passes live, record them, replay them.\n\n"
+        f"Defaults of the options (--stuck-after, --max-passes, ...) and the theme are read from {config_path()}"
+        " where it exists: `iket-tui config` lists its keys.",
         epilog=_examples(
             "iket-tui run -- python my_kernel.py",
             "iket-tui attach 12345",
@@ -613,6 +616,20 @@ Load it in the shell's startup file, or save it where the shell looks.""",
         " with a letter)",
     )
     completion.set_defaults(handler=cmd_completion)
+
+    config = command(
+        "config",
+        "say where the config file is read from, what it sets, and the keys it may hold",
+        """\
+Say where the config file is read from ($XDG_CONFIG_HOME/iket-tui/config.toml, else
+~/.config/iket-tui/config.toml), what it sets, and the keys it may hold. Its keys are named as
+the flags they give a default to (stuck-after = 10, max-passes = 500000, ring-size = "256M"),
+and theme names the UI's colours (theme = "nord"); a flag given on the command line wins. A
+file with bad TOML, an unknown key or a bad value stops every command with one line saying
+which.""",
+        "iket-tui config",
+    )
+    config.set_defaults(handler=cmd_config)
     return parser
 
 

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from iket_tui.cli.config import ui_theme
 from iket_tui.cli.errors import UsageError
 from iket_tui.cli.signals import watch_signals
 from iket_tui.model.pass_bound import DEFAULT_MAX_PASSES
@@ -65,6 +66,9 @@ def show(
     if recording is None and isinstance(source, RecordingSource):
         recording = source.path
     app.detail.recording = None if recording == STDOUT else recording
+    theme = ui_theme()
+    if theme is not None:
+        app.theme = theme
     caught: list[int] = []
     ended = threading.Event()
 
