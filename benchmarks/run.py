@@ -1,7 +1,7 @@
 """Run the benchmarks and print their figures as a Markdown table for BENCHMARKS.md.
 
 ``python -m benchmarks.run [NAME ...]`` with names among: emit, replay, compile, ring, flame, ir,
-damage, export, diff, passes. Exits 1 if a target was missed.
+damage, export, diff, passes, seek. Exits 1 if a target was missed.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ BENCHMARKS = {
     "export": "benchmarks.export",
     "diff": "benchmarks.diff",
     "passes": "benchmarks.pass_memory",
+    "seek": "benchmarks.seek",
 }
 
 

@@ -216,12 +216,15 @@ class RecordingSource:
         out: list[m.Item] = []
         first = True
         while buffer or self._fill():
-            t = _t_ns(buffer[0])
-            if t is not None and t > t_ns:
+            items = list(buffer)
+            buffer.clear()
+            cut, newest = _due(items, t_ns)
+            out += items[:cut] if cut < len(items) else items
+            if newest is not None and (self._released_t_ns is None or newest > self._released_t_ns):
+                self._released_t_ns = newest
+            if cut < len(items):
+                buffer.extend(items[cut:])
                 break
-            out.append(buffer.popleft())
-            if t is not None and (self._released_t_ns is None or t > self._released_t_ns):
-                self._released_t_ns = t
             if len(out) >= _MAX_BATCH:
                 yield SourceBatch(messages=_batched(out), restart=restart and first)
                 out, first = [], False
@@ -299,6 +302,20 @@ class RecordingSource:
                 return False
             self._buffer.extend(batch)
         return True
+
+
+def _due(items: list[m.Item], t_ns: int) -> tuple[int, int | None]:
+    """How many of ``items`` come before the first one stamped later than ``t_ns``, and the
+    newest timestamp among those. The hot loop of a jump: a pass row's time is read in place."""
+    newest: int | None = None
+    for index, item in enumerate(items):
+        t = item[8] if type(item) is list else item.get("t_ns")  # type: ignore[union-attr]
+        if type(t) is int and t > 0:
+            if t > t_ns:
+                return index, newest
+            if newest is None or t > newest:
+                newest = t
+    return len(items), newest
 
 
 def _t_ns(item: m.Item) -> int | None:

@@ -97,18 +97,21 @@ def scan_timeline(
     names: dict[tuple[Any, Any], str] = {}  # (process, compile): what its compile_begin named it
     process: Any = None
     for chunk in RecordingReader(path, rows=True).chunks():
-        run: list[m.Item] = []
-        for item in chunk:
-            t = m.t_ns_of(item)
-            if t is None or t <= 0:
-                run.append(item)
+        applied = 0
+        for index, item in enumerate(chunk):
+            if isinstance(item, list):  # a pass row: marked, if stuck, at the next beat
+                t = item[8]
+                if type(t) is int and t > end:
+                    end = t
+                    if start is None and t > 0:
+                        start = t
+                continue
+            t = item.get("t_ns")
+            if type(t) is not int or t <= 0:
                 continue
             if start is None:
                 start = t
             end = max(end, t)
-            if isinstance(item, list):
-                run.append(item)
-                continue
             kind = item.get("type")
             if kind == m.PROCESS or (kind == m.HELLO and process is None):
                 process = item.get("pid")
@@ -117,12 +120,11 @@ def scan_timeline(
             mark = _mark_of(item, kind, t, names.get((process, item.get("compile"))))
             if mark is not None:
                 marks.append(mark)
-            run.append(item)
             if kind in _SAMPLED:
-                session.apply(run)
-                run = []
+                session.apply(chunk[applied : index + 1])
+                applied = index + 1
                 _sample(session, t, marks, stuck, quiet)
-        session.apply(run)
+        session.apply(chunk[applied:] if applied else chunk)
     if start is None:
         return RecordingTimeline(0, 0, ())
     _sample(session, end, marks, stuck, quiet)
