@@ -40,7 +40,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from iket_tui.durations import duration as format_ns
 from iket_tui.model.kernels import KernelTimeline, ProcessKernels, process_label
@@ -48,6 +48,7 @@ from iket_tui.model.launches import Launch, event_stats
 from iket_tui.model.session import Session
 from iket_tui.model.unbalanced import Unbalanced, unbalanced_of
 from iket_tui.ui.flame_view import FlameView, TimeRuler
+from iket_tui.ui.footer import KeysFooter
 from iket_tui.ui.messages import ModelChanged
 from iket_tui.ui.running_warps import RunningWarps
 from iket_tui.ui.throttle import Throttle
@@ -142,7 +143,7 @@ class KernelsScreen(Screen[None]):
             yield stats
             yield Static(id="under-cursor", markup=False)
             yield Input(placeholder="block number (0 = first block of the launch), Enter to go", id="goto")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.sync()

@@ -20,6 +20,7 @@ from iket_tui.sources.reading import read_recording
 from iket_tui.sources.replay import RecordingSource
 from iket_tui.ui.app import IketApp
 from iket_tui.ui.flame_view import FlameView
+from iket_tui.ui.footer import KeysFooter, key_width
 from iket_tui.ui.kernels_screen import KernelsScreen, fitting_columns, fitting_line
 from iket_tui.ui.running_warps import RunningWarps
 
@@ -150,6 +151,10 @@ async def test_at_80_columns_the_launch_table_drops_whole_columns_and_no_cell_is
         header = table.render_line(0).text
         assert header.split() == ["kernel", "grid", "duration", "status", "unbalanced", "compile"]
         assert table.virtual_size.width <= 80 and "8: traced_gemm" in table.render_line(1).text
+        footer = screen.query_one(KeysFooter)
+        keys = [key.key_display for key in footer.query(FooterKey)]
+        assert keys[:2] == ["↑↓", "<>"] and "g" not in keys  # whole keys dropped from the end, none cut
+        assert sum(key_width(key.key_display, key.description) for key in footer.query(FooterKey)) <= 80
         under = str(screen.query_one("#under-cursor", Static).render())
         assert "/col" not in under and under.startswith("block (0,0) · SM 0 · warp 0 · range tile from t+")
         await pilot.resize_terminal(160, 48)
