@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.segment import Segment
+from rich.style import Style
 from textual import events
 from textual.message import Message
 from textual.strip import Strip
@@ -148,12 +149,12 @@ class TimelineBar(Widget):
         segments = [Segment(label, self.get_component_rich_style("timeline-bar--label"))]
         if self.timeline is not None:
             cells = track_cells(self.timeline, self.position_ns, width - len(label) - 1)
-            styles: dict[str, object] = {}
+            styles: dict[str, Style] = {}
             for cell in cells:
                 style = styles.get(cell.style)
                 if style is None:
                     style = styles[cell.style] = self.get_component_rich_style(cell.style)
-                segments.append(Segment(cell.text, style))  # type: ignore[arg-type]
+                segments.append(Segment(cell.text, style))
         return Strip(segments).adjust_cell_length(width, self.rich_style)
 
     def on_click(self, event: events.Click) -> None:
