@@ -294,7 +294,7 @@ that stretch. A recording cut short or damaged gives what it holds intact.""",
         "iket-tui cut run.msgpack --from 300 -o tail.msgpack",
     )
     recording(cut)
-    cut.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="the recording to write")
+    cut.add_argument("-o", "--output", type=_output, required=True, metavar="OUT", help="the recording to write")
     span_options(cut, "keep")
     cut.set_defaults(handler=cmd_cut)
 

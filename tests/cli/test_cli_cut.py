@@ -148,6 +148,12 @@ def test_a_span_that_holds_nothing_is_a_one_line_error(args: tuple[str, ...], ex
     assert not out.exists()
 
 
+def test_cut_writes_no_recording_to_standard_output() -> None:
+    result = run_iket("cut", str(DEMO), "--from", "5", "-o", "-")
+    assert_one_line_error(result, "only `record`, `export` and `repro` write to standard output")
+    assert result.stdout == ""
+
+
 def test_cut_refuses_to_write_over_the_recording_it_reads(tmp_path: Path) -> None:
     copy = tmp_path / "run.msgpack"
     copy.write_bytes(DEMO.read_bytes())
