@@ -7,7 +7,8 @@
 it right now (a thread inside a C++ pass shows the Python frames that called into it). The
 agent's own threads are marked, so a client can leave them out. The processes that running
 codegen steps run (nvcc, ptxas, ...) come with them, since a compile stuck there shows no
-stack of its own (see :mod:`iket_tui.agent.compiler_processes`).
+stack of its own (see :mod:`iket_tui.agent.compiler_processes`), and the working directory,
+against which a client shows the program's own files.
 
 ``stuck``: what a reproducer of a hang needs, from the running pass of a compile (see
 :mod:`iket_tui.agent.stuck`). ``abort``: make a running compile fail with ``CompileAborted`` (see
@@ -17,6 +18,7 @@ client's thread.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -39,7 +41,9 @@ def answer(msg: Message, ir_store: IRStore, on: Registry | None = None) -> Messa
     now = time.monotonic_ns()
     if what == m.WHAT_STACKS:
         processes = (on if on is not None else registry).compiler_processes.running()
-        return m.response(id=request_id, what=what, t_ns=now, ok=True, threads=python_stacks(), processes=processes)
+        return m.response(
+            id=request_id, what=what, t_ns=now, ok=True, threads=python_stacks(), processes=processes, cwd=_cwd()
+        )
     if what == m.WHAT_IR:
         return _ir(msg, ir_store, request_id, now)
     if what in (m.WHAT_STUCK, m.WHAT_ABORT):
@@ -47,6 +51,15 @@ def answer(msg: Message, ir_store: IRStore, on: Registry | None = None) -> Messa
     return m.response(
         id=request_id, what=str(what), t_ns=now, ok=False, error=f"this agent cannot answer {what!r} requests"
     )
+
+
+def _cwd() -> str | None:
+    """This process's working directory (``None`` once it was removed): a client shows the
+    program's own files relative to it."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 def python_stacks() -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def cmd_stacks(args: argparse.Namespace) -> int:
     """Print the Python stacks of every thread of a target (and with ``--native`` its native
     stacks, through py-spy), to see where a compile hangs."""
-    from iket_tui.sources.stacks import fetch_stacks, fetch_stacks_and_native, stack_lines
+    from iket_tui.sources.stacks import INNERMOST_FIRST, fetch_stacks, fetch_stacks_and_native, stack_lines
 
     remote = remote_target(args.target)
     if remote is not None and remote.pid is not None and args.native:
@@ -46,7 +46,7 @@ def cmd_stacks(args: argparse.Namespace) -> int:
     if as_json:
         return _stacks_json(source.description, response, native, no_python, include_agent=args.all)
     if response is not None:
-        print(f"{source.description}: Python stacks")
+        print(f"{source.description}: Python stacks, {INNERMOST_FIRST}")
         print("\n".join(stack_lines(response, include_agent=args.all)).rstrip())
     if native is None:
         return 0

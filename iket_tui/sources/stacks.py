@@ -4,7 +4,8 @@ that is connected to it."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 from iket_tui.durations import duration
 from iket_tui.model.nodes import BUILD_PREFIX
@@ -15,12 +16,14 @@ from iket_tui.sources.requests import DEFAULT_TIMEOUT_S, ask
 from iket_tui.sources.socket import SocketSource
 
 __all__ = [
+    "INNERMOST_FIRST",
     "NativeStacks",
     "compiler_process_lines",
     "fetch_stacks",
     "fetch_stacks_and_native",
     "native_stacks",
     "py_spy_path",
+    "short_path",
     "stack_lines",
 ]
 
@@ -58,24 +61,48 @@ def fetch_stacks_and_native(
     return response, why, NativeStacks(str(dumped.response.get("text") or ""), None)
 
 
+INNERMOST_FIRST: Final = "innermost frame first"
+"""Which end of a stack the text starts with, said where stacks are shown."""
+
+_PACKAGES: Final = re.compile(r".*/(?:site|dist)-packages/")
+_STANDARD_LIBRARY: Final = re.compile(r".*/lib/python3\.\d+t?/")
+
+
+def short_path(file: str, cwd: str | None = None) -> str:
+    """A frame's file as a reader places it in the fewest characters, so that line numbers stay
+    in view: an installed package's file from its package (``tilelang/engine/lower.py``), the
+    standard library's from the library (``threading.py``), the program's own relative to its
+    working directory ``cwd``; any other file whole."""
+    for prefix in (_PACKAGES, _STANDARD_LIBRARY):
+        found = prefix.match(file)
+        if found is not None and found.end() < len(file):
+            return file[found.end() :]
+    if cwd and file.startswith(cwd.rstrip("/") + "/"):
+        return file[len(cwd.rstrip("/")) + 1 :]
+    return file
+
+
 def stack_lines(response: m.Message, *, include_agent: bool = False) -> list[str]:
-    """A stacks response as text, one thread after the other, innermost frame last."""
+    """A stacks response as text, one thread after the other, each from its innermost frame
+    (where it is now, as py-spy shows it) outwards, files shortened (:func:`short_path`)."""
     if not response.get("ok"):
         return [f"the target could not answer: {response.get('error') or 'unknown error'}"]
     threads: list[dict[str, Any]] = [t for t in response.get("threads") or [] if isinstance(t, dict)]
     hidden = [t for t in threads if t.get("agent")] if not include_agent else []
+    cwd = response.get("cwd")
     lines: list[str] = compiler_process_lines(response.get("processes"))
     for thread in threads:
         if thread in hidden:
             continue
         tags = [tag for tag, on in (("main", thread.get("main")), ("daemon", thread.get("daemon"))) if on]
         lines.append(f"Thread {thread.get('name')} ({thread.get('id')}{', ' + ', '.join(tags) if tags else ''}):")
-        if thread.get("cut"):
-            lines.append(f"  ... {thread['cut']} outer frames left out")
-        for frame in thread.get("frames") or []:
-            lines.append(f'  File "{frame.get("file")}", line {frame.get("line")}, in {frame.get("function")}')
+        for frame in reversed(thread.get("frames") or []):
+            file = short_path(str(frame.get("file")), cwd if isinstance(cwd, str) else None)
+            lines.append(f'  File "{file}", line {frame.get("line")}, in {frame.get("function")}')
             if frame.get("code"):
                 lines.append(f"    {frame['code']}")
+        if thread.get("cut"):
+            lines.append(f"  ... {thread['cut']} outer frames left out")
         lines.append("")
     if hidden:
         lines.append(f"({len(hidden)} threads of the iket-tui agent not shown)")

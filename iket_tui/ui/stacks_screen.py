@@ -18,7 +18,7 @@ from textual.widgets import Static
 
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import NATIVE_STACKS, SourceError
-from iket_tui.sources.stacks import stack_lines
+from iket_tui.sources.stacks import INNERMOST_FIRST, stack_lines
 from iket_tui.ui.footer import KeysFooter
 from iket_tui.ui.messages import AskTarget, ResponseArrived
 
@@ -28,7 +28,7 @@ _FRAME = re.compile(r'^(\s*File ")(.*)(", line \d+, in )(.*)$')
 
 
 class StacksScreen(Screen[None]):
-    """Stacks of the target's threads, innermost frame last."""
+    """Stacks of the target's threads, each from its innermost frame."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,S", "app.pop_screen", "Passes"),
@@ -130,7 +130,7 @@ class StacksScreen(Screen[None]):
         self.response = found
         threads = len(found.get("threads") or [])
         self._show(
-            f"stacks of {threads} threads, innermost frame last · r refreshes · n adds native frames", self._lines()
+            f"stacks of {threads} threads, {INNERMOST_FIRST} · r refreshes · n adds native frames", self._lines()
         )
 
     def _lines(self) -> list[str]:
@@ -175,13 +175,13 @@ class StacksScreen(Screen[None]):
 
 
 def _innermost(lines: list[str]) -> set[int]:
-    """The lines of each thread's innermost frame: the frame and its code, before a blank line."""
+    """The lines of each thread's innermost frame: the frame right under the thread's line, and
+    its code."""
     marked: set[int] = set()
     for number, line in enumerate(lines):
-        if _FRAME.match(line):
+        if _FRAME.match(line) and number > 0 and lines[number - 1].startswith("Thread "):
             after = number + 1
             if after < len(lines) and lines[after].startswith("    "):
                 after += 1
-            if after == len(lines) or not lines[after].strip():
-                marked.update(range(number, after))
+            marked.update(range(number, after))
     return marked

@@ -8,6 +8,7 @@ import asyncio
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ def test_the_agent_answers_with_the_frame_of_the_stuck_pass(stuck: Stuck) -> Non
     functions = [frame["function"] for frame in main["frames"]]
     assert "run" in functions and "lower" in functions  # the slowed pass, inside the demo's lower()
     assert any(thread["agent"] for thread in response["threads"])  # the agent's own threads, marked
+    assert Path(f"/proc/{stuck.program.pid}/cwd").resolve() == Path(response["cwd"])  # where its own files are
     text = "\n".join(stack_lines(response))
     assert f"    {SLEEPING}" in text and "threads of the iket-tui agent not shown" in text
 
@@ -45,8 +47,16 @@ def test_stacks_from_the_command_line(stuck: Stuck) -> None:
         env=stuck.env,
     )
     assert done.returncode == 0, done.stderr
-    assert f"pid {stuck.program.pid}: " in done.stdout.splitlines()[0]
+    lines = done.stdout.splitlines()
+    assert f"pid {stuck.program.pid}: " in lines[0] and lines[0].endswith("Python stacks, innermost frame first")
     assert SLEEPING in done.stdout and "Traceback" not in done.stderr
+    main = lines.index(next(line for line in lines if line.startswith("Thread MainThread")))
+    # where it is now first, its file from its package, with the line number in view
+    assert lines[main + 1 : main + 3] == [lines[main + 1], f"    {SLEEPING}"]
+    assert lines[main + 1].startswith('  File "iket_tui/demo/kernels.py", line ') and lines[main + 1].endswith(
+        ", in run"
+    )
+    assert not any("site-packages" in line for line in lines)
 
 
 def test_native_stacks_throughpy_spy_path(stuck: Stuck) -> None:
