@@ -18,6 +18,7 @@ from iket_tui.cli.span import nothing_in, time_span
 from iket_tui.cli.unfinished import RunningLaunches
 from iket_tui.model.behind import BehindInStream
 from iket_tui.outputs import STDOUT, OutputError, reading
+from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceError
 from iket_tui.sources.lines import KernelEvents, TextLines, json_line
 from iket_tui.sources.reading import RecordingReader, recording_notes
@@ -86,16 +87,19 @@ def cmd_dump(args: argparse.Namespace) -> int:
     passes = OpenPasses()
     out = sys.stdout
     for msg in reader:
-        if cursor.where(msg) is not Where.INSIDE:
+        where = cursor.where(msg)
+        if where is Where.AFTER:
             continue  # read on all the same: what the reader notices of the whole file is said
-        if cursor.t0_ns is not None:
-            text.starts_at(cursor.t0_ns)
-        out.write(line(msg) + "\n")
-        if isinstance(msg, dict):
+        shown = where is Where.INSIDE
+        if shown:
+            if cursor.t0_ns is not None:
+                text.starts_at(cursor.t0_ns)
+            out.write(line(msg) + "\n")
+        if isinstance(msg, dict):  # before a span too: what is open at the end, the kernels' tables
             running.apply(msg)
             behind.apply(msg)
             passes.apply(msg)
-            if expander is not None:
+            if expander is not None and (shown or msg.get("type") != m.KERNEL_RECORDS):
                 for event in expander.events(msg):
                     out.write(line(event) + "\n")
     if cursor.inside == 0 and not span.whole:

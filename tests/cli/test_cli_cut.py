@@ -159,3 +159,17 @@ def test_cut_refuses_to_write_over_the_recording_it_reads(tmp_path: Path) -> Non
     copy.write_bytes(DEMO.read_bytes())
     assert_one_line_error(run_iket("cut", str(copy), "--from", "5", "-o", str(copy)), str(copy))
     assert copy.read_bytes() == DEMO.read_bytes()
+
+
+def test_dump_records_from_a_time_names_the_kernel_events_with_the_tables_sent_before_it() -> None:
+    events = [line for line in _dump(str(DEMO), "--records") if line.split()[:1] == ["kernel_event"]]
+    part = _dump(str(DEMO), "--records", "--from", "27", "--to", "28")  # the drain at 27.68 s, its table at 23.94 s
+    assert [line for line in part if line.split()[:1] == ["kernel_event"]] == events
+    assert events and "tile module=1 kernel=traced_gemm_kernel" in events[0]
+
+
+def test_dump_from_a_time_still_closes_the_passes_the_recording_ends_in() -> None:
+    whole = [line for line in _dump(str(DEMO)) if "never finished" in line or "kernel_launch" in line]
+    assert [
+        line for line in _dump(str(DEMO), "--from", "29") if "never finished" in line or "kernel_launch" in line
+    ] == whole
