@@ -16,6 +16,7 @@ shell that finds no iket-tui (127) become one line each.
 
 from __future__ import annotations
 
+import glob
 import os
 import shlex
 import socket
@@ -26,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from iket_tui import __version__
 from iket_tui.protocol import messages as m
@@ -83,24 +84,44 @@ def remote_target(text: str) -> RemoteTarget | None:
     return RemoteTarget(host, int(pid) if pid else None)
 
 
+INCLUDE_DEPTH: Final = 16
+"""How deep ``Include`` files are followed, as ssh itself allows."""
+
+
 def configured_hosts(config: Path) -> list[str]:
-    """The hosts an ssh client configuration names (``Host`` lines, patterns left out), in order:
-    what completion offers as ``HOST:``. A file that cannot be read names none."""
-    try:
-        text = config.read_text(errors="replace")
-    except OSError:
-        return []
+    """The hosts an ssh client configuration names (``Host`` lines, patterns left out), in order,
+    those of the files it includes (``Include``, globs, relative to the configuration's directory
+    as ssh reads ``~/.ssh/config``'s) where they are included: what completion offers as
+    ``HOST:``. A file that cannot be read names none; a file included again is not read again,
+    so includes that loop end."""
     hosts: list[str] = []
+    _read_hosts(config, config.parent, hosts, set(), 0)
+    return hosts
+
+
+def _read_hosts(config: Path, base: Path, hosts: list[str], seen: set[Path], depth: int) -> None:
+    try:
+        real = config.resolve()
+        if real in seen or depth > INCLUDE_DEPTH:
+            return
+        seen.add(real)
+        text = config.read_text(errors="replace")
+    except (OSError, RuntimeError):  # RuntimeError: a loop of symbolic links
+        return
     for line in text.splitlines():
         words = line.replace("=", " ", 1).split()
-        if len(words) < 2 or words[0].lower() != "host":
+        if len(words) < 2 or words[0].lower() not in ("host", "include"):
             continue
+        include = words[0].lower() == "include"
         for name in words[1:]:
             if name.startswith("#"):
                 break
-            if not any(c in name for c in "*?!") and name not in hosts:
+            if include:
+                pattern = os.path.expanduser(name)
+                for path in sorted(glob.glob(pattern if os.path.isabs(pattern) else str(base / pattern))):
+                    _read_hosts(Path(path), base, hosts, seen, depth + 1)
+            elif not any(c in name for c in "*?!") and name not in hosts:
                 hosts.append(name)
-    return hosts
 
 
 def ssh_command(host: str, remote: list[str], *, batch: bool) -> list[str]:

@@ -71,3 +71,16 @@ def test_zsh_offers_hosts_for_a_target_typed_with_a_letter(home: Path, files: Pa
         zsh.complete("iket-tui attach lab", b"iket-tui attach lab-a100:")
     finally:
         zsh.close()
+
+
+def test_the_hosts_of_included_files_are_listed_where_they_are_included(home: Path) -> None:
+    ssh = home / ".ssh"
+    (ssh / "config.d").mkdir()
+    (ssh / "config.d" / "10-lab").write_text("Host lab-h100\n  HostName 10.0.0.9\nInclude ../config\n")
+    (ssh / "config.d" / "20-cloud").write_text("Host=cloud-a cloud-b\nInclude ~/.ssh/loop\n")
+    (ssh / "loop").write_text("Host loop-box\nInclude loop\nInclude config.d/*\n")  # includes itself and back
+    (ssh / "absolute").write_text("Host far-box\n")
+    (ssh / "config").write_text(f"Include config.d/*\nHost gpu-box\nInclude {ssh / 'absolute'} missing-file\n")
+    result = run_iket("completion", "--list-hosts")
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.splitlines() == ["lab-h100:", "cloud-a:", "cloud-b:", "loop-box:", "gpu-box:", "far-box:"]
