@@ -9,6 +9,9 @@ compiled again.
   short (a tensor as its shape and dtype, ``1024x1024 f16``; a number or a short string as it is).
 - The inputs: the pass configuration in force (key to value, as text), the target, and the
   structural hash of the module the first pass was given (about 30 µs on a GEMM's module).
+- Where the IR is kept (a client is attached, or ``IKET_TUI_IR=always``): when a kernel compiles
+  again from a module of another hash, the diff of the two modules' TVMScript
+  (:class:`InputModules`, about 2 ms on a GEMM's module, and only then).
 
 Everything here is read on the compiler's thread, once per compile, and never raises: what
 cannot be read is left out.
@@ -17,10 +20,12 @@ cannot be read is left out.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import os
 import sys
 import sysconfig
+import threading
 from types import FrameType
 from typing import Any, Final
 
@@ -30,6 +35,10 @@ MAX_VALUE_CHARS: Final = 60
 """A pass configuration value is cut to this many characters."""
 MAX_FRAMES: Final = 200
 """How deep the stack is searched for the program's frame."""
+MAX_DIFF_LINES: Final = 400
+"""The lines of an input module diff sent at most (the rest is counted)."""
+KEPT_KERNELS: Final = 64
+"""The kernels whose latest input module is held for the next compile's diff."""
 
 _LIBRARIES: Final = ("tilelang", "tvm", "tvm_ffi", "iket_tui")
 """Packages whose frames are never the program's own."""
@@ -98,6 +107,60 @@ def inputs(mod: Any, pass_context: Any) -> dict[str, Any]:
         with contextlib.suppress(Exception):
             found["config"] = {str(key): _value_text(value) for key, value in pass_context.config.items()}
     return found
+
+
+InputKey = tuple[str | None, str | None, str | None]
+"""A kernel as :class:`InputModules` tells it: the jit function (else the caller's function and
+file) and the kernel's name, as a reader groups its compiles (``docs/protocol.md``)."""
+
+
+def input_key(found: dict[str, Any], kernel: str | None) -> InputKey:
+    """The kernel of a compile whose ``compile_begin`` fields (:func:`origin`) are ``found``."""
+    jit = found.get("jit")
+    caller = found.get("caller") or {}
+    if jit is not None:
+        return (jit.get("name"), None, kernel)
+    return (caller.get("function"), caller.get("file"), kernel)
+
+
+class InputModules:
+    """The input module of the latest compile of each kernel, held while the IR is kept, so that
+    a compile of the same kernel from another module can say what changed in it."""
+
+    def __init__(self) -> None:
+        self._latest: dict[InputKey, tuple[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def diff(self, key: InputKey, input_hash: str, mod: Any, *, keep: bool) -> str | None:
+        """The unified diff from the latest input module of ``key`` to ``mod`` when their hashes
+        differ (None otherwise, or when nothing is kept); ``mod`` is held for the next one while
+        ``keep`` (nothing is held otherwise)."""
+        with self._lock:
+            previous = self._latest.pop(key, None)
+            if not keep:
+                self._latest.clear()
+                return None
+            self._latest[key] = (input_hash, mod)
+            while len(self._latest) > KEPT_KERNELS:
+                del self._latest[next(iter(self._latest))]
+        if previous is None or previous[0] == input_hash:
+            return None
+        try:
+            return module_diff(previous[1], mod)
+        except Exception:
+            return None
+
+
+def module_diff(before: Any, after: Any) -> str:
+    """The unified diff of two modules' TVMScript, at most :data:`MAX_DIFF_LINES` lines."""
+    lines = list(
+        difflib.unified_diff(
+            before.script().splitlines(), after.script().splitlines(), "before", "now", n=2, lineterm=""
+        )
+    )
+    if len(lines) > MAX_DIFF_LINES:
+        lines = [*lines[:MAX_DIFF_LINES], f"… {len(lines) - MAX_DIFF_LINES} more lines"]
+    return "\n".join(lines)
 
 
 def _jit_call(frame: FrameType) -> dict[str, Any] | None:

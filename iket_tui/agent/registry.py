@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
+from iket_tui.agent.compile_origin import InputModules
 from iket_tui.agent.compiler_processes import CompilerProcesses
 from iket_tui.agent.ir_store import IRStore
 from iket_tui.agent.pass_notes import HeldNotes
@@ -196,6 +197,8 @@ class Registry:
         """The IR of this process's recent compiles, for ``ir`` requests and failure captures;
         kept only while a client is attached (unless ``IKET_TUI_IR=always``)."""
         self.ir_store.watch(False)
+        self.inputs = InputModules()
+        """The latest input module of each kernel, for the diff of its next compile's."""
         self.running = RunningCompiles()
         """The compiles running now and their threads, for capturing a stuck pass and aborting."""
         self.compiler_processes = CompilerProcesses(self.emit)

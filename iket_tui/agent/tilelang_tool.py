@@ -288,12 +288,13 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
         compile_id = self.registry.next_compile_id()
         label = self._label or _session_name() or ""
         self._label = label
-        inputs = self._inputs(mod)
+        kernel = _kernel_from_label(label) or _kernel_from_module(mod)
+        inputs = self._inputs(mod, kernel)
         self.registry.emit(
             m.compile_begin(
                 compile=compile_id,
                 label=label,
-                kernel=_kernel_from_label(label) or _kernel_from_module(mod),
+                kernel=kernel,
                 target=_current_target(),
                 t_ns=self._first_seen_ns or time.monotonic_ns(),
                 **self._origin,
@@ -307,16 +308,23 @@ class CompileWatcher(EndingCompile, PassInstrumentationTool):  # type: ignore[mi
         self._early_contexts.clear()
         return compile_id
 
-    def _inputs(self, mod: Any) -> dict[str, Any]:
+    def _inputs(self, mod: Any, kernel: str | None) -> dict[str, Any]:
         """What the compile was given (its first pass's module, the pass configuration in force),
-        read only on the compiler's thread, where that configuration is the compile's."""
+        read only on the compiler's thread, where that configuration is the compile's; and where
+        the IR is kept, how its module differs from that of the kernel's compile before."""
         if mod is None or threading.get_ident() != self._thread_id:
             return {}
         try:
             context = transform.PassContext.current()
         except Exception:
             context = None
-        return compile_origin.inputs(mod, context)
+        found = compile_origin.inputs(mod, context)
+        input_hash = found.get("input_hash")
+        if input_hash is not None:
+            key = compile_origin.input_key(self._origin, kernel)
+            keep = self.registry.ir_store.keeping
+            found["input_diff"] = self.registry.inputs.diff(key, input_hash, mod, keep=keep)
+        return found
 
     @_never_raises
     def _abort_open_passes(self, error: BaseException) -> None:

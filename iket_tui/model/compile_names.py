@@ -18,12 +18,14 @@ if TYPE_CHECKING:
 
 MAX_TEXT: Final = 200
 """The longest name, file or argument text kept from a message."""
+MAX_DIFF: Final = 256 * 1024
+"""The longest input module diff kept from a message."""
 
 
 class CompileOrigin:
     """Where a compile was asked for, by what, and with which inputs (any part may be unknown)."""
 
-    __slots__ = ("args", "config", "file", "function", "input_hash", "jit", "kind", "line")
+    __slots__ = ("args", "config", "file", "function", "input_diff", "input_hash", "jit", "kind", "line")
 
     def __init__(self) -> None:
         self.kind: str | None = None
@@ -39,6 +41,9 @@ class CompileOrigin:
         """The pass configuration in force, key to value as text."""
         self.input_hash: str | None = None
         """The structural hash of the module the compile was given."""
+        self.input_diff: str | None = None
+        """How that module differs from the one the kernel's compile before was given, as a
+        unified diff of their TVMScript (sent only where the agent kept the IR)."""
 
     @property
     def where(self) -> str | None:
@@ -95,7 +100,7 @@ def _label_note(comp: CompileNode) -> str:
 
 def origin_of(msg: dict[str, Any]) -> CompileOrigin | None:
     """What a ``compile_begin`` says of where its compile comes from; None if it says nothing."""
-    kind, caller, jit, config, input_hash = (msg.get(key) for key in m.COMPILE_ORIGIN_FIELDS)
+    kind, caller, jit, config, input_hash, input_diff = (msg.get(key) for key in m.COMPILE_ORIGIN_FIELDS)
     if kind is None and caller is None and jit is None and config is None and input_hash is None:
         return None
     found = CompileOrigin()
@@ -113,6 +118,7 @@ def origin_of(msg: dict[str, Any]) -> CompileOrigin | None:
             key[:MAX_TEXT]: value[:MAX_TEXT] for key, value in config.items() if type(key) is str and type(value) is str
         }
     found.input_hash = _text(input_hash)
+    found.input_diff = input_diff[:MAX_DIFF] if type(input_diff) is str else None
     return found
 
 

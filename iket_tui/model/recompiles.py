@@ -112,4 +112,7 @@ def repeat_fields(comp: CompileNode) -> list[tuple[str, str]]:
         before = series[place - 2]
         changed = "; ".join(how for _what, how in comp.changes) or f"nothing ({SAME_INPUTS})"
         fields.append((f"changed since #{before.id}", changed))
+        diff = comp.origin.input_diff if comp.origin is not None else None
+        if diff:
+            fields.append(("input module diff", "\n" + diff))
     return fields

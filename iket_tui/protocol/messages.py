@@ -302,11 +302,12 @@ def bye(*, t_ns: int, produced: int, dropped: int, reason: str) -> Message:
     return {"type": BYE, "t_ns": t_ns, "produced": produced, "dropped": dropped, "reason": reason}
 
 
-COMPILE_ORIGIN_FIELDS: Final = ("kind", "caller", "jit", "config", "input_hash")
+COMPILE_ORIGIN_FIELDS: Final = ("kind", "caller", "jit", "config", "input_hash", "input_diff")
 """Optional fields of a ``compile_begin`` (protocol 1.1 agents may send them; readers that do not
 know them ignore them): what kind of compile it is (``"pipeline"``: a pass pipeline the program
 ran itself), where the program asked for it, the ``@tilelang.jit`` function that did, and its
-inputs (pass configuration, structural hash of the input module); see ``docs/protocol.md``."""
+inputs (pass configuration, structural hash of the input module, and where the IR is kept, the
+diff from the input module of the kernel's compile before); see ``docs/protocol.md``."""
 COMPILE_KIND_PIPELINE: Final = "pipeline"
 """``kind`` of a compile that is a pass pipeline the program ran itself, outside TileLang's entry points."""
 

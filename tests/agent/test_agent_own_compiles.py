@@ -1,11 +1,12 @@
 """A user's compiles named as the user knows them, pass pipelines of the program's own, and why a
 kernel compiled again, with a real program and real TileLang (``targets/own_compiles.py``).
 
-The program lowers the demo's vector add three times from one function (the third with the pass
-configuration ``tl.disable_tma_lower`` set), calls a ``@tilelang.jit`` kernel with its sizes, and
-runs a ``Sequential`` of its own in a ``PassContext`` of its own, outside TileLang's entry points,
-with a pass of its own that waits for the test. One client watches it all live; the stream is
-then applied to a model and the tree's rows and detail pane read as a user reads them.
+The program lowers the demo's vector add four times from one function (the third with the pass
+configuration ``tl.disable_tma_lower`` set, the fourth from a module twice as tall), calls a
+``@tilelang.jit`` kernel with its sizes, and runs a ``Sequential`` of its own in a ``PassContext``
+of its own, outside TileLang's entry points, with a pass of its own that waits for the test. One
+client watches it all live; the stream is then applied to a model and the tree's rows and detail
+pane read as a user reads them.
 """
 
 from __future__ import annotations
@@ -76,18 +77,18 @@ def row_of(session: Session, comp: CompileNode) -> str:
 def test_the_program_ran_every_compile(watched: Watched) -> None:
     assert watched.stdout.splitlines()[-1] == "done"
     compiles = watched.session.tree.compiles
-    assert len(compiles) == 5, [comp.label for comp in compiles]  # TileLang's own calls of passes are not compiles
+    assert len(compiles) == 6, [comp.label for comp in compiles]  # TileLang's own calls of passes are not compiles
     assert all(comp.status is DONE for comp in compiles)
 
 
 def test_each_lowering_names_the_function_and_line_that_asked_for_it(watched: Watched) -> None:
-    for comp in watched.session.tree.compiles[:3]:
+    for comp in watched.session.tree.compiles[:4]:
         row = row_of(watched.session, comp)
         assert row.lstrip().startswith(f"✓ vector_add · lower_step ({TARGET}:{LOWER_LINE})"), row
 
 
 def test_a_jit_kernel_reads_as_its_function_and_arguments_with_its_prim_func_still_named(watched: Watched) -> None:
-    jit = watched.session.tree.compiles[3]
+    jit = watched.session.tree.compiles[4]
     row = row_of(watched.session, jit)
     assert "✓ scaled_add(1024, 1024) · <module> (own_compiles.py:" in row, row
     assert "kernel=main" in row  # the prim_func's name, which every TileLang example calls main
@@ -95,15 +96,33 @@ def test_a_jit_kernel_reads_as_its_function_and_arguments_with_its_prim_func_sti
     assert fields["jit call"] == "scaled_add(1024, 1024)" and fields["kernel"] == "main"
 
 
-def test_the_same_kernel_compiled_three_times_says_so_and_names_the_changed_config_key(watched: Watched) -> None:
+def test_the_same_kernel_compiled_again_says_so_and_names_the_changed_config_key(watched: Watched) -> None:
     first, second, third = watched.session.tree.compiles[:3]
-    assert "compiled 3 times" in row_of(watched.session, first)
-    assert "compiled 3 times: same target, pass config, label and input module" in row_of(watched.session, second)
-    assert "compiled 3 times: tl.disable_tma_lower changed" in row_of(watched.session, third)
+    assert "compiled 4 times" in row_of(watched.session, first)
+    assert "compiled 4 times: same target, pass config, label and input module" in row_of(watched.session, second)
+    assert "compiled 4 times: tl.disable_tma_lower changed" in row_of(watched.session, third)
     fields = dict(describe(watched.session, third, watched.session.last_t_ns).fields)
-    assert fields["compiled"] == "3 times in this process; this is compile 3 of them"
+    assert fields["compiled"] == "4 times in this process; this is compile 3 of them"
     assert fields[f"changed since #{second.id}"] == "pass config tl.disable_tma_lower (unset) → True"
     assert fields["pass config"] == "tl.disable_tma_lower=True"
+    assert "input module diff" not in fields  # the same module
+
+
+def test_a_compile_from_another_module_shows_the_diff_of_the_two_modules(watched: Watched) -> None:
+    third, fourth = watched.session.tree.compiles[2:4]
+    assert "compiled 4 times: input module changed" in row_of(watched.session, fourth)
+    fields = dict(describe(watched.session, fourth, watched.session.last_t_ns).fields)
+    assert fields[f"changed since #{third.id}"].startswith("input module structural hash ")
+    diff = fields["input module diff"].splitlines()
+    assert diff[1:3] == ["--- before", "+++ now"]
+    removed = [line.split() for line in diff if line.startswith("-") and "T.match_buffer(A_handle" in line]
+    added = [line.split() for line in diff if line.startswith("+") and "T.match_buffer(A_handle" in line]
+    assert removed == [
+        ["-", "A", "=", "T.match_buffer(A_handle,", "(1024,", "1024),", '"float16",', "strides=(1024,", "1))"]
+    ]
+    assert added == [
+        ["+", "A", "=", "T.match_buffer(A_handle,", "(2048,", "1024),", '"float16",', "strides=(1024,", "1))"]
+    ]
 
 
 def test_a_pipeline_of_the_programs_own_is_a_compile_with_every_pass_seen_while_it_runs(watched: Watched) -> None:
@@ -112,7 +131,7 @@ def test_a_pipeline_of_the_programs_own_is_a_compile_with_every_pass_seen_while_
     assert started == ["own.Cleanup", "tirx.Simplify", OWN_PASS]  # the held pass is seen while it runs
     assert not of_type(watched.while_held, m.PASS_END, name=OWN_PASS)
 
-    pipeline = watched.session.tree.compiles[4]
+    pipeline = watched.session.tree.compiles[5]
     row = row_of(watched.session, pipeline)
     assert "main · own_pipeline (own_compiles.py:" in row and "pipeline own.Cleanup" in row, row
     passes = [node.name for ctx in pipeline.context_order for node in ctx.passes.values()]

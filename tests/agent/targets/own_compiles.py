@@ -1,5 +1,6 @@
 """A program that compiles as TileLang users do, under IKET_TUI=1: the demo's vector add lowered
-three times from one function (the third with one pass-config key changed), a ``@tilelang.jit``
+four times from one function (the third with one pass-config key changed, the fourth twice as
+tall, with the third's configuration), a ``@tilelang.jit``
 kernel called with its sizes, and a pass pipeline of its own (a ``Sequential`` in a
 ``PassContext``, outside TileLang's entry points) with a pass of its own that waits for the file
 IKET_TEST_GATE.slow (a minute at most). It waits for the file IKET_TEST_GATE before it starts,
@@ -19,13 +20,14 @@ import tvm
 from iket_tui.demo import kernels
 
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
-CONFIGS: list[dict[str, Any]] = [{}, {}, {"tl.disable_tma_lower": True}]
+CHANGED = {"tl.disable_tma_lower": True}
+STEPS: list[tuple[dict[str, Any], int]] = [({}, 1024), ({}, 1024), (CHANGED, 1024), (CHANGED, 2048)]
 
 
-def lower_step(config: dict[str, Any]) -> None:
+def lower_step(config: dict[str, Any], rows: int) -> None:
     target = tvm.target.Target(TARGET)
     with tvm.transform.PassContext(opt_level=3, config=config), target:
-        tilelang.lower(kernels.build("vector_add"), target=target, enable_device_compile=False)
+        tilelang.lower(kernels.vector_add(m=rows), target=target, enable_device_compile=False)
 
 
 @tilelang.jit(target=TARGET, out_idx=[-1])
@@ -61,8 +63,8 @@ gate = Path(os.environ["IKET_TEST_GATE"])
 while not gate.exists():
     time.sleep(0.02)
 tilelang.disable_cache()
-for config in CONFIGS:
-    lower_step(config)
+for config, rows in STEPS:
+    lower_step(config, rows)
 scaled_add(1024, 1024)
 own_pipeline()
 print("done", flush=True)
