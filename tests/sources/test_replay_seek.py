@@ -172,3 +172,21 @@ def test_a_jump_over_damaged_bytes_says_what_it_skipped_and_shows_what_a_replay_
         assert _state(replay.session) == _state(_from_start(damaged, t_ns))
     finally:
         replay.close()
+
+
+def test_a_jump_into_the_damage_lands_on_the_last_complete_message_before_it_and_says_so(tmp_path: Path) -> None:
+    data = DEMO.read_bytes()
+    damaged = tmp_path / "damaged.msgpack"
+    damaged.write_bytes(data[: len(data) // 2] + b"\x00garbage\xff" * 500 + data[len(data) // 2 :])
+    t0 = _t0(DEMO)
+    lost = next(msg for msg in RecordingReader(DEMO) if msg["type"] == m.KERNEL_RECORDS)  # in the damaged frame
+    replay = _Replay(damaged)
+    try:
+        replay.jump(lost["t_ns"])
+        assert replay.notes and replay.notes[0].startswith("the jump passed over ")
+        assert not replay.session.kernels.launches  # the drain was in the damage
+        assert replay.source.position_t_ns is not None and replay.source.position_t_ns < lost["t_ns"]
+        assert _state(replay.session) == _state(_from_start(damaged, lost["t_ns"]))
+        assert t0 < replay.source.position_t_ns
+    finally:
+        replay.close()
