@@ -15,7 +15,7 @@ setup:
 
 # Format check, lint, types, layering, tests; then the tests without the optional extras.
 # .ci/run runs the same steps on a clean checkout.
-check: lint test core
+check: lint test slow core
 
 lint:
     {{venv}}/bin/ruff format --check iket_tui tests benchmarks scripts
@@ -29,6 +29,11 @@ fmt:
 
 test *ARGS:
     {{venv}}/bin/pytest -n auto {{ARGS}}
+
+# The slowest end-to-end tests (marked slow in tests/conftest.py), which `just test` and the
+# README's test command leave out; CI runs them after those.
+slow *ARGS:
+    {{venv}}/bin/pytest -n auto -m slow {{ARGS}}
 
 # What differs without TileLang, and on another Python: every test file must import (collected
 # whole), and the tests of the layers that run there (model, protocol, ring, sources, export, the
