@@ -25,6 +25,7 @@ BENCHMARKS = {
     "export": "benchmarks.export",
     "diff": "benchmarks.diff",
     "passes": "benchmarks.pass_memory",
+    "hosts": "benchmarks.job_hosts",
     "seek": "benchmarks.seek",
 }
 

@@ -172,6 +172,7 @@ class HostLinks:
         self.links = {host: HostLink(host) for host in job.hosts}
         self._filters = dict(filters)
         self._paths: dict[Path, tuple[HostLink, int, int]] = {}
+        self._taken: dict[str, int] = {}  # agents of each link already looked at
 
     def start(self) -> None:
         """Log in to every host at once; raises :class:`SourceError` naming the first that
@@ -204,12 +205,15 @@ class HostLinks:
                     )
 
     def paths(self) -> list[Path]:
-        """Each agent to watch on every host, as ``HOST:PID``, those announced since included."""
+        """Each agent to watch on every host, as ``HOST:PID``, those announced since included
+        (asked for ten times a second: only the newly announced are looked at)."""
         for host, link in self.links.items():
             wanted = self.job.hosts[host]
-            for pid, start in link.agents():
+            agents = link.agents()
+            for pid, start in agents[self._taken.get(host, 0) :]:
                 if wanted is None or pid in wanted:
                     self._paths.setdefault(Path(f"{host}:{pid}"), (link, pid, start))
+            self._taken[host] = len(agents)
         return list(self._paths)
 
     def is_remote(self, path: Path) -> bool:

@@ -40,6 +40,10 @@ from iket_tui.sources.socket import DEFAULT_REQUEST_TIMEOUT_S, SocketSource
 FIND_EVERY_S = 0.1
 """How often new agents are looked for while following."""
 
+MERGE_EVERY_S = 0.1
+"""How long the batches of several processes are gathered into one (each process's own come
+about every 30 ms): with 64 ranks' heartbeats, the UI applies and draws 10 batches a second, not 64."""
+
 FramesTo = Callable[[bytes, list[m.Item]], None]
 ReaderOf = Callable[[Path, FramesTo | None], SocketSource]
 """Makes the source of one process from its path and where its received frames go."""
@@ -55,6 +59,19 @@ def process_message(
     if host is not None:
         msg["host"] = host
     return msg
+
+
+def _joined(batches: Sequence[SourceBatch]) -> SourceBatch:
+    """Several merged batches as one, in order (none of them changes the stream's state)."""
+    if len(batches) == 1:
+        return batches[0]
+    return SourceBatch(
+        messages=tuple(msg for batch in batches for msg in batch.messages),
+        notes=tuple(note for batch in batches for note in batch.notes),
+        answers=tuple(answer for batch in batches for answer in batch.answers),
+        recording_stopped=next((b.recording_stopped for b in batches if b.recording_stopped is not None), None),
+        hosts=next((b.hosts for b in reversed(batches) if b.hosts is not None), None),
+    )
 
 
 class SharedRecording:
@@ -302,28 +319,41 @@ class ProcessStreams:
         self._arrived.put((reader, None))
 
     def _merge(self) -> Iterator[SourceBatch]:
+        held: list[SourceBatch] = []  # the processes' batches gathered into the next one out
+        flush_at = 0.0
         while not self._closed:
             self._look_for_new()
             hosts = self._hosts_changed()
-            if hosts is not None:
-                yield SourceBatch(hosts=hosts)
+            if hosts is not None:  # said at once
+                held.append(SourceBatch(hosts=hosts))
+                flush_at = time.monotonic()
+            wait = max(0.0, flush_at - time.monotonic()) if held else FIND_EVERY_S
             try:
-                reader, batch = self._arrived.get(timeout=FIND_EVERY_S)
+                reader, batch = self._arrived.get(timeout=wait)
             except queue.Empty:
-                if self._all_done():
+                if held:
+                    yield _joined(held)
+                    held = []
+                elif self._all_done():
                     break
                 continue
             if batch is None:
                 reader.ended = True
                 failed = self._every_one_failed()
                 if failed is not None:
+                    if held:
+                        yield _joined(held)
                     self.error = self.end_reason = failed
                     yield SourceBatch(state=SourceState.FAILED, error=failed)
                     return
                 if self._all_done():
                     break
                 continue
-            yield self._merged(reader, batch)
+            if not held:
+                flush_at = time.monotonic() + MERGE_EVERY_S
+            held.append(self._merged(reader, batch))
+        if held and not self._closed:
+            yield _joined(held)
         if not self._closed:
             self.end_reason = "every process's stream ended"
             notes, self._unsaid = tuple(self._unsaid), []
