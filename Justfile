@@ -48,36 +48,40 @@ core *ARGS:
     {{core_venv}}/bin/pip install -q -e '.[test]'
     {{core_venv}}/bin/python -c "import importlib.util as u; assert not u.find_spec('tilelang'), 'TileLang is installed in {{core_venv}}'"
     {{core_venv}}/bin/pytest -p no:cacheprovider --collect-only -q > /dev/null
-    {{core_venv}}/bin/pytest -p no:cacheprovider --snapshot-warn-unused {{ARGS}} {{core_tests}}
+    {{core_venv}}/bin/pytest -p no:cacheprovider -n auto --snapshot-warn-unused {{ARGS}} {{core_tests}}
 
 latest_python := "3.13"
-latest_venv := ".venv-core-" + latest_python
 
-# The core tests, as `just core`, on the highest Python the package claims (its last classifier),
-# from Debian's packages or pyenv, in a venv of its own; fails, saying so, where it cannot be had.
-core-latest *ARGS:
+# The core tests, as `just core`, on the highest Python the package claims (its last classifier).
+core-latest *ARGS: (core-python latest_python ARGS)
+
+# The core tests, as `just core`, on Python VERSION (one the package claims in a classifier), from
+# Debian's packages or pyenv, in a venv of its own (.venv-core-VERSION); fails, saying so, where it
+# cannot be had.
+core-python VERSION *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
-    grep -qF '"Programming Language :: Python :: {{latest_python}}"' pyproject.toml || { echo "core-latest: pyproject.toml claims no Python {{latest_python}}" >&2; exit 1; }
-    if [ ! -x {{latest_venv}}/bin/python ]; then
+    grep -qF '"Programming Language :: Python :: {{VERSION}}"' pyproject.toml || { echo "core-python: pyproject.toml claims no Python {{VERSION}}" >&2; exit 1; }
+    venv=.venv-core-{{VERSION}}
+    if [ ! -x $venv/bin/python ]; then
         python=""
-        for candidate in "$(command -v python{{latest_python}} || true)" "$(pyenv root 2>/dev/null || echo ~/.pyenv)"/versions/{{latest_python}}*/bin/python{{latest_python}}; do
+        for candidate in "$(command -v python{{VERSION}} || true)" "$(pyenv root 2>/dev/null || echo ~/.pyenv)"/versions/{{VERSION}}*/bin/python{{VERSION}}; do
             # (a pyenv shim of a version pyenv has not selected fails this and is passed over)
-            if [ -x "$candidate" ] && "$candidate" -c 'import sys; assert sys.version.startswith("{{latest_python}}.")' 2>/dev/null; then
+            if [ -x "$candidate" ] && "$candidate" -c 'import sys; assert sys.version.startswith("{{VERSION}}.")' 2>/dev/null; then
                 python=$candidate
                 break
             fi
         done
         if [ -z "$python" ]; then
-            echo "core-latest: no Python {{latest_python}} here (neither python{{latest_python}} on PATH nor a pyenv version)" >&2
+            echo "core-python: no Python {{VERSION}} here (neither python{{VERSION}} on PATH nor a pyenv version)" >&2
             exit 1
         fi
-        "$python" -m venv {{latest_venv}}
+        "$python" -m venv $venv
     fi
-    {{latest_venv}}/bin/pip install -q -e '.[test]'
-    {{latest_venv}}/bin/python -c "import importlib.util as u, sys; assert not u.find_spec('tilelang'), 'TileLang is installed'; print('core tests on Python', sys.version.split()[0])"
-    {{latest_venv}}/bin/pytest -p no:cacheprovider --collect-only -q > /dev/null
-    {{latest_venv}}/bin/pytest -p no:cacheprovider --snapshot-warn-unused {{ARGS}} {{core_tests}}
+    $venv/bin/pip install -q -e '.[test]'
+    $venv/bin/python -c "import importlib.util as u, sys; assert not u.find_spec('tilelang'), 'TileLang is installed'; print('core tests on Python', sys.version.split()[0])"
+    $venv/bin/pytest -p no:cacheprovider --collect-only -q > /dev/null
+    $venv/bin/pytest -p no:cacheprovider -n auto --snapshot-warn-unused {{ARGS}} {{core_tests}}
 
 # The plain Apache TVM tests (tests/tvm) in a venv of their own with the tvm extra: apache-tvm and
 # TileLang cannot share one. They skip in the other venvs, where `tvm` is TileLang's or missing.
