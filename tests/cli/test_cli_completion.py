@@ -108,8 +108,10 @@ def test_bash_completes_commands_options_and_choices(files: Path) -> None:
     commands, options, choices, shells, served = _bash(
         files, ("",), ("dump", "run.msgpack", "--"), ("dump", "--format", ""), ("completion", ""), ("serve", "")
     )
-    assert {"run", "attach", "record", "replay", "dump", "export", "repro", "ls", "demo", "completion"} <= set(commands)
-    assert options == ["--format", "--help", "--records"]
+    assert {"run", "attach", "record", "replay", "dump", "cut", "export", "repro", "ls", "demo", "completion"} <= set(
+        commands
+    )
+    assert options == ["--format", "--from", "--help", "--records", "--to"]
     assert choices == ["jsonl", "text"]
     assert shells == ["bash", "fish", "zsh"]
     assert served == ["attach", "replay", "run"]
