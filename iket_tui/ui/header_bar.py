@@ -77,7 +77,7 @@ class HeaderState:
             HeaderItem("connection", (self.connection_text, self.connection)),
             HeaderItem("target", shorter_forms(self.target)),
             HeaderItem("processes", (self.processes,)),
-            HeaderItem("rate", (f"{self.rate} ev/s  {self.events:,} events", f"{self.rate} ev/s")),
+            HeaderItem("rate", (f"{self.rate} ev/s  {self.events:,} events", f"{self.events:,} events")),
             HeaderItem("dropped", (self.loss,)),
             HeaderItem("kernels", ("" if self.kernels_quiet else self.kernels,)),
             HeaderItem("mode", (self.mode,)),
@@ -110,30 +110,39 @@ class HeaderItem:
 
 def shorter_forms(text: str) -> tuple[str, ...]:
     """``text``, then ``text`` less its last part, and so on down to its first: parts are what
-    two spaces (or `` · ``) set apart (``pid 4242  python demo.py`` gives ``pid 4242``)."""
+    two spaces (or `` · ``) set apart (``pid 4242  python demo.py`` gives ``pid 4242``); last,
+    the first part up to a colon (``recording run.msgpack of pid 471: python demo.py`` gives
+    ``recording run.msgpack of pid 471``)."""
     parts = [part for part in text.replace("  ·  ", "  ").split("  ") if part]
     forms = [text]
     for end in range(len(parts) - 1, 0, -1):
         forms.append("  ".join(parts[:end]))
+    if parts and ": " in parts[0]:
+        forms.append(parts[0].split(": ", 1)[0])
     return tuple(dict.fromkeys(forms))
 
 
 def fit_items(items: list[HeaderItem], width: int) -> list[tuple[str, str]]:
-    """The items a status line ``width`` cells wide shows, as (name, text): each in the longest
-    of its forms that fits, up to the first that fits in none, which is dropped with those after
-    it. The first item is always shown (cut with an ellipsis where even its shortest form does
-    not fit), since it is the one that matters most."""
-    shown: list[tuple[str, str]] = []
+    """The items a status line ``width`` cells wide shows, as (name, text): as many as fit in
+    their shortest forms, up to the first that does not (dropped with those after it); then,
+    in order, each in the longest of its forms that the room left holds. The first item is
+    always shown (cut with an ellipsis where even its shortest form does not fit), since it is
+    the one that matters most."""
+    shown: list[HeaderItem] = []
     left = width
     for item in items:
-        form = next((form for form in item.forms if cell_len(form) + ITEM_PADDING <= left), None)
-        if form is None:
-            if not shown:
-                shown.append((item.name, item.forms[-1]))
+        need = cell_len(item.forms[-1]) + ITEM_PADDING
+        if need > left and shown:
             break
-        shown.append((item.name, form))
-        left -= cell_len(form) + ITEM_PADDING
-    return shown
+        shown.append(item)
+        left -= need
+    texts: list[tuple[str, str]] = []
+    for item in shown:
+        shortest = cell_len(item.forms[-1])
+        form = next((form for form in item.forms if cell_len(form) - shortest <= left), item.forms[-1])
+        left -= cell_len(form) - shortest
+        texts.append((item.name, form))
+    return texts
 
 
 ITEM_NAMES: tuple[str, ...] = ("stuck", "failed", "kernels-quiet", "connection", "target", "processes", "rate")
@@ -148,6 +157,7 @@ class HeaderBar(Vertical):
         super().__init__(id=id)
         self.state: HeaderState | None = None
         self._shown: dict[str, str] = {}
+        self._width = 0  # laid out for no width yet: every item is shown until the bar has one
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="header-status"):
@@ -158,6 +168,7 @@ class HeaderBar(Vertical):
         yield Static(id="header-message", markup=False)
 
     def on_resize(self, event: events.Resize) -> None:
+        self._width = event.size.width  # the new width (the bar's size may still be the last one)
         if self.state is not None:
             try:
                 self._fit(self.state)
@@ -198,7 +209,7 @@ class HeaderBar(Vertical):
 
     def _fit(self, state: HeaderState) -> None:
         """Show the items the width holds, whole, and hide the rest."""
-        width = self.size.width
+        width = self._width
         items = state.items()
         shown = dict(fit_items(items, width) if width else ((item.name, item.forms[0]) for item in items))
         for name in ITEM_NAMES:

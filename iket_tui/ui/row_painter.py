@@ -49,7 +49,7 @@ INDENT = 2
 STATUS_W = 10
 PHASE_W = 13
 TIME_W = 9
-NAME_MIN = 36  # the name column keeps this much before a column is shown beside it
+NAME_MIN = 48  # the name column keeps this much before a column is shown beside it
 DROPPED_FIRST = ("self", "phase", "status", "total")
 """The columns beside the name, in the order a narrowing width drops them, each whole."""
 
