@@ -215,7 +215,7 @@ class FlameLayout:
                 for offset in np.flatnonzero((mcols >= 0) & (mcols < columns)):
                     marks_at[int(mcols[offset])] = mlo + int(offset)
         runs: list[Run] = []
-        drawn: dict[int, int] = {}  # per bar cut by marks: how much of its label its pieces drew
+        pieces: dict[int, list[tuple[int, str, int]]] = {}  # per bar: (run, label, offset) of each piece
         column = 0
         while column < columns:
             if column in marks_at:
@@ -235,11 +235,19 @@ class FlameLayout:
                 begins = max(0, int(first_col[current - lo]))
                 if int(self._end[current]) - int(self._start[current]) > 2 * window.ns_per_column:
                     label = "▏" + label  # where a bar begins, so that bars side by side stay apart
-                text, drawn[current] = _label_piece(label, column - begins, end - column, drawn.get(current))
+                text = label[column - begins : end - begins]
+                pieces.setdefault(current, []).append((len(runs), label, column - begins))
                 runs.append(
                     Run(column, end, text.ljust(end - column), ("span", index), int(self._tone[index]), flags != 0)
                 )
             column = end
+        for cut in pieces.values():
+            if len(cut) > 1:
+                for (at, _, _), text in zip(cut, _labels_of_pieces(cut, runs), strict=True):
+                    run = runs[at]
+                    runs[at] = Run(
+                        run.start, run.end, text.ljust(run.end - run.start), run.what, run.tone, run.unbalanced
+                    )
         return runs
 
     def at(self, row: FlameRow, t_ns: float, tolerance_ns: float) -> tuple[str, int] | None:
@@ -263,17 +271,24 @@ class FlameLayout:
         return None
 
 
-def _label_piece(label: str, offset: int, width: int, drawn: int | None) -> tuple[str, int]:
-    """The text of one piece of a bar ``width`` columns wide, ``offset`` columns after the bar's
-    first, and how much of ``label`` is drawn after it. A bar cut by marks goes on with its label
-    where the piece before it stopped (``drawn``), and a piece wide enough for the whole name,
-    after pieces too narrow for it, shows the name whole, so that marks never leave it unreadable."""
-    if drawn is None:
-        return label[offset : offset + width], offset + width
+def _labels_of_pieces(cut: list[tuple[int, str, int]], runs: list[Run]) -> list[str]:
+    """The text of each piece of a bar cut by marks (``cut``: its runs, its label, and how far
+    into the bar each begins): the name whole in the first piece wide enough for it, the bar's
+    begin mark kept in the first; where no piece is wide enough, the label goes on from piece
+    to piece. Marks thus never leave a name unreadable where there is room for it."""
+    label, first_offset = cut[0][1], cut[0][2]
     name = label.removeprefix("▏")
-    if drawn < len(label) and width >= len(name):
-        return name, len(label)
-    return label[drawn : drawn + width], drawn + width
+    widths = [runs[at].end - runs[at].start for at, _, _ in cut]
+    whole = [label if index == 0 and first_offset == 0 else name for index in range(len(cut))]
+    home = next((index for index, width in enumerate(widths) if width >= len(whole[index])), None)
+    if home is None:
+        texts, drawn = [], first_offset
+        for width in widths:
+            texts.append(label[drawn : drawn + width])
+            drawn += width
+        return texts
+    begin = label[:1] if first_offset == 0 and label.startswith("▏") else ""
+    return [whole[home] if index == home else begin if index == 0 else "" for index in range(len(cut))]
 
 
 def _label(name: str, flags: int) -> str:

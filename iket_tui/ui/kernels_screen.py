@@ -212,7 +212,7 @@ class KernelsScreen(Screen[None]):
         shown = fitting_columns(COLUMNS if kernels.several else COLUMNS[1:], rows, self._table_width())
         table.clear(columns=True)  # the columns again: their widths are those of the cells they hold now
         for label in shown:
-            table.add_column(label, key=label)
+            table.add_column(label, key=label, width=column_width(label, rows))
         for launch, cells in zip(launches, rows, strict=True):
             table.add_row(*(cells[label] for label in shown), key=_row_key(launch))
         self._shown_columns = shown
@@ -327,7 +327,7 @@ class KernelsScreen(Screen[None]):
         shown = fitting_columns(STAT_COLUMNS, rows, self._table_width(), STAT_DROPPED_FIRST)
         stats.clear(columns=True)
         for label in shown:
-            stats.add_column(label, key=label)
+            stats.add_column(label, key=label, width=column_width(label, rows))
         for cells in rows:
             stats.add_row(*(cells[label] for label in shown))
 
@@ -509,6 +509,13 @@ STAT_DROPPED_FIRST = ("p99", "mean", "max", "payload min", "payload max", "unbal
 times, the event's name and kind always."""
 
 
+def column_width(label: str, rows: list[dict[str, str | Text]]) -> int:
+    """The cells column ``label`` needs for its header and its cells in ``rows``: given to the
+    table, not measured by it later, so that a table built again is never drawn with the widths
+    of its headers alone."""
+    return max([cell_len(label), *(cell_len(str(row[label])) for row in rows)])
+
+
 def fitting_columns(
     columns: tuple[str, ...],
     rows: list[dict[str, str | Text]],
@@ -518,12 +525,9 @@ def fitting_columns(
     """Those of ``columns`` that fit in ``width`` cells with the cells of ``rows``, whole columns
     left out in the order of ``dropped_first`` (a cell is never cut)."""
 
-    def needs(label: str) -> int:
-        return max([len(label), *(cell_len(str(row[label])) for row in rows)]) + CELL_PADDING
-
     kept = list(columns)
     for label in dropped_first:
-        if sum(needs(name) for name in kept) <= width:
+        if sum(column_width(name, rows) + CELL_PADDING for name in kept) <= width:
             break
         if label in kept:
             kept.remove(label)

@@ -59,12 +59,12 @@ def test_the_event_of_a_span_or_mark_and_none_for_a_block() -> None:
 
 def test_a_name_cut_by_a_mark_near_its_start_is_drawn_whole_after_the_mark() -> None:
     # A tile range over 0..1000 ns with a mark at 20 ns: at 10 ns a column the mark falls on the
-    # name's third column; the name is drawn again, whole, where there is room after it.
+    # name's third column; the name is drawn whole after it, where there is room, the bar's begin kept.
     launch = launch_of(
         (1000, 0, 0, 3, KIND_START, TILE, 0), (1020, 0, 0, 3, KIND_MARK, 3, 0), (2000, 0, 0, 3, KIND_END, END, 0)
     )
     layout = FlameLayout(launch.spans(), launch.duration_ns)
     runs = layout.paint(layout.rows[1], Window(0.0, 10.0, 20), launch.event_name)
-    assert "".join(run.text for run in runs) == "▏t│tile" + " " * 13
+    assert "".join(run.text for run in runs) == "▏ │tile" + " " * 13
     narrow = layout.paint(layout.rows[1], Window(0.0, 10.0, 5), launch.event_name)
     assert "".join(run.text for run in narrow) == "▏t│il"  # no room for it whole: it goes on where it stopped

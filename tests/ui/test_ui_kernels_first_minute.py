@@ -72,7 +72,7 @@ async def test_it_opens_fitted_where_the_blocks_ran_and_says_what_ran_on_past_th
 @app_test
 async def test_a_running_launch_is_marked_and_the_finished_one_shown_until_it_is_quiet() -> None:
     messages, _ = read_recording(WAITING)
-    held = max(index for index, msg in enumerate(messages) if msg["type"] == "kernel_records" and index < 1596)
+    held = [index for index, msg in enumerate(messages) if msg["type"] == "kernel_records"][-2]  # block (3,0) waits
     source = FakeSource([batch(messages[: held + 1], state=SourceState.LIVE)], stay_open=True)
     clock = FrozenClock()
     app = IketApp(source, clock=clock, tick_s=0.05)
@@ -184,7 +184,7 @@ def test_the_line_under_the_cursor_drops_its_scale_then_its_time_never_a_unit() 
 @app_test
 async def test_at_80_columns_a_launch_going_quiet_widens_its_cell_and_the_table_still_fits() -> None:
     messages, _ = read_recording(WAITING)
-    held = max(index for index, msg in enumerate(messages) if msg["type"] == "kernel_records" and index < 1596)
+    held = [index for index, msg in enumerate(messages) if msg["type"] == "kernel_records"][-2]  # block (3,0) waits
     source = FakeSource([batch(messages[: held + 1], state=SourceState.LIVE)], stay_open=True)
     clock = FrozenClock()
     app = IketApp(source, clock=clock, tick_s=0.05)
