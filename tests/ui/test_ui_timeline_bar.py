@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 from ui_driving import app_test, wait_until
 
 from iket_tui.model.session import Session
@@ -97,3 +97,14 @@ async def test_a_click_on_the_bar_jumps_there_and_the_kernels_screen_shows_the_l
         await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), "the kernels screen")
         table = app.screen.query_one("#launches", DataTable)
         await wait_until(pilot, lambda: table.row_count == 3, "three launches listed")
+
+
+@app_test
+async def test_the_jump_keys_type_into_the_search_and_jump_nowhere() -> None:
+    app = IketApp(RecordingSource(DEMO, start_paused=True, seekable=True))
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_until(pilot, lambda: app.jumps.timeline is not None, "the timeline")
+        await pilot.press("slash", "x", "g", "o", "u", "w", "backspace")
+        assert app.search_bar.query_one(Input).value == "xgou"
+        await pilot.pause(0.3)
+        assert app.seekable is not None and app.seekable.position_t_ns is None  # no jump was made
