@@ -25,7 +25,7 @@ class OpenPasses:
 
     def __init__(self) -> None:
         self._open: dict[_Key, dict[str, Any]] = {}
-        self._process: object = None  # whose messages these are: a pid, once one was named
+        self._process: object = None  # whose messages these are: (host, pid), once a pid was named
         self._several = False
         self.last_t_ns = 0
         """The latest agent time the stream carried: its end."""
@@ -43,13 +43,14 @@ class OpenPasses:
         elif kind == m.COMPILE_END:
             self._close(lambda key: key[0] == self._process and key[1] == msg.get("compile"))
         elif kind == m.PROCESS:
-            if self._process is not None and msg.get("pid") != self._process:
+            process = (msg.get("host"), msg.get("pid"))  # pids of two hosts may be the same
+            if self._process is not None and process != self._process:
                 self._several = True
-            self._process = msg.get("pid")
+            self._process = process
             if msg.get("state") is not None:  # its stream ended: dump shows that line
                 self._close(lambda key: key[0] == self._process)
         elif kind == m.HELLO and msg.get("role", "agent") == "agent" and self._process is None:
-            self._process = msg.get("pid")
+            self._process = (None, msg.get("pid"))
             for key in [key for key in self._open if key[0] is None]:  # passes seen before any pid was named
                 self._open[(self._process, key[1], key[2])] = self._open.pop(key)
 
@@ -59,11 +60,14 @@ class OpenPasses:
 
     def at_end(self) -> list[dict[str, Any]]:
         """One ``pass_incomplete`` map per pass still open, in the order they started; in a
-        recording of several processes each names its process's pid."""
+        recording of several processes each names its process's pid (and its host, where it runs
+        on another machine)."""
         found = []
         for (process, _, _), start in self._open.items():
             line = {**start, "type": m.PASS_INCOMPLETE, "t_ns": self.last_t_ns, "error": NEVER_FINISHED}
-            if self._several:
-                line["pid"] = process
+            if self._several and isinstance(process, tuple):
+                host, line["pid"] = process
+                if host is not None:
+                    line["host"] = host
             found.append(line)
         return found

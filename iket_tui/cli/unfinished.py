@@ -30,7 +30,7 @@ class RunningLaunches:
 
     def __init__(self) -> None:
         self._current = ProcessNode()
-        self._by_pid: dict[int, ProcessNode] = {}
+        self._by_pid: dict[tuple[object, int], ProcessNode] = {}  # by host and pid
         self.kernels = ProcessKernels(KernelTimeline(max_events=0, process=self._current))
         """Each process's kernel timeline."""
         self.last_t_ns = 0
@@ -46,7 +46,7 @@ class RunningLaunches:
             with contextlib.suppress(KernelMessageError):  # left out, as the session leaves it out
                 self.kernels.of(self._current).apply(msg)
         elif kind == m.PROCESS:
-            self._select(msg.get("pid"))
+            self._select(msg.get("pid"), msg.get("host"))
             timeline = self.kernels.timelines.get(self._current)
             if msg.get("state") in (m.PROCESS_ENDED, m.PROCESS_FAILED) and timeline is not None:
                 timeline.end_stream()
@@ -57,16 +57,17 @@ class RunningLaunches:
             if type(rank) is int:
                 self._current.rank = rank
 
-    def _select(self, pid: object) -> None:
+    def _select(self, pid: object, host: object = None) -> None:
         """Whose messages follow: the first pid named takes the process seen before any was named."""
         if type(pid) is not int:
             return
-        node = self._by_pid.get(pid)
+        node = self._by_pid.get((host, pid))
         if node is None:
             first = self.kernels.first.process
             node = first if first is not None and first.pid is None else ProcessNode()
             node.pid = pid
-            self._by_pid[pid] = node
+            node.host = host if type(host) is str else None
+            self._by_pid[(host, pid)] = node
         self._current = node
 
     def at_end(self) -> list[dict[str, Any]]:
@@ -108,7 +109,8 @@ class RunningLaunches:
         process = launch.process
         if not self.kernels.several or process is None:
             return {}
-        return {"pid": process.pid, **({"rank": process.rank} if process.rank is not None else {})}
+        host = {"host": process.host} if process.host is not None else {}
+        return {**host, "pid": process.pid, **({"rank": process.rank} if process.rank is not None else {})}
 
     def _status(self, launch: Launch) -> dict[str, Any]:
         """A ``kernel_launch`` map: the launch, its status and, where not complete, why."""

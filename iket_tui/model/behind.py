@@ -21,6 +21,8 @@ from iket_tui.model.nodes import DONE, PassNode, ProcessNode
 from iket_tui.model.pass_tree import STUCK_FACTOR, PassTree
 from iket_tui.protocol import messages as m
 
+_Key = tuple[str | None, int]
+"""A process of the stream: its host (``None`` for this machine's) and pid."""
 BEHIND_TYPE = "pass_behind"
 """The type of the line ``dump`` writes for a pass one process was far behind the others in."""
 RUNS_KEPT = 32
@@ -116,14 +118,14 @@ class BehindInStream:
     cut, and the longest and the first :data:`RUNS_KEPT` runs of each pass name."""
 
     def __init__(self) -> None:
-        self._process = 0  # the pid whose messages come now (0 before any ``process`` message)
+        self._process: _Key = (None, 0)  # whose messages come now ((None, 0) before any ``process`` message)
         self._first: int | None = None
-        self._ranks: dict[int, int | None] = {}
-        self._open: dict[tuple[int, int, int], tuple[str, int]] = {}  # (pid, compile, seq) -> name, start
-        self._cut: list[tuple[int, int, str, int, str]] = []  # start, pid, name, time in it, why its stream ended
-        self._runs: dict[str, dict[int, list[int]]] = {}  # name -> pid -> its first durations
-        self._longest: dict[tuple[str, int], int] = {}  # (name, pid) -> its longest run
-        self._compiling: set[int] = set()
+        self._ranks: dict[_Key, int | None] = {}
+        self._open: dict[tuple[_Key, int, int], tuple[str, int]] = {}  # (process, compile, seq) -> name, start
+        self._cut: list[tuple[int, _Key, str, int, str]] = []  # start, process, name, time in it, why it ended
+        self._runs: dict[str, dict[_Key, list[int]]] = {}  # name -> process -> its first durations
+        self._longest: dict[tuple[str, _Key], int] = {}  # (name, process) -> its longest run
+        self._compiling: set[_Key] = set()
         self.last_t_ns = 0
 
     def apply(self, msg: dict[str, Any]) -> None:
@@ -133,19 +135,19 @@ class BehindInStream:
         if type(t) is int and t > self.last_t_ns:
             self.last_t_ns = t
         if kind == m.PROCESS:
-            pid = msg.get("pid")
+            pid, host = msg.get("pid"), msg.get("host")
             if type(pid) is int:
-                self._process = pid
+                self._process = (host if type(host) is str else None, pid)  # pids of two hosts may be the same
                 state, reason = msg.get("state"), msg.get("reason")
                 if state is not None:
                     at = t if type(t) is int else self.last_t_ns
-                    self._ended(pid, at, reason if type(reason) is str else str(state))
+                    self._ended(self._process, at, reason if type(reason) is str else str(state))
         elif kind == m.HELLO and msg.get("role", "agent") == "agent":
             pid, rank = msg.get("pid"), msg.get("rank")
             if type(pid) is int:
-                if self._process == 0:
-                    self._process = pid  # the first process's messages come before any ``process`` message
-                self._ranks[pid] = rank if type(rank) is int else None
+                if self._process == (None, 0):
+                    self._process = (None, pid)  # the first process's messages come before any ``process`` message
+                self._ranks[self._process] = rank if type(rank) is int else None
         elif kind == m.PASS_START:
             compile_id, seq, name = msg.get("compile"), msg.get("seq"), msg.get("name")
             if type(compile_id) is int and type(seq) is int and type(name) is str and type(t) is int:
@@ -165,28 +167,28 @@ class BehindInStream:
                 if spent > self._longest.get(key, -1):
                     self._longest[key] = spent
 
-    def _ended(self, pid: int, t: int, reason: str) -> None:
-        """Process ``pid``'s stream ended at ``t`` (the message's own time, else the latest time
+    def _ended(self, process: _Key, t: int, reason: str) -> None:
+        """Process ``process``'s stream ended at ``t`` (the message's own time, else the latest time
         seen, as the live tree takes it): the passes it was in end there, never finished, and the
         process is compared with the others for the time it was in them until then."""
-        for key in [key for key in self._open if key[0] == pid]:
+        for key in [key for key in self._open if key[0] == process]:
             name, start = self._open.pop(key)
-            self._cut.append((start, pid, name, max(0, t - start), reason))
+            self._cut.append((start, process, name, max(0, t - start), reason))
 
     def at_end(self) -> list[dict[str, Any]]:
         """One ``pass_behind`` map per pass a process was far behind the others in, with the
         sentence the UI shows (``summary``)."""
         found: list[PassBehind] = []
-        for (pid, _compile, _seq), (name, start) in sorted(self._open.items(), key=lambda item: item[1][1]):
-            behind = self._behind(pid, name, self.last_t_ns - start, running=True)
+        for (process, _compile, _seq), (name, start) in sorted(self._open.items(), key=lambda item: item[1][1]):
+            behind = self._behind(process, name, self.last_t_ns - start, running=True)
             if behind is not None:
                 found.append(behind)
-        for _start, pid, name, spent, reason in sorted(self._cut, key=lambda item: item[0]):
-            behind = self._behind(pid, name, spent, running=False, ended=reason)
+        for _start, process, name, spent, reason in sorted(self._cut, key=lambda item: item[0]):
+            behind = self._behind(process, name, spent, running=False, ended=reason)
             if behind is not None:
                 found.append(behind)
-        for (name, pid), longest in self._longest.items():
-            behind = self._behind(pid, name, longest, running=False)
+        for (name, process), longest in self._longest.items():
+            behind = self._behind(process, name, longest, running=False)
             if behind is not None:
                 found.append(behind)
         return [
@@ -204,18 +206,22 @@ class BehindInStream:
             for behind in found
         ]
 
-    def _behind(self, pid: int, name: str, spent: int, *, running: bool, ended: str | None = None) -> PassBehind | None:
-        others = {other: runs for other, runs in self._runs.get(name, {}).items() if other != pid}
+    def _behind(
+        self, process: _Key, name: str, spent: int, *, running: bool, ended: str | None = None
+    ) -> PassBehind | None:
+        others = {other: runs for other, runs in self._runs.get(name, {}).items() if other != process}
         if not others:
             return None
         typical = int(median(ns for runs in others.values() for ns in runs))
         if spent < MIN_BEHIND_NS or spent <= STUCK_FACTOR * typical:
             return None
-        everyone = len(self._compiling - {pid})
+        everyone = len(self._compiling - {process})
         ranks = all(self._ranks.get(other) is not None for other in self._compiling)
-        rank = self._ranks.get(pid)
+        rank = self._ranks.get(process)
+        host, pid = process
+        where = f"{host}/" if host is not None else ""
         return PassBehind(
-            who=f"rank {rank}" if rank is not None else f"pid {pid}",
+            who=f"{where}rank {rank}" if rank is not None else f"{where}pid {pid}",
             name=name,
             spent_ns=spent,
             others_ns=typical,

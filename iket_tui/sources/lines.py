@@ -142,8 +142,8 @@ class KernelEvents:
         self.tables = EventTables()
         """The event tables of the process whose messages are being read."""
         self._of_process: dict[
-            int, EventTables
-        ] = {}  # a stream of several: each process's own (module ids are per process)
+            tuple[object, int], EventTables
+        ] = {}  # a stream of several: each process's own, by host and pid (module ids are per process)
         self.damaged = 0
         """``kernel_records`` skipped because their fields are impossible (see :func:`records_from_message`)."""
         self.bad_tables = 0
@@ -156,9 +156,10 @@ class KernelEvents:
         if kind == m.PROCESS:
             pid = msg.get("pid")
             if type(pid) is int:
+                process = (msg.get("host"), pid)
                 if not self._of_process:
-                    self._of_process[pid] = self.tables  # the first process: the tables read so far
-                self.tables = self._of_process.setdefault(pid, EventTables())
+                    self._of_process[process] = self.tables  # the first process: the tables read so far
+                self.tables = self._of_process.setdefault(process, EventTables())
             return []
         if kind == m.KERNEL_MODULE:
             try:

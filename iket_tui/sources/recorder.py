@@ -72,8 +72,8 @@ class RecordingWriter:
         self.messages = 0
         self.dropped = 0
         """Events the agents reported dropped, summed over the processes and their connections."""
-        self._process: int | None = None  # whose messages are being written
-        self._reported: dict[int | None, int] = {}  # by process: its connection's running total
+        self._process: tuple[object, int] | None = None  # whose messages are being written: (host, pid)
+        self._reported: dict[tuple[object, int] | None, int] = {}  # by process: its connection's running total
         self.size = 0
         self.stopped: str | None = None
         self._last_t_ns = 0
@@ -211,7 +211,8 @@ class RecordingWriter:
         kind = msg.get("type")
         if kind == m.PROCESS or (kind == m.HELLO and msg.get("role", "agent") == "agent"):
             pid = msg.get("pid")
-            self._process = pid if type(pid) is int else None
+            host = msg.get("host") if kind == m.PROCESS else self._process[0] if self._process is not None else None
+            self._process = (host, pid) if type(pid) is int else None  # pids of two hosts may be the same
             if kind == m.HELLO:  # a new connection: its running totals start again from 0
                 self._reported[self._process] = 0
             return
