@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -92,15 +94,20 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 )
 
 
-def help_text() -> str:
-    width = max(len(key) for _, keys in KEYS for key, _ in keys)
-    lines: list[str] = []
-    for title, keys in KEYS:
+def help_table() -> Table:
+    """The keys as two columns, each description wrapped within its own column, so that on a
+    narrow terminal a long one goes on under itself and not under the keys."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
+    for index, (title, keys) in enumerate(KEYS):
+        if index:
+            table.add_row("", "")
         if title:
-            lines.append(title)
-        lines += [f"  {key:<{width}}  {what}" for key, what in keys]
-        lines.append("")
-    return "\n".join(lines).rstrip()
+            table.add_row(Text(title), "")
+        for key, what in keys:
+            table.add_row(Text(f"  {key}"), Text(what))
+    return table
 
 
 class HelpScreen(ModalScreen[None]):
@@ -112,7 +119,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body"):
-            yield Static(help_text(), markup=False)
+            yield Static(help_table())
 
     def action_dismiss_help(self) -> None:
         self.dismiss(None)

@@ -222,3 +222,23 @@ async def test_a_replays_header_shortens_the_target_before_it_drops_the_counts()
             "2 compiles failed  ended  recording h200-demo.msgpack of pid 471  0 ev/s  1,534 events  0 dropped"
         )
         assert "pid 471: /opt/torch/.venv/bin/python3 -m iket_tui.demo.program" in app.header.text()
+
+
+@app_test
+async def test_at_80_columns_a_long_help_line_goes_on_under_its_own_description() -> None:
+    from textual.geometry import Region
+    from textual.widgets import Static
+
+    from iket_tui.ui.help_screen import HelpScreen
+
+    app = stuck_and_failed()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        await pilot.pause()
+        body = app.screen.query_one(Static)
+        lines = [strip.text for strip in body.render_lines(Region(0, 0, body.size.width, body.size.height))]
+        first = next(i for i, line in enumerate(lines) if "collapse or go to the parent" in line)
+        assert "the first child" not in lines[first]  # wrapped at this width
+        assert lines[first + 1].index("the first child") == lines[first].index("collapse or go to the parent")
