@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     before = records[-1]["counters"]  # the ring's counters go on from the recorded drains
     for msg in (stream.held, stream.released):
         msg["counters"] = {
-            name: value + (before[name] if name != "generation" else 0) for name, value in msg["counters"].items()
+            name: value + (before.get(name, 0) if name != "generation" else 0)
+            for name, value in msg["counters"].items()
         }
     added: list[dict[str, Any]] = [stream.held]
     produced = heartbeat["produced"]
