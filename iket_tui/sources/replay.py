@@ -1,7 +1,9 @@
 """A recording played back as a live source: paced by its timestamps, with pause, step and speed.
 
 Messages are released when the playback clock reaches their ``t_ns`` (scaled by the speed);
-speed 0 plays as fast as the reader goes. Messages without a timestamp, or with one earlier
+speed 0 plays as fast as the reader goes. What comes before the first message the UI shows
+(a hello, heartbeats: a program importing its modules) is released at once, so a replay starts
+with the first compile rather than seconds of an empty tree. Messages without a timestamp, or with one earlier
 than the clock, are released at once. Pass events batched as pass rows are handed out as rows
 (see :mod:`iket_tui.protocol.messages`), so a replay builds no map per pass event.
 
@@ -20,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal, cast
+from typing import Final, Literal, cast
 
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import NOT_LIVE, SourceBatch, SourceError, SourceState
@@ -68,6 +70,7 @@ class RecordingSource:
         self._seekable = seekable
         self._seek_to: int | None = None  # a jump asked for and not yet made
         self._released_t_ns: int | None = None  # the newest timestamp released
+        self._shown_anything = False  # whether a message the UI shows has been released yet
         self._at_end = False
 
     @property
@@ -265,8 +268,11 @@ class RecordingSource:
                 else:
                     clock = self._clock_now()
                     if t_ns is not None and clock is not None and t_ns > clock:
-                        return (t_ns - clock) / 1e9 / self._speed
+                        if self._shown_anything:
+                            return (t_ns - clock) / 1e9 / self._speed
+                        self._clock_t_ns, self._clock_wall = t_ns, time.monotonic()  # nothing to wait for
                 self._advance(t_ns)
+                self._shown_anything = self._shown_anything or _shown(buffer[0])
                 pending.append(buffer.popleft())
                 if len(pending) >= _MAX_BATCH:
                     return 0.0
@@ -316,6 +322,17 @@ def _due(items: list[m.Item], t_ns: int) -> tuple[int, int | None]:
             if newest is None or t > newest:
                 newest = t
     return len(items), newest
+
+
+_LEAD_IN: Final = frozenset({m.HELLO, m.HEARTBEAT, m.SYNC, m.DROPPED, m.RECORDING, m.CHECKPOINT, m.PROCESS})
+"""What a program sends before it does anything the UI shows (its compiles, kernels, exit)."""
+
+
+def _shown(item: m.Item) -> bool:
+    """Whether the UI shows something of ``item``: a replay waits real time only from the first
+    such message on, so the seconds a program took to import and reach its first compile pass
+    at once."""
+    return isinstance(item, list) or str(item.get("type")) not in _LEAD_IN
 
 
 def _t_ns(item: m.Item) -> int | None:
