@@ -176,7 +176,7 @@ class KernelsScreen(Screen[None]):
         if kernels.version == self._version and all(
             launch.unbalanced_if_known() is not None or launch.evicted for launch in self._rows
         ):
-            title.update(self._title(now))
+            title.update(fitting_title(self._title(now), self.size.width - TITLE_PADDING))
             if not self.follow or self._followed(self._rows, now) is self.selected:
                 self._show_running(now)  # the clock moved: only the marks and their times
                 return
@@ -218,7 +218,7 @@ class KernelsScreen(Screen[None]):
         self._shown_columns = shown
         self._duration_width = max([len("duration"), *(cell_len(str(cells["duration"])) for cells in rows)])
         self._rows = launches
-        title.update(self._title(now))
+        title.update(fitting_title(self._title(now), self.size.width - TITLE_PADDING))
         if self.selected is not None and self.selected in launches:
             table.move_cursor(row=launches.index(self.selected), animate=False)
         self.query_one(FlameView).show_launch(self.selected)
@@ -532,6 +532,33 @@ def fitting_columns(
         if label in kept:
             kept.remove(label)
     return tuple(kept)
+
+
+TITLE_PADDING = 2
+FOLLOWING = "  follow"
+
+
+def fitting_title(title: str, width: int) -> str:
+    """The title (items joined by `` · ``, then ``  follow`` while following) in ``width``
+    cells, whole items left out, never cut: ``follow`` first, then the items after the counts of
+    launches and events (said elsewhere on the screen too: a quiet launch's cell and its
+    unfinished warps), then where the ring is, then the items from the end."""
+    following = title.endswith(FOLLOWING)
+    items = title.removesuffix(FOLLOWING).split(" · ")
+
+    def fits(text: str) -> bool:
+        return cell_len(text) <= width
+
+    if following and fits(" · ".join(items) + FOLLOWING):
+        return " · ".join(items) + FOLLOWING
+    while len(items) > 3 and not fits(" · ".join(items)):
+        items.pop()
+    head, _, ring = items[0].partition(": ")
+    if len(items) > 1 and ring and not fits(" · ".join(items)):
+        items = [f"{head}: {items[1]}", *items[2:]]
+    while len(items) > 1 and not fits(" · ".join(items)):
+        items.pop()
+    return " · ".join(items)
 
 
 UNDER_CURSOR_PADDING = 2

@@ -21,7 +21,7 @@ from iket_tui.sources.replay import RecordingSource
 from iket_tui.ui.app import IketApp
 from iket_tui.ui.flame_view import FlameView
 from iket_tui.ui.footer import KeysFooter, key_width
-from iket_tui.ui.kernels_screen import KernelsScreen, fitting_columns, fitting_line
+from iket_tui.ui.kernels_screen import KernelsScreen, fitting_columns, fitting_line, fitting_title
 from iket_tui.ui.running_warps import RunningWarps
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -201,3 +201,15 @@ async def test_at_80_columns_a_launch_going_quiet_widens_its_cell_and_the_table_
         assert header[:3] == ["kernel", "duration", "status"] and "records" not in header
         assert table.virtual_size.width <= 80
         assert "running 3." in table.render_line(1).text and "s, warp quiet 3." in table.render_line(1).text
+
+
+def test_the_title_keeps_its_counts_whole_leaving_out_follow_then_what_is_said_elsewhere_then_the_ring() -> None:
+    quiet = (
+        "kernels: ring on NVIDIA H200 · 4 launches · 168,672 events read, 0 lost"
+        " · 1 running with a warp quiet for over 2.00 s  follow"
+    )
+    assert fitting_title(quiet, 158) == quiet
+    assert fitting_title(quiet, 78) == "kernels: ring on NVIDIA H200 · 4 launches · 168,672 events read, 0 lost"
+    partial = "kernels: ring on NVIDIA H200 · 2 launches (1 partial) · 34 events read, 24 lost  follow"
+    assert fitting_title(partial, 78) == "kernels: 2 launches (1 partial) · 34 events read, 24 lost"
+    assert fitting_title(partial, 40) == "kernels: 2 launches (1 partial)"

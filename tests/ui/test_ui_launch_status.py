@@ -79,8 +79,9 @@ async def test_the_launch_table_and_the_flame_title_say_how_much_of_each_launch_
     app = _app()
     async with app.run_test(size=NARROW) as pilot:
         screen = await _kernels(pilot, app)
-        assert str(screen.query_one("#kernels-title").render()).startswith(
-            "kernels: ring on NVIDIA H200 · 2 launches (1 partial) · 34 events read, 24 lost"
+        # 80 columns: the title leaves out where the ring is (and follow) to keep the counts whole.
+        assert str(screen.query_one("#kernels-title").render()) == (
+            "kernels: 2 launches (1 partial) · 34 events read, 24 lost"
         )
         table = screen.query_one("#launches", DataTable)
         header, newest, older = (table.render_line(y).text for y in range(3))
