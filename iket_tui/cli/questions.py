@@ -21,11 +21,14 @@ if TYPE_CHECKING:
 def cmd_stacks(args: argparse.Namespace) -> int:
     """Print the Python stacks of every thread of a target (and with ``--native`` its native
     stacks, through py-spy), to see where a compile hangs."""
+    from iket_tui.sources.py_spy import NO_PY_SPY, py_spy_path
     from iket_tui.sources.stacks import INNERMOST_FIRST, fetch_stacks, fetch_stacks_and_native, stack_lines
 
     remote = remote_target(args.target)
     if remote is not None and remote.pid is not None and args.native:
         return _stacks_there(args, remote)  # py-spy must run on the target's machine
+    if args.native and remote is None and py_spy_path() is None:
+        raise UsageError(NO_PY_SPY)  # said before anything else: what --native asked for cannot come
     as_json = args.format == "json"
     source = target_source(args.target, start_agent=args.start_agent)
     native: NativeStacks | None = None
