@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from textual.geometry import Region
+from textual.widgets import Static
 from ui_driving import app_test, cursor_row, screen_lines, tree_text, wait_for_batches, wait_until
 from ui_fakes import FakeReplay, FakeSource, FrozenClock, batch
 
@@ -44,8 +46,8 @@ async def test_live_tree_follows_the_running_pass_of_the_newest_compile() -> Non
     app, _ = live_app(live_stream())
     async with app.run_test(size=WIDE) as pilot:
         await wait_for_batches(pilot, app, 1)
-
-        assert header(app).startswith("pid 4242  python kernels/demo.py  live  ")
+        # what is wrong first, then the connection and the target
+        assert header(app).startswith("1 compile failed  live  pid 4242  python kernels/demo.py  ")
         assert "0 dropped" in header(app) and "follow" in header(app)
         assert cursor_row(app).startswith("● tl.LayoutInference")
         assert "running" in cursor_row(app) and "1.20 s" in cursor_row(app)
@@ -251,13 +253,13 @@ async def test_when_the_target_exits_the_data_stays_and_open_passes_become_incom
     app, source = live_app(live_stream())
     async with app.run_test(size=WIDE) as pilot:
         await wait_for_batches(pilot, app, 1)
-        assert "live  813 ev/s  813 events" in header(app)
+        assert "live  pid 4242  python kernels/demo.py  813 ev/s  813 events" in header(app)
         t = app.session.last_t_ns
         source.feed(batch([m.bye(t_ns=t + 1, produced=900, dropped=0, reason="exit")], state=SourceState.ENDED))
         source.finish()
         await wait_until(pilot, lambda: app.session.ended is not None, "the end of the stream")
 
-        assert "disconnected  0 ev/s  813 events" in header(app)
+        assert "disconnected  pid 4242  python kernels/demo.py  0 ev/s  813 events" in header(app)
         layout = app.pass_tree.passes[-1]
         assert layout.status is INCOMPLETE
         assert "◌ tl.LayoutInference" in tree_text(app)
@@ -272,14 +274,14 @@ async def test_the_event_rate_falls_while_nothing_arrives() -> None:
     app = IketApp(source, clock=clock)
     async with app.run_test(size=WIDE) as pilot:
         await wait_for_batches(pilot, app, 1)
-        assert "live  813 ev/s" in header(app)
+        assert "live  pid 4242  python kernels/demo.py  813 ev/s" in header(app)
 
         clock.advance(3.0)
         app.refresh_views()
-        assert "quiet  271 ev/s  813 events" in header(app)
+        assert "quiet  pid 4242  python kernels/demo.py  271 ev/s  813 events" in header(app)
         clock.advance(2.0)
         app.refresh_views()
-        assert "quiet  0 ev/s  813 events" in header(app)
+        assert "quiet  pid 4242  python kernels/demo.py  0 ev/s  813 events" in header(app)
         clock.advance(40.0)  # no heartbeat either: the target does not answer
         app.refresh_views()
         assert "unresponsive for 45.0 s (since " in header(app)
@@ -372,7 +374,7 @@ async def test_replay_keys_pause_step_and_change_speed() -> None:
     app = IketApp(source, clock=FrozenClock())
     async with app.run_test(size=WIDE) as pilot:
         await wait_for_batches(pilot, app, 1)
-        assert header(app).startswith("replay demo.msgpack  ·  pid 4242")
+        assert header(app).startswith("1 compile failed  live  replay demo.msgpack  ·  pid 4242")
         assert "speed 1x" in header(app)
         rows = len(app.rows)
 
@@ -419,7 +421,8 @@ async def test_help_lists_the_keys_and_closes() -> None:
         await wait_for_batches(pilot, app, 1)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        shown = str(app.screen.query_one("#help-body Static").render())
+        body = app.screen.query_one("#help-body Static", Static)
+        shown = "\n".join(strip.text for strip in body.render_lines(Region(0, 0, body.size.width, body.size.height)))
         assert "follow the newest compile and its running pass" in shown
         assert "step one message while paused" in shown
         source.feed(batch(lowerings(7)[6].messages()))
