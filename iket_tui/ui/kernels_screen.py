@@ -30,6 +30,7 @@ numbers first, and whole items of the line under the cursor, never part of a cel
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -295,7 +296,7 @@ class KernelsScreen(Screen[None]):
         if launch is None or not title:
             shown.remove_class("-shown")
             return
-        shown.update(f"{title}\n{launch.coverage.detail()}")
+        shown.update(wrapped(f"{title}\n{launch.coverage.detail()}", self.size.width - LINE_PADDING))
         shown.add_class("-shown")
 
     def _compile_label(self, launch: Launch) -> str:
@@ -423,7 +424,7 @@ class KernelsScreen(Screen[None]):
             if not self.has_class("-stats"):
                 lines.append(self.query_one(FlameView).fit_note())
         text = "\n".join(line for line in lines if line)
-        shown.update(text)
+        shown.update(wrapped(text, self.size.width - LINE_PADDING))
         shown.set_class(bool(text), "-shown")
 
     def _show_under_cursor(self) -> None:
@@ -559,6 +560,32 @@ def fitting_title(title: str, width: int) -> str:
     while len(items) > 1 and not fits(" · ".join(items)):
         items.pop()
     return " · ".join(items)
+
+
+LINE_PADDING = 2
+"""The cells the lines above the flame view leave free at their sides."""
+
+
+def wrapped(text: str, width: int) -> str:
+    """``text`` broken into lines of at most ``width`` cells at spaces, never between a number
+    and the word after it (``24 events``, ``4.00 s``), so that a number keeps its unit."""
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        words: list[str] = []
+        for token in paragraph.split(" "):
+            if words and re.search(r"\d$", words[-1]) and token[:1].isalpha():
+                words[-1] += " " + token
+            else:
+                words.append(token)
+        line = ""
+        for word in words:
+            if line and cell_len(f"{line} {word}") > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "\n".join(lines)
 
 
 UNDER_CURSOR_PADDING = 2

@@ -21,7 +21,7 @@ from iket_tui.sources.replay import RecordingSource
 from iket_tui.ui.app import IketApp
 from iket_tui.ui.flame_view import FlameView
 from iket_tui.ui.footer import KeysFooter, key_width
-from iket_tui.ui.kernels_screen import KernelsScreen, fitting_columns, fitting_line, fitting_title
+from iket_tui.ui.kernels_screen import KernelsScreen, fitting_columns, fitting_line, fitting_title, wrapped
 from iket_tui.ui.running_warps import RunningWarps
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -125,8 +125,11 @@ async def test_statistics_are_drawn_at_the_top_of_their_area_with_unbalanced_exp
     async with app.run_test(size=SMALL) as pilot:
         await wait_until(pilot, lambda: app.source_state is SourceState.ENDED, "the replay to end")
         screen = await kernels_of(pilot, app)
-        assert notes(screen) == [PRODUCERS]
-        assert screen.query_one("#launch-notes").size.height == 2  # wrapped at a word, on two lines
+        assert notes(screen) == [  # wrapped at a word, on two lines
+            "unbalanced 256: `tile` left open by warps 0-3 of each block, Hopper producer",
+            "warps (they stop before the pipelined loop)",
+        ]
+        assert " ".join(notes(screen)) == PRODUCERS
         await pilot.press("a")
         await pilot.pause()
         stats = screen.query_one("#stats", DataTable)
@@ -213,3 +216,15 @@ def test_the_title_keeps_its_counts_whole_leaving_out_follow_then_what_is_said_e
     partial = "kernels: ring on NVIDIA H200 · 2 launches (1 partial) · 34 events read, 24 lost  follow"
     assert fitting_title(partial, 78) == "kernels: 2 launches (1 partial) · 34 events read, 24 lost"
     assert fitting_title(partial, 40) == "kernels: 2 launches (1 partial)"
+
+
+def test_lines_above_the_flame_view_wrap_at_spaces_and_keep_each_number_with_its_unit() -> None:
+    lost = "3 of 4 warps whole · not whole: block (1,0) · lost: 1 warp overwritten (24 events)"
+    assert wrapped(lost, 78).splitlines() == [
+        "3 of 4 warps whole · not whole: block (1,0) · lost: 1 warp overwritten",
+        "(24 events)",
+    ]
+    assert wrapped("block (3,0) ran on to t+4.00 s, past the right edge", 30).splitlines() == [
+        "block (3,0) ran on to",
+        "t+4.00 s, past the right edge",
+    ]
