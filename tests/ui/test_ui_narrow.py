@@ -242,3 +242,23 @@ async def test_at_80_columns_a_long_help_line_goes_on_under_its_own_description(
         first = next(i for i, line in enumerate(lines) if "collapse or go to the parent" in line)
         assert "the first child" not in lines[first]  # wrapped at this width
         assert lines[first + 1].index("the first child") == lines[first].index("collapse or go to the parent")
+
+
+@app_test
+async def test_below_80_columns_every_item_the_header_shows_is_whole() -> None:
+    from rich.cells import cell_len
+    from textual.widgets import Static
+
+    app = stuck_and_failed()
+    async with app.run_test(size=(79, 24)) as pilot:
+        await three_quiet_seconds(pilot, app)
+        for width in (79, 70, 60, 50, 40):
+            await pilot.resize_terminal(width, 24)
+            await pilot.pause()
+            items = [widget for widget in app.query("#header-status > Static") if widget.display]
+            assert items and str(items[0].render()).startswith("stuck: tl.LayoutInference 45.0 s"), width
+            for item in items:
+                assert isinstance(item, Static)
+                text = str(item.render())
+                assert item.region.right <= width and item.content_size.width >= cell_len(text), (width, text)
+            assert "  ".join(str(item.render()) for item in items) == app.header.shown_text()
