@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from iket_tui.cli import standard_output
-from iket_tui.cli.config import apply_config, config_keys
+from iket_tui.cli.config import apply_config, config_keys, reads_config
 from iket_tui.cli.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UsageError, say
 from iket_tui.cli.parser import build_parser
 from iket_tui.cli.standard_output import StdoutError
@@ -43,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
 def _command(argv: list[str] | None) -> int:
     """Parse the command line and run its command; a failed write to standard output is left to :func:`main`."""
     parser = build_parser()
+    keys = config_keys()
     try:
-        apply_config(parser, config_keys())
+        if reads_config(parser, keys, sys.argv[1:] if argv is None else argv):
+            apply_config(parser, keys)
     except UsageError as exc:
         say(str(exc))
         return EXIT_BAD_INPUT

@@ -3,7 +3,8 @@
 ``$XDG_CONFIG_HOME/iket-tui/config.toml`` (``~/.config/iket-tui/config.toml`` by default)
 holds top-level keys named as the flags they stand for (``stuck-after = 10``); a flag given on
 the command line wins over the file. A file that cannot be used (bad TOML, a key it does not
-know, a value the flag would refuse) is one line naming the file, the key and the problem.
+know, a value the flag would refuse) is one line naming the file, the key and the problem, from
+the commands that read it (:func:`reads_config`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -82,6 +83,25 @@ def apply_config(parser: argparse.ArgumentParser, keys: dict[str, Key], path: Pa
                 action.default = value
                 action.help = f"{action.help or ''}; {path} sets {name} = {value!r}".lstrip("; ")
     return values
+
+
+def reads_config(parser: argparse.ArgumentParser, keys: dict[str, Key], argv: Sequence[str]) -> bool:
+    """Whether the command ``argv`` names reads the file: one with an option the file may set,
+    ``config`` and ``serve`` (whose command does); the others (``ls``, ``dump``, completion's
+    questions, ...) run whatever the file holds."""
+    chosen = next((word for word in argv if not word.startswith("-")), None)
+    commands = {
+        name: sub
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, sub in action.choices.items()
+    }
+    if chosen not in commands:
+        return False
+    if chosen in ("config", "serve"):
+        return True
+    dests = {key.dest for key in keys.values()}
+    return any(action.dest in dests for action in commands[chosen]._actions if action.option_strings)
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

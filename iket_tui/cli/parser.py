@@ -625,8 +625,8 @@ Say where the config file is read from ($XDG_CONFIG_HOME/iket-tui/config.toml, e
 ~/.config/iket-tui/config.toml), what it sets, and the keys it may hold. Its keys are named as
 the flags they give a default to (stuck-after = 10, max-passes = 500000, ring-size = "256M"),
 and theme names the UI's colours (theme = "nord"); a flag given on the command line wins. A
-file with bad TOML, an unknown key or a bad value stops every command with one line saying
-which.""",
+file with bad TOML, an unknown key or a bad value stops the commands that read it with one line
+saying which.""",
         "iket-tui config",
     )
     config.set_defaults(handler=cmd_config)

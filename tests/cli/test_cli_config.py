@@ -81,6 +81,8 @@ def test_config_and_help_say_where_the_file_is_read_and_what_it_sets(config: Pat
 )
 def test_a_bad_file_is_one_line_naming_the_file_the_key_and_the_problem(config: Path, text: str, said: str) -> None:
     config.write_text(text)
-    for command in (("ls",), ("replay", "missing.msgpack"), ("config",)):
+    for command in (("replay", "missing.msgpack"), ("attach", "1"), ("config",)):
         done = run_iket(*command)
         assert_one_line_error(done, f"iket-tui: {config}: {said}")
+    listed = run_iket("ls")  # a command that takes none of its options runs whatever the file holds
+    assert listed.returncode == 0 and listed.stderr == ""
