@@ -81,7 +81,8 @@ def apply_config(parser: argparse.ArgumentParser, keys: dict[str, Key], path: Pa
             if action.dest in by_dest and action.option_strings:
                 name, value = by_dest[action.dest]
                 action.default = value
-                action.help = f"{action.help or ''}; {path} sets {name} = {value!r}".lstrip("; ")
+                said = f"{path} sets {name} = {value!r}".replace("%", "%%")  # argparse formats help with %
+                action.help = f"{action.help or ''}; {said}".lstrip("; ")
     return values
 
 

@@ -86,3 +86,13 @@ def test_a_bad_file_is_one_line_naming_the_file_the_key_and_the_problem(config: 
         assert_one_line_error(done, f"iket-tui: {config}: {said}")
     listed = run_iket("ls")  # a command that takes none of its options runs whatever the file holds
     assert listed.returncode == 0 and listed.stderr == ""
+
+
+def test_a_config_path_with_a_percent_sign_still_shows_help(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    home = tmp_path / "100% mine"
+    (home / "iket-tui").mkdir(parents=True)
+    (home / "iket-tui" / "config.toml").write_text("stuck-after = 7\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    shown = run_iket("replay", "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert "100%mine/iket-tui/config.tomlsetsstuck-after=7.0" in "".join(shown.stdout.split())
