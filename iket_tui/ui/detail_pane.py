@@ -16,7 +16,8 @@ from iket_tui.ui.details import Details, describe
 
 
 class DetailPane(VerticalScroll):
-    """Labelled fields, then the error and the full traceback of a failure."""
+    """Labelled fields, then the error and the full traceback of a failure (the error first where
+    the pane is below the tree, a few lines high, so that it shows without scrolling)."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "detail--title",
@@ -54,6 +55,7 @@ class DetailPane(VerticalScroll):
         else:
             comp = node if isinstance(node, CompileNode) else node.compile
             key = (node, comp.version, comp.shape, now_ns if node.status is RUNNING else 0)
+        key += (self.screen.has_class("-narrow"),)
         if key == self._shown:
             return
         moved = self._shown is None or self._shown[0] is not node
@@ -66,12 +68,15 @@ class DetailPane(VerticalScroll):
     def _render_details(self, details: Details) -> Text:
         style = self.get_component_rich_style
         text = Text(details.title + "\n", style=style("detail--title"))
+        error_first = self.screen.has_class("-narrow")  # below the tree the pane is a few lines high
+        if details.error and error_first:
+            text.append(details.error + "\n\n", style=style("detail--error"))
         width = max((len(key) for key, _ in details.fields), default=0)
         for key, value in details.fields:
             text.append(f"{key:>{width}}  ", style=style("detail--key"))
             alarm = key == "status" and details.alarming
             text.append(value + "\n", style=style("detail--alarm") if alarm else "")
-        if details.error:
+        if details.error and not error_first:
             text.append("\n" + details.error + "\n", style=style("detail--error"))
         if details.traceback:
             text.append("\n" + details.traceback.rstrip() + "\n", style=style("detail--traceback"))

@@ -262,3 +262,31 @@ async def test_below_80_columns_every_item_the_header_shows_is_whole() -> None:
                 text = str(item.render())
                 assert item.region.right <= width and item.content_size.width >= cell_len(text), (width, text)
             assert "  ".join(str(item.render()) for item in items) == app.header.shown_text()
+
+
+@app_test
+async def test_below_the_tree_the_detail_pane_shows_a_failure_s_error_first() -> None:
+    from textual.geometry import Region
+    from textual.widgets import Static
+
+    source = FakeSource([batch(live_stream(), state=SourceState.LIVE)], stay_open=True)
+    app = IketApp(source, clock=FrozenClock(), follow=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        failing = next(comp.failing for comp in app.pass_tree.compiles if comp.failing is not None)
+        app.view.select(failing, by_user=True)
+        await wait_until(pilot, lambda: "failed" in (app.detail.details.text() if app.detail.details else ""), "it")
+        await pilot.pause()
+
+        def pane_lines() -> list[str]:
+            pane = app.detail
+            body = pane.query_one(Static)
+            top = int(pane.scroll_offset.y)
+            lines = body.render_lines(Region(0, top, body.size.width, pane.scrollable_content_region.height))
+            return [strip.text.strip() for strip in lines]
+
+        shown = pane_lines()
+        assert shown[0] == "pass tl.LayoutInference"
+        assert shown[1].startswith("InternalError: Layout infer conflict"), shown  # on screen, not below it
+        await pilot.resize_terminal(160, 48)
+        await wait_until(pilot, lambda: pane_lines()[1].startswith("status"), "the fields first beside the tree")
