@@ -145,7 +145,8 @@ def fit_items(items: list[HeaderItem], width: int) -> list[tuple[str, str]]:
     return texts
 
 
-ITEM_NAMES: tuple[str, ...] = ("stuck", "failed", "kernels-quiet", "connection", "target", "processes", "rate")
+ITEM_NAMES: tuple[str, ...] = ("stuck", "failed", "hosts", "kernels-quiet", "connection", "target", "processes")
+ITEM_NAMES += ("rate",)
 ITEM_NAMES += ("dropped", "kernels", "mode")
 """The status line's items, in the order they are laid out (that of :meth:`HeaderState.items`)."""
 

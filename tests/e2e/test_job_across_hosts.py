@@ -252,3 +252,21 @@ def test_a_host_that_drops_is_said_lost_the_others_go_on_and_it_comes_back(clust
         assert watched.labels() == EVERY_RANK  # the same ranks, not new ones
     finally:
         watched.close()
+
+
+def test_the_ui_names_every_rank_compares_them_and_says_a_lost_host_in_its_header(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "ui.msgpack"
+    terminal = cli.Terminal("attach", "node[1-3]:", "--stuck-after", "1", "--record", str(out), columns=200, rows=50)
+    terminal.wait_for(b"6 processes (6 ranks)")
+    terminal.wait_for(b"node2/rank 3 has been in `tl.LayoutInference`")
+    os.kill(cluster.bridge_session("node2"), signal.SIGKILL)
+    terminal.wait_for(b"node2: lost")  # in full where the width holds it: ", reconnecting (1 s)"
+    cluster.go("node1")
+    terminal.press(b"q")
+    assert terminal.wait_exit() == 0
+    cli.assert_no_traceback("\n".join(terminal.lines_after_ui))
+    msgs, info = read_recording(out)
+    assert info.ended
+    assert {msg["host"] for msg in msgs if msg["type"] == m.PROCESS} == set(HOSTS)

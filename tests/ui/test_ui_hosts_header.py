@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.widgets import Static
 from ui_driving import app_test, tree_text, wait_for_batches
 from ui_fakes import FakeSource, FrozenClock, batch
 
@@ -35,15 +36,18 @@ async def test_a_lost_host_is_said_with_how_long_it_has_been_reconnecting_until_
     async with app.run_test(size=(200, 40)) as pilot:
         await wait_for_batches(pilot, app, 2)
         app.refresh_views()
-        header = app.header.text()
+        header = app.header.shown_text()  # what the status line shows at its width
         assert "node3: lost, reconnecting (2 s)" in header, header
         assert header.index("node3: lost") < header.index("live"), header  # what is wrong comes first
+        item = app.query_one("#header-hosts", Static)
+        assert item.display and str(item.render()) == "node3: lost, reconnecting (2 s)"
         for rank, host in enumerate(("node1", "node2", "node3")):
             assert f"{host}/rank {rank}" in tree_text(app)
         clock.advance(5.0)
         app.refresh_views()
-        assert "node3: lost, reconnecting (7 s)" in app.header.text()
+        assert "node3: lost, reconnecting (7 s)" in app.header.shown_text()
         source.feed(SourceBatch(hosts=up))
         await wait_for_batches(pilot, app, 3)
         app.refresh_views()
-        assert "lost" not in app.header.text(), app.header.text()
+        assert "lost" not in app.header.shown_text(), app.header.shown_text()
+        assert not app.query_one("#header-hosts", Static).display
