@@ -1,7 +1,7 @@
 """Run the benchmarks and print their figures as a Markdown table for BENCHMARKS.md.
 
 ``python -m benchmarks.run [NAME ...]`` with names among: emit, replay, compile, ring, flame, ir,
-damage, export, diff, passes, seek. Exits 1 if a target was missed.
+damage, export, diff, passes, seek, hosts. Exits 1 if a target was missed.
 """
 
 from __future__ import annotations
