@@ -140,10 +140,15 @@ def _native_only(pid: int, no_python: str, timeout_s: float) -> int:
 
 
 def _stacks_there(args: argparse.Namespace, remote: RemoteTarget) -> int:
-    """``stacks --native`` of a pid on another machine: the command run there, through ssh."""
-    from iket_tui.sources.ssh import stacks_there
+    """``stacks --native`` of a pid on another machine: the command run there, through ssh (in
+    JSON there too with ``--format json``)."""
+    from iket_tui.sources.ssh import run_remote, stacks_there
 
-    code, out, why = stacks_there(remote, timeout_s=args.timeout, include_agent=args.all)
+    if args.format == "json":
+        flags = ["--native", "--timeout", f"{args.timeout:g}", "--format", "json", *(["--all"] if args.all else [])]
+        code, out, why = run_remote(remote.host, ["stacks", str(remote.pid), *flags], work_s=args.timeout)
+    else:
+        code, out, why = stacks_there(remote, timeout_s=args.timeout, include_agent=args.all)
     sys.stdout.write(out)  # what came, native stacks included where the agent there did not answer
     if code != 0:
         raise UsageError(why)

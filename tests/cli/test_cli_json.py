@@ -81,3 +81,30 @@ def test_stacks_json_gives_each_threads_frames_innermost_first(program: subproce
 
     with_agent = json.loads(run_iket("stacks", str(program.pid), "--format", "json", "--all").stdout)
     assert any(thread["agent"] for thread in with_agent["threads"])
+
+
+LOCAL_SSH = """#!/bin/sh
+# ssh that runs the remote command here: drops its options and the host, logs what it ran
+while [ "$1" = "-T" ] || [ "$1" = "-o" ]; do [ "$1" = "-o" ] && shift; shift; done
+shift
+echo "$@" >> {log}
+exec sh -c "$*"
+"""
+
+
+def test_native_stacks_of_another_machine_come_in_json_from_there(
+    program: subprocess.Popen[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ssh, log = tmp_path / "ssh", tmp_path / "ssh.log"
+    ssh.write_text(LOCAL_SSH.format(log=log))
+    ssh.chmod(0o755)
+    monkeypatch.setenv("IKET_TUI_SSH", str(ssh))
+    monkeypatch.setenv("IKET_TUI_REMOTE", f"{sys.executable} -m iket_tui")
+    done = run_iket("stacks", f"gpu-box:{program.pid}", "--native", "--format", "json")
+    assert "--format json" in log.read_text()
+    stacks = json.loads(done.stdout)  # whether or not py-spy may trace it here, the answer is JSON
+    assert {"target", "threads", "native", "native_error"} <= set(stacks)
+    assert [thread["frames"][0]["function"] for thread in stacks["threads"] if thread["main"]] == [
+        "waiting_for_the_test"
+    ]
+    assert done.returncode == (0 if stacks["native"] is not None else 2), done.stderr
