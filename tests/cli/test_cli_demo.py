@@ -6,6 +6,7 @@ stuck from the start, and ends with it."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -67,17 +68,26 @@ def test_demo_without_a_terminal_says_which_command_to_use() -> None:
     assert_one_line_error(run_iket("demo"), "the UI needs a terminal")
 
 
-def _group_members(pgid: int) -> list[int]:
-    """The processes still in process group ``pgid``."""
-    members = []
+def _group_members(pgid: int) -> dict[int, str]:
+    """The live processes (zombies aside) in process group ``pgid``: their command lines."""
+    members = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if int(fields[2]) == pgid:
-            members.append(int(stat.parent.name))
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members[int(stat.parent.name)] = command
     return members
+
+
+def _group_ended(pgid: int, within_s: float = 10.0) -> dict[int, str]:
+    """The processes of group ``pgid`` still alive ``within_s`` after it was sent SIGTERM."""
+    deadline = time.monotonic() + within_s
+    while (left := _group_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
 
 
 @pytest.mark.tilelang
@@ -98,4 +108,4 @@ def test_the_live_demo_shows_its_stuck_compile_and_its_program_ends_with_the_ui(
     assert_no_traceback("\n".join(after))
     assert after[0] == f"iket-tui: the demo program (pid {pid}) ends with the UI: stopped it with SIGTERM"
     assert re.fullmatch(r"iket-tui: recorded \d+ messages to .*/iket-tui-demo-\w+\.msgpack", after[1]), after
-    assert _group_members(pid) == []  # nothing of it is left behind
+    assert _group_ended(pid) == {}  # nothing of it is left behind (nvcc and its children end too)
