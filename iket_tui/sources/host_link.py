@@ -511,5 +511,14 @@ class HostAgentSource(SocketSource):
     def _still_runs(self, pid: int, start_time: int) -> bool:
         return self._link.may_return(pid, start_time)
 
+    def _away_note(self, gap: str, pid: int) -> str:
+        """Nothing while the host is lost (the header says so once for all its ranks), else the
+        process in the user's words."""
+        if self._link.lost_at_s is not None:
+            return ""
+        if gap == "stopped":
+            return f"the agent of {self.who} stopped; waiting for it to start again"
+        return f"{self.who} hung up without a bye but still runs; reconnecting"
+
     def _native_stacks(self, hello: m.Message, timeout_s: float) -> NativeStacks:
         return native_stacks_there(RemoteTarget(self._link.host, self._pid), timeout_s)

@@ -556,15 +556,14 @@ class SocketSource:
         hello = self.agent_hello
         assert hello is not None
         pid, start = hello["pid"], hello["start_time"]
-        if gap == "stopped":
-            note = f"the agent of pid {pid} stopped; waiting up to {self._reconnect_s:g} s for it to start again"
-            lost = "its agent stopped"
-        else:
-            note = f"pid {pid} hung up without a bye but still runs; reconnecting for up to {self._reconnect_s:g} s"
-            lost = "it hung up without a bye"
+        lost = "its agent stopped" if gap == "stopped" else "it hung up without a bye"
+        note = self._away_note(gap, pid)
         self._settle_all(f"no answer: the connection to pid {pid} was lost ({lost})")
         yield SourceBatch(
-            messages=self._take(), state=SourceState.CONNECTING, notes=(note,), answers=self._take_answers()
+            messages=self._take(),
+            state=SourceState.CONNECTING,
+            notes=(note,) if note else (),
+            answers=self._take_answers(),
         )
         with self._send_lock:
             if self._sock is not None:
@@ -603,6 +602,13 @@ class SocketSource:
             self._record(self._decoder.frames.consumed, [again])
             return True
         return False
+
+    def _away_note(self, gap: str, pid: int) -> str:
+        """What the stream says as its agent goes away while its process runs on (``gap``:
+        ``"stopped"`` or ``"hung up"``); empty where that is said elsewhere."""
+        if gap == "stopped":
+            return f"the agent of pid {pid} stopped; waiting up to {self._reconnect_s:g} s for it to start again"
+        return f"pid {pid} hung up without a bye but still runs; reconnecting for up to {self._reconnect_s:g} s"
 
     def _new_connection(self) -> None:
         """Start decoding (and recording) a new connection's stream from its first byte."""

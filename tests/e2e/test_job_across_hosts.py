@@ -250,6 +250,7 @@ def test_a_host_that_drops_is_said_lost_the_others_go_on_and_it_comes_back(clust
         cli.wait_until(lambda: watched.compiles_done("node2") == done + RANKS_PER_HOST, timeout=TIMEOUT_S)
         assert watched.error is None
         assert watched.labels() == EVERY_RANK  # the same ranks, not new ones
+        assert not [note for note in watched.notes if "hung up" in note]  # said once, for the host, not per rank
     finally:
         watched.close()
 
