@@ -271,3 +271,9 @@ def test_the_ui_names_every_rank_compares_them_and_says_a_lost_host_in_its_heade
     msgs, info = read_recording(out)
     assert info.ended
     assert {msg["host"] for msg in msgs if msg["type"] == m.PROCESS} == set(HOSTS)
+
+
+def test_a_host_that_cannot_be_reached_as_attach_starts_is_one_line_naming_it(cluster: Cluster) -> None:
+    result = cli.run_iket("attach", "node1:", "nowhere:", "node3:")
+    cli.assert_one_line_error(result, "nowhere: ssh cannot reach it")
+    cli.wait_until(lambda: not cluster.sshd.sessions(), timeout=30)  # the hosts reached were let go
