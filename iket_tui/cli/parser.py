@@ -243,7 +243,11 @@ killed. `-o -` writes the recording to standard output, for a pipe; the line goe
         "the live UI over a recording",
         """\
 The same UI as attach, over a recording, at the pace it was recorded (or --speed X). In the
-UI, space pauses, s steps one message, [ and ] change the speed.""",
+UI, space pauses, s steps one message, [ and ] change the speed. The bar under the header is the
+recording's timeline, its failures, stuck passes, quiet warps and process events marked: a click
+jumps there, x X, w W, u U, o O and g G jump to the next or previous failure, stuck pass, quiet
+warp, process event or compile, and backspace goes back; a jump shows what a replay from the
+start shows at that time.""",
         "iket-tui replay run.msgpack",
         "iket-tui replay run.msgpack --speed max",
         "iket-tui replay run.msgpack --paused --stuck-after 5",
