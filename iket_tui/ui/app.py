@@ -672,7 +672,8 @@ class IketApp(App[int]):
         if stuck is not None:
             process = self._process_under_cursor()
             program = f"pid {process.pid}: {process.command}"
-            self.push_screen(ReproPane(self.ask_process_of(self.view.cursor), stuck, program=program))
+            ask = self.ask_process_of(self.view.cursor)
+            self.push_screen(ReproPane(ask, stuck, program=program, recording=self.detail.recording))
 
     def action_abort(self) -> None:
         """Abort the compile of the running pass under the cursor, once confirmed."""

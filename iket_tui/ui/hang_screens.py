@@ -5,6 +5,7 @@ the app and show what came of it in a small pane that ``escape`` closes."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -87,13 +88,24 @@ class HangPane(ModalScreen[None]):
 class ReproPane(HangPane):
     """Asks the target for what a reproducer of the running pass needs and writes it to a directory."""
 
-    def __init__(self, ask: AskTarget, stuck: StuckPass, *, save_dir: Path | None = None, program: str = "") -> None:
+    def __init__(
+        self,
+        ask: AskTarget,
+        stuck: StuckPass,
+        *,
+        save_dir: Path | None = None,
+        program: str = "",
+        recording: Path | None = None,
+    ) -> None:
         super().__init__()
         self.ask = ask
         self.stuck = stuck
         self.save_dir = save_dir or Path.cwd()
         self.program = program
         """What the target is (``pid N: COMMAND``), for the reproducer's docstring."""
+        self.recording = recording
+        """The file this session's stream is in (replayed, or written by --record), named in the
+        command that reads a capture from it where the target cannot be asked."""
         self.written: Repro | None = None
         self._asked: int | None = None
 
@@ -108,9 +120,10 @@ class ReproPane(HangPane):
         try:
             self._asked = self.ask(m.WHAT_STUCK, timeout_s=CAPTURE_WAIT_S, compile=stuck.compile, seq=stuck.seq)
         except SourceError as exc:
+            where = shlex.quote(str(self.recording)) if self.recording is not None else "RECORDING"
             self.show(
                 f"no reproducer of {stuck.what}",
-                f"{exc}; iket-tui repro RECORDING --stuck -o DIR reads a capture a recording holds",
+                f"{exc}; iket-tui repro {where} --stuck -o DIR reads a capture a recording holds",
             )
             return
         self.show(f"asking the target for the module {stuck.what} was given ...")

@@ -145,6 +145,24 @@ async def test_a_recording_cannot_be_asked_for_a_capture() -> None:
 
 
 @app_test
+async def test_a_replay_names_its_own_file_in_the_command_that_reads_a_capture() -> None:
+    app = IketApp(FakeReplay([batch(live_stream())], stay_open=True), clock=FrozenClock())
+    app.detail.recording = Path("runs/stuck gemm.msgpack")  # as `iket-tui replay` sets it
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        app.view.select(next(node for node in app.pass_tree.passes if node.status is RUNNING))
+        await pilot.press("R")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReproPane), "the repro pane")
+        pane = app.screen
+        assert isinstance(pane, ReproPane)
+        assert (
+            pane.text()
+            .splitlines()[1]
+            .endswith("; iket-tui repro 'runs/stuck gemm.msgpack' --stuck -o DIR reads a capture a recording holds")
+        )
+
+
+@app_test
 async def test_a_asks_before_it_aborts_and_says_what_came_of_it() -> None:
     source = AskableSource()
     app = IketApp(source, clock=FrozenClock())
