@@ -69,6 +69,7 @@ def test_bash_offers_the_other_live_agents_after_a_pid_attach_was_given(files: P
             "--all",
             "--depth",
             "--help",
+            "--hosts",
             "--kernel-stuck-after",
             "--max-passes",
             "--passes",
