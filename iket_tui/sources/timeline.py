@@ -76,6 +76,10 @@ class RecordingTimeline:
         return None
 
 
+PASSES_KEPT = 100_000
+"""Passes the reading's own model keeps (the oldest finished compiles summarised past it): it is
+asked only what runs at each beat, and should not hold a second copy of a long recording's tree
+beside the replay's."""
 _SAMPLED = frozenset({m.HEARTBEAT, m.CHECKPOINT, m.END, m.BYE})
 """Messages at which the model is asked what is stuck or quiet: the recording's steady beats."""
 
@@ -86,7 +90,10 @@ def scan_timeline(
     """Read the recording at ``path`` once and mark where things happen in it, with the UI's
     thresholds for a stuck pass and a quiet warp (the model's defaults when None). Raises
     :class:`~iket_tui.sources.base.SourceError` for a file that is not a readable recording."""
-    session = Session() if stuck_after_ns is None else Session(stuck_after_ns=stuck_after_ns)
+    if stuck_after_ns is None:
+        session = Session(max_passes=PASSES_KEPT)
+    else:
+        session = Session(stuck_after_ns=stuck_after_ns, max_passes=PASSES_KEPT)
     if kernel_stuck_after_ns is not None:
         session.kernels.stuck_after_ns = kernel_stuck_after_ns
     marks: list[Mark] = []
