@@ -410,19 +410,26 @@ def build(name: str) -> PrimFunc:
     return kernel(name).build()
 
 
-def lower(name: str, *, slow_seconds: float = DEFAULT_SLOW_SECONDS, reached: threading.Event | None = None) -> str:
+def lower(
+    name: str,
+    *,
+    slow_seconds: float = DEFAULT_SLOW_SECONDS,
+    reached: threading.Event | None = None,
+    note: str | None = None,
+) -> str:
     """Run TileLang's full pass pipeline and CUDA codegen on the named kernel, without nvcc.
 
     Returns the generated CUDA source. The compile is labelled
     ``stage=lower, kernel=<name>, target=sm_90a`` for pass instrumentation tools, as
     ``tilelang.compile`` labels its own. A failing pass raises TileLang's own exception.
     ``stuck_gemm`` sets ``reached`` once its compile puts ``WAITING_PASS`` in its pipeline, and
-    never returns: it raises once that pass is aborted.
+    never returns: it raises once that pass is aborted. ``note`` (``key=value``) ends the label,
+    where the tree shows it: why nvcc is not run, say.
     """
     entry = kernel(name)
     tilelang.disable_cache()
     target = tvm.target.Target(dict(TARGET))
-    label = f"stage=lower, kernel={name}, target={TARGET['arch']}"
+    label = f"stage=lower, kernel={name}, target={TARGET['arch']}" + (f", {note}" if note else "")
     with (
         _iket_session_if(entry),
         _slowed_if(entry, slow_seconds),

@@ -51,6 +51,8 @@ HANG_THREAD = "stuck compile"
 """The name of that thread, as stacks show it."""
 HANG_REACHED_S = 120.0
 """How long the list waits for the stuck compile to reach its waiting pass, at most."""
+NO_NVCC = "nvcc=not found"
+"""What the label of every lowering says, and the program's first line, where nvcc is missing."""
 END_WAIT_S = 10.0
 """How long the program, as it ends, waits for the stuck compile to let go."""
 
@@ -234,14 +236,16 @@ def run(settings: DemoSettings, out: TextIO, stop: StopRequest | None = None) ->
     for name in settings.kernels:
         kernels.kernel(name)
     stop = stop or StopRequest()
-    lower_only = settings.lower_only or not kernels.nvcc_available()
+    no_nvcc = not settings.lower_only and not kernels.nvcc_available()
+    lower_only = settings.lower_only or no_nvcc
     stage = "lowering" if lower_only else "compiling"
     gpu = None if lower_only else kernels.gpu_name()
     where = f"; traced kernels run on {gpu}" if gpu else ""
+    where += f"; {NO_NVCC}: nvcc is not run, so nvcc_error does not fail" if no_nvcc else ""
     print(f"demo: {stage} for {kernels.TARGET['arch']}, pause {settings.pause:g} s{where}", file=out, flush=True)
     hang = _start_hang(kernels, settings, out) if settings.hang else None
     try:
-        return _compile_list(kernels, settings, out, stop, stage=stage, gpu=gpu)
+        return _compile_list(kernels, settings, out, stop, stage=stage, gpu=gpu, note=NO_NVCC if no_nvcc else None)
     finally:
         if hang is not None and hang.is_alive():
             kernels.end_waiting()
@@ -249,13 +253,20 @@ def run(settings: DemoSettings, out: TextIO, stop: StopRequest | None = None) ->
 
 
 def _compile_list(
-    kernels: Any, settings: DemoSettings, out: TextIO, stop: StopRequest, *, stage: str, gpu: str | None
+    kernels: Any,
+    settings: DemoSettings,
+    out: TextIO,
+    stop: StopRequest,
+    *,
+    stage: str,
+    gpu: str | None,
+    note: str | None,
 ) -> int:
     for index, name in enumerate(_schedule(settings)):
         if stop.requested or (index and stop.wait(settings.pause)):
             print("demo: stopped by Ctrl-C", file=out, flush=True)
             return EXIT_INTERRUPTED
-        compiled = _compile_one(kernels, name, settings, out, stage=stage)
+        compiled = _compile_one(kernels, name, settings, out, stage=stage, note=note)
         if compiled is not None and gpu is not None and kernels.KERNELS[name].traced:
             _launch(kernels, name, compiled, settings.launches, out)
     if settings.stay:
@@ -266,14 +277,17 @@ def _compile_list(
     return 0
 
 
-def _compile_one(kernels: Any, name: str, settings: DemoSettings, out: TextIO, *, stage: str) -> Any:
-    """Compile (or lower) one kernel, saying how it went; TileLang's kernel object where compiled."""
+def _compile_one(
+    kernels: Any, name: str, settings: DemoSettings, out: TextIO, *, stage: str, note: str | None = None
+) -> Any:
+    """Compile (or lower) one kernel, saying how it went; TileLang's kernel object where compiled.
+    ``note`` ends the label of a lowering (what the tree shows of it)."""
     print(f"{stage} {name}: {kernels.KERNELS[name].summary}", file=out, flush=True)
     started = time.monotonic_ns()
     compiled = None
     try:
         if stage == "lowering":
-            kernels.lower(name, slow_seconds=settings.slow_seconds)
+            kernels.lower(name, slow_seconds=settings.slow_seconds, note=note)
         else:
             compiled = kernels.compiled_kernel(name, slow_seconds=settings.slow_seconds)
     except Exception as error:

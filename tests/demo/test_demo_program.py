@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+
+from iket_tui.protocol import messages as m
+from iket_tui.sources.reading import read_recording
 
 PROGRAM = [sys.executable, "-m", "iket_tui.demo.program"]
 WAIT_SECONDS = 240.0
@@ -238,3 +244,28 @@ def test_stay_keeps_the_program_alive_after_the_list_until_ctrl_c(
     rest = program.rest()[-2:]
     assert rest[0] == "demo: stopped by Ctrl-C"
     assert rest[1].startswith("failed stuck_gemm after ") and rest[1].endswith(LET_GO)
+
+
+@pytest.mark.tilelang
+def test_without_nvcc_the_program_and_every_compile_label_say_so(tmp_path: Path) -> None:
+    pytest.importorskip("tilelang")
+    recording = tmp_path / "no-nvcc.msgpack"
+    runtime = tempfile.mkdtemp(prefix="ik")  # short: socket paths are limited to 107 bytes
+    program = [*PROGRAM, "--kernels", "nvcc_error", "--pause", "0"]
+    done = subprocess.run(
+        [sys.executable, "-m", "iket_tui", "run", "--no-ui", "--record", str(recording), "--", *program],
+        capture_output=True,
+        text=True,
+        env={**_environment(), "CUDA_HOME": str(tmp_path / "no-cuda"), "XDG_RUNTIME_DIR": runtime},
+        timeout=WAIT_SECONDS,
+        check=False,
+    )
+    shutil.rmtree(runtime, ignore_errors=True)
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("; nvcc=not found: nvcc is not run, so nvcc_error does not fail"), lines[0]
+    assert any(line.startswith("ok nvcc_error in ") for line in lines)
+    messages, _ = read_recording(recording)
+    (label,) = [msg["label"] for msg in messages if msg["type"] == m.COMPILE_BEGIN]
+    assert label == "stage=lower, kernel=nvcc_error, target=sm_90a, nvcc=not found"
