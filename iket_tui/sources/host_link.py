@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from iket_tui import __version__
 from iket_tui.protocol import messages as m
 from iket_tui.protocol import mux
 from iket_tui.sources.base import HostState, SourceError
@@ -203,7 +204,13 @@ class HostLink:
                 except OSError:
                     data = b""
                 if not data:
-                    raise SourceError(failure_line(self.host, self._ssh_exit(5.0), self._stderr_text()))
+                    stderr = self._stderr_text()
+                    if "unrecognized arguments: --all" in stderr:  # an iket-tui there older than this one
+                        raise SourceError(
+                            f"{self.host}: its iket-tui has no bridge --all (older than this {__version__}):"
+                            " upgrade it there, or attach one HOST:PID"
+                        )
+                    raise SourceError(failure_line(self.host, self._ssh_exit(5.0), stderr))
                 decoder.feed(data)
                 for number, body in decoder:
                     if number != mux.CONTROL:

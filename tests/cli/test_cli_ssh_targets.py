@@ -37,3 +37,20 @@ def test_attach_host_colon_with_a_local_file_named_like_its_target_stays_remote(
     assert_one_line_error(result, "gpu-box: ssh cannot reach it", "Connection refused")
     asked = log.read_text().splitlines()
     assert len(asked) == 1 and "bridge --all" in asked[0]  # one connection for every agent there
+
+
+OLD_IKET = """#!/bin/sh
+echo "iket-tui: unrecognized arguments: --all" >&2
+exit 2
+"""
+
+
+def test_attach_host_colon_where_the_iket_tui_there_is_older_says_to_upgrade_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ssh = tmp_path / "ssh"
+    ssh.write_text(OLD_IKET)
+    ssh.chmod(0o755)
+    monkeypatch.setenv(SSH_VARIABLE, str(ssh))
+    result = run_iket("attach", "node[1-2]:")
+    assert_one_line_error(result, "node1: its iket-tui has no bridge --all", "upgrade it there", "(and 1 more hosts)")
