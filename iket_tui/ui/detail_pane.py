@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.dom import NoScreen
 from textual.widgets import Static
 
 from iket_tui.model.nodes import RUNNING, CompileNode, Node, ProcessNode
@@ -55,7 +56,7 @@ class DetailPane(VerticalScroll):
         else:
             comp = node if isinstance(node, CompileNode) else node.compile
             key = (node, comp.version, comp.shape, now_ns if node.status is RUNNING else 0)
-        key += (self.screen.has_class("-narrow"),)
+        key += (self._below_the_tree(),)
         if key == self._shown:
             return
         moved = self._shown is None or self._shown[0] is not node
@@ -68,7 +69,7 @@ class DetailPane(VerticalScroll):
     def _render_details(self, details: Details) -> Text:
         style = self.get_component_rich_style
         text = Text(details.title + "\n", style=style("detail--title"))
-        error_first = self.screen.has_class("-narrow")  # below the tree the pane is a few lines high
+        error_first = self._below_the_tree()  # there the pane is a few lines high
         if details.error and error_first:
             text.append(details.error + "\n\n", style=style("detail--error"))
         width = max((len(key) for key, _ in details.fields), default=0)
@@ -81,6 +82,14 @@ class DetailPane(VerticalScroll):
         if details.traceback:
             text.append("\n" + details.traceback.rstrip() + "\n", style=style("detail--traceback"))
         return text
+
+    def _below_the_tree(self) -> bool:
+        """Whether the pane is laid out below the tree (a narrow terminal); not while the pane
+        is off screen (the app's clock can tick as it closes)."""
+        try:
+            return self.screen.has_class("-narrow")
+        except NoScreen:
+            return False
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
