@@ -192,6 +192,7 @@ class StopRequest:
     def __init__(self) -> None:
         self._requested = threading.Event()
         self._notice_fd: int | None = None
+        self._idle = False
 
     def install(self, notices: TextIO) -> None:
         """Take over SIGINT for the rest of the program; say on ``notices`` what the first Ctrl-C does."""
@@ -204,8 +205,12 @@ class StopRequest:
             os.kill(os.getpid(), signal.SIGINT)
             return
         self._requested.set()
-        if self._notice_fd is not None:
+        if self._notice_fd is not None and not self._idle:
             os.write(self._notice_fd, b"demo: stopping after this kernel; Ctrl-C again stops at once\n")
+
+    def idle(self) -> None:
+        """No kernel is compiled from now on (``--stay``): Ctrl-C stops the program at once, with no notice."""
+        self._idle = True
 
     @property
     def requested(self) -> bool:
@@ -271,6 +276,7 @@ def _compile_list(
             _launch(kernels, name, compiled, settings.launches, out)
     if settings.stay:
         print("demo: every kernel compiled; staying alive until stopped (Ctrl-C)", file=out, flush=True)
+        stop.idle()
         while not stop.wait(3600.0):
             pass
         print("demo: stopped by Ctrl-C", file=out, flush=True)
