@@ -127,7 +127,7 @@ class SpanContext:
     def __init__(self) -> None:
         self._kept: list[m.Item | None] = []
         self._compiles: dict[tuple[Any, Any], list[int]] = {}  # (process, compile): where its messages are
-        self._process: Any = None  # the pid whose messages these are (None: the first process's)
+        self._process: Any = None  # (host, pid) whose messages these are (None: the first process's)
         self._process_frame: m.Message | None = None  # the newest process frame, whose messages follow
 
     def take(self, item: m.Item) -> None:
@@ -142,7 +142,7 @@ class SpanContext:
             for index in self._compiles.pop((self._process, item.get("compile")), ()):
                 self._kept[index] = None
         elif kind == m.PROCESS:
-            self._process = item.get("pid")
+            self._process = _who(item)
             self._process_frame = item
             self._kept.append(item)
             if item.get("state") is not None:  # its stream ended: its compiles end with it
@@ -151,7 +151,7 @@ class SpanContext:
                         self._kept[index] = None
         elif kind in _KEPT_TYPES:
             if kind == m.HELLO and self._process is None and item.get("role", "agent") == "agent":
-                self._process = item.get("pid")
+                self._process = _who(item)
                 for key in [key for key in self._compiles if key[0] is None]:  # seen before any pid
                     self._compiles[(self._process, key[1])] = self._compiles.pop(key)
             self._kept.append(item)
@@ -163,7 +163,7 @@ class SpanContext:
     def messages(self) -> Iterator[m.Item]:
         """The messages kept, in order, then the ``process`` frame the span's first message
         needs: a ``process`` frame only where a kept message of its process follows it."""
-        shown: Any = None  # the pid of the newest process frame written
+        shown: Any = None  # the process of the newest process frame written
         pending: m.Message | None = None
         for item in self._kept:
             if item is None:
@@ -174,12 +174,17 @@ class SpanContext:
                     continue
                 pending = None
             elif pending is not None:
-                if pending.get("pid") != shown:
+                if _who(pending) != shown:
                     yield pending
                 pending = None
             if isinstance(item, dict) and item.get("type") == m.PROCESS:
-                shown = item.get("pid")
+                shown = _who(item)
             yield item
         frame = self._process_frame
-        if frame is not None and frame.get("state") is None and frame.get("pid") != shown:
+        if frame is not None and frame.get("state") is None and _who(frame) != shown:
             yield frame
+
+
+def _who(msg: m.Message) -> tuple[Any, Any]:
+    """The process a ``process`` frame or a ``hello`` names: its host (None for this machine's) and pid."""
+    return msg.get("host"), msg.get("pid")

@@ -108,3 +108,25 @@ def test_the_context_of_a_span_keeps_each_hello_and_the_running_compile_under_it
 def test_a_span_that_runs_backwards_or_before_the_start_is_refused(start: float, end: float | None, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         TimeSpan(start, end)
+
+
+def test_processes_of_two_hosts_with_one_pid_are_told_apart() -> None:
+    stream = [
+        m.recording(created_unix=0.0, software_version="x", source="two hosts"),
+        {**m.process(pid=5, start_time=1), "host": "node1"},
+        _hello(5, 1 * S),
+        _begin(1, "on_node1", 2 * S),
+        {**m.process(pid=5, start_time=1), "host": "node2"},
+        _hello(5, 2 * S),
+        _begin(1, "on_node2", 3 * S),
+        _end(1, 4 * S),  # node2's compile 1 ends; node1's runs on
+        m.heartbeat(t_ns=10 * S, produced=0, dropped=0, open_passes=0),
+    ]
+    cursor = SpanCursor(TimeSpan(8.0))
+    context = SpanContext()
+    for msg in stream:
+        if cursor.where(msg) is Where.BEFORE:
+            context.take(msg)
+    kept = [(msg["type"], msg.get("host"), msg.get("kernel")) for msg in context.messages()]
+    assert (m.COMPILE_BEGIN, None, "on_node1") in kept and (m.COMPILE_BEGIN, None, "on_node2") not in kept
+    assert kept[-1] == (m.PROCESS, "node2", None)  # the span goes on with node2's messages
