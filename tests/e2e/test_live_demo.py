@@ -214,10 +214,9 @@ async def _tour(app: IketApp, pilot: Pilot[int], program: subprocess.Popen[bytes
     await _wait(pilot, lambda: waiting() is not None, "the stuck compile's pass to run")
     node = waiting()
     assert node is not None
-    seen_running = time.monotonic()
     header = app.query_one(HeaderBar)
     await _wait(pilot, lambda: "stuck: demo.WaitForAbort" in header.text(), "the header to say it is stuck")
-    seen["stuck after"] = f"{time.monotonic() - seen_running:.1f}"
+    seen["stuck after"] = f"{(app.now_ns() - node.start_ns) / 1e9:.1f}"  # how long it had run, by the agent's clock
     app.following = False
     app.rows.reveal(node)
     app.view.sync()
@@ -272,8 +271,9 @@ def test_the_demo_tour_works_key_by_key_on_the_live_program(
     seen = asyncio.run(drive())
 
     assert seen["hint"].startswith("Try this: stuck_gemm is stuck in demo.WaitForAbort: on its row, i shows the IR")
-    # Marked stuck once the demo's threshold passed (the header and the row refresh once a second).
-    assert DEMO_STUCK_AFTER_S - 1.0 <= float(seen["stuck after"]) <= DEMO_STUCK_AFTER_S + 2.5, seen["stuck after"]
+    # Marked stuck once the demo's threshold passed, not before (the header refreshes once a second;
+    # a loaded machine may show it a little later).
+    assert DEMO_STUCK_AFTER_S <= float(seen["stuck after"]) <= DEMO_STUCK_AFTER_S + 5.0, seen["stuck after"]
     assert "stuck" in seen["row"]
     assert seen["ir title"].startswith("IR before demo.WaitForAbort (pass "), seen["ir title"]
     assert "def stuck_gemm(" in seen["ir"]
