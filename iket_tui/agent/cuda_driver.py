@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 DRIVER_LIBRARY: Final = "libcuda.so.1"
 """The CUDA driver's library, which the NVIDIA driver installs (not the CUDA toolkit)."""
+
+_GPU_DEVICE: Final = re.compile(r"nvidia\d+")
+"""The device file of one GPU (``/dev/nvidia0``), beside ``nvidiactl`` and ``nvidia-uvm``."""
 
 CUPY_EXTRAS: Final = {12: "cuda12", 13: "cuda13"}
 """The iket-tui extra that installs the CuPy build of each CUDA major version."""
@@ -26,10 +31,13 @@ class DriverState:
     problem: str | None = None
 
 
-def driver_state(library: str | None = None) -> DriverState:
+def driver_state(library: str | None = None, devices: Path | None = None) -> DriverState:
     """Ask the CUDA driver (``library``, by default :data:`DRIVER_LIBRARY`, or what
-    ``IKET_TUI_CUDA_DRIVER`` names) how many GPUs it sees and which CUDA version it runs.
-    Never raises: a missing driver or a failing call is said in ``problem``."""
+    ``IKET_TUI_CUDA_DRIVER`` names) which CUDA version it runs, and count the GPUs it serves
+    (the ``nvidiaN`` device files under ``devices``, by default ``/dev``, or what
+    ``IKET_TUI_NVIDIA_DEVICES`` names). The driver is never initialised (``cuInit``): a process
+    that initialised CUDA before forking leaves its children unable to use it. Never raises: a
+    missing driver or a failing call is said in ``problem``."""
     name = library or os.environ.get("IKET_TUI_CUDA_DRIVER") or DRIVER_LIBRARY
     try:
         cuda = ctypes.CDLL(name)
@@ -39,13 +47,14 @@ def driver_state(library: str | None = None) -> DriverState:
     if cuda.cuDriverGetVersion(ctypes.byref(version)) != 0:
         return DriverState(0, None, "no GPU here (the NVIDIA driver does not answer)")
     found = (version.value // 1000, version.value % 1000 // 10)
-    code = cuda.cuInit(0)
-    if code != 0:
-        return DriverState(0, found, f"no GPU here (the NVIDIA driver fails: cuInit error {code})")
-    count = ctypes.c_int(0)
-    if cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+    directory = devices or Path(os.environ.get("IKET_TUI_NVIDIA_DEVICES") or "/dev")
+    try:
+        count = sum(1 for entry in directory.iterdir() if _GPU_DEVICE.fullmatch(entry.name))
+    except OSError:
+        count = 0
+    if count < 1:
         return DriverState(0, found, "no GPU here (the NVIDIA driver sees none)")
-    return DriverState(count.value, found)
+    return DriverState(count, found)
 
 
 def without_cupy(state: DriverState) -> str:

@@ -3,7 +3,8 @@ said as such (installing CuPy would not help), and a GPU without CuPy is told th
 matches its driver's CUDA version.
 
 This machine has no GPU: the driver's library is mocked by a small C library, built here, that
-answers the three calls the agent makes as a driver with GPUs would.
+answers as a driver of a given CUDA version would (and aborts if the agent initialises it, which
+would keep forked children from using CUDA), and its GPUs by device files in a directory.
 """
 
 from __future__ import annotations
@@ -19,25 +20,31 @@ from iket_tui.agent.kernels import RingUnavailable, open_device_rings
 from iket_tui.ring.layout import RingGeometry
 
 FAKE_DRIVER = """
+#include <stdlib.h>
 int cuDriverGetVersion(int *version) { *version = VERSION; return 0; }
-int cuInit(unsigned flags) { return INIT; }
-int cuDeviceGetCount(int *count) { *count = DEVICES; return 0; }
+int cuInit(unsigned flags) { abort(); }
+int cuDeviceGetCount(int *count) { abort(); }
 """
 
 
-def _driver(tmp_path: Path, *, version: int, devices: int, init: int = 0) -> Path:
-    """A library that answers as an NVIDIA driver of CUDA ``version`` with ``devices`` GPUs."""
+def _driver(tmp_path: Path, *, version: int, devices: int) -> Path:
+    """A library that answers as an NVIDIA driver of CUDA ``version``, and ``devices`` GPUs'
+    device files beside ``nvidiactl`` and ``nvidia-uvm`` in ``tmp_path/dev``."""
     if shutil.which("cc") is None:
         pytest.skip("no C compiler to build the mocked driver")
     source = tmp_path / "cuda.c"
     source.write_text(FAKE_DRIVER)
-    library = tmp_path / f"libcuda-{version}-{devices}-{init}.so"
-    defines = [f"-DVERSION={version}", f"-DDEVICES={devices}", f"-DINIT={init}"]
-    subprocess.run(["cc", "-shared", "-fPIC", *defines, "-o", str(library), str(source)], check=True)
+    library = tmp_path / f"libcuda-{version}.so"
+    subprocess.run(["cc", "-shared", "-fPIC", f"-DVERSION={version}", "-o", str(library), str(source)], check=True)
+    dev = tmp_path / "dev"
+    dev.mkdir(exist_ok=True)
+    for name in ("nvidiactl", "nvidia-uvm", *(f"nvidia{index}" for index in range(devices))):
+        (dev / name).touch()
     return library
 
 
 def _reason(monkeypatch: pytest.MonkeyPatch, driver: Path) -> str:
+    monkeypatch.setenv("IKET_TUI_NVIDIA_DEVICES", str(driver.parent / "dev"))
     monkeypatch.setenv("IKET_TUI_CUDA_DRIVER", str(driver))
     with pytest.raises(RingUnavailable) as caught:
         open_device_rings(RingGeometry(256, 512))
@@ -76,12 +83,7 @@ def test_a_cuda_version_without_an_extra_names_the_cupy_build_it_needs(
     assert reason == "no CuPy: install the CuPy build for CUDA 11 (1 GPU, CUDA 11.8)"
 
 
-def test_a_driver_that_sees_no_gpu_or_fails_says_there_is_no_gpu(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    assert (
-        _reason(monkeypatch, _driver(tmp_path, version=13000, devices=0)) == "no GPU here (the NVIDIA driver sees none)"
-    )
-    failing = _driver(tmp_path, version=13000, devices=1, init=100)  # CUDA_ERROR_NO_DEVICE
-    assert _reason(monkeypatch, failing) == "no GPU here (the NVIDIA driver fails: cuInit error 100)"
-    assert driver_state(str(failing)).cuda == (13, 0)
+def test_a_driver_without_gpus_says_there_is_no_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    driver = _driver(tmp_path, version=13000, devices=0)
+    assert _reason(monkeypatch, driver) == "no GPU here (the NVIDIA driver sees none)"
+    assert driver_state(str(driver), tmp_path / "dev").cuda == (13, 0)
