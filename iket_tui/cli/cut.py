@@ -11,6 +11,7 @@ from pathlib import Path
 from iket_tui.cli.errors import check_writable, say, shown
 from iket_tui.cli.files import reads_its_file
 from iket_tui.cli.span import nothing_in, time_span
+from iket_tui.cli.unfinished import RunningLaunches
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import encode_batch
 from iket_tui.sources.reading import RecordingInfo, RecordingReader, recording_notes
@@ -33,7 +34,7 @@ def cmd_cut(args: argparse.Namespace) -> int:
     span = time_span(args)
     check_writable(args.output)
     inside, written = cut(args.file, args.output, span)
-    before = f" after {written - inside} of before it that they need" if written > inside else ""
+    before = f", and {written - inside} from before it that they need," if written > inside else ""
     say(f"wrote {inside} messages {span.said()}{before} to {shown(args.output)}")
     return 0
 
@@ -45,17 +46,22 @@ def cut(path: Path, output: Path, span: TimeSpan) -> tuple[int, int]:
     reader = RecordingReader(path, rows=True)
     cursor = SpanCursor(span)
     context = SpanContext()
+    launches = RunningLaunches()  # what runs on the GPU where the span starts
     out: _CutWriter | None = None
+    running = 0
     try:
         for chunk in reader.chunks():
             for item in chunk:
                 where = cursor.where(item)
                 if where is Where.BEFORE:
                     context.take(item)
+                    if isinstance(item, dict):
+                        launches.apply(item)
                 elif where is Where.INSIDE:
                     if out is None:
                         out = _CutWriter(output, reader.info)
                         out.extend(context.messages())
+                        running = sum(len(timeline.running()) for timeline in launches.kernels.timelines.values())
                     out.add(item)
         if out is None:
             raise nothing_in(path, span, cursor)
@@ -66,6 +72,9 @@ def cut(path: Path, output: Path, span: TimeSpan) -> tuple[int, int]:
             out.close("cut stopped")
         for note in recording_notes(reader.info, verb="read"):
             say(f"{path}: {note}")
+        if running:
+            were, its = ("launch was", "its") if running == 1 else ("launches were", "their")
+            say(f"{running} kernel {were} running at {span.from_s:g} s: the cut holds {its} events from there on")
     return cursor.inside, written
 
 

@@ -173,3 +173,16 @@ def test_dump_from_a_time_still_closes_the_passes_the_recording_ends_in() -> Non
     assert [
         line for line in _dump(str(DEMO), "--from", "29") if "never finished" in line or "kernel_launch" in line
     ] == whole
+
+
+def test_a_cut_from_inside_a_running_kernel_launch_says_it_holds_the_launch_from_there_on(tmp_path: Path) -> None:
+    waiting = DEMO.parent / "h200-demo-waiting.msgpack"  # block 3 of its last launch waits 4 s
+    out = tmp_path / "cut.msgpack"
+    result = run_iket("cut", str(waiting), "--from", "31", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "iket-tui: 1 kernel launch was running at 31 s: the cut holds its events from there on",
+        f"iket-tui: wrote 6 messages from 31 s to the end, and 2 from before it that they need, to {out}",
+    ]
+    quiet = run_iket("cut", str(waiting), "--from", "25", "--to", "27", "-o", str(tmp_path / "before.msgpack"))
+    assert "running at" not in quiet.stderr  # no launch ran then
