@@ -50,6 +50,10 @@ def read_config(keys: dict[str, Key], path: Path | None = None) -> dict[str, Any
             table = tomllib.load(file)
     except FileNotFoundError:
         return {}
+    except PermissionError:
+        if not os.access(path.parent, os.X_OK):
+            return {}  # a directory this user may not enter (another user's home): none of its files are theirs
+        raise UsageError(f"{path}: cannot be read: permission denied") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
