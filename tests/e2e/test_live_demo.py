@@ -6,8 +6,8 @@ seconds, one failing in ``tl.LayoutInference``, and one that nvcc rejects. The t
 what a user looks at: the rows of the tree, the header, the detail pane, and the file.
 
 The tour (what ``iket-tui demo`` asks the program for) is tried key by key on the live program:
-its stuck compile is marked stuck after the demo's threshold, the IR, stacks, reproducer and
-abort keys answer, and the program lives on after the abort.
+its stuck compile is marked stuck after the demo's threshold, the IR, stacks, reproducer,
+timing, kernels and abort keys answer, and the program lives on after the abort.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ import pytest
 pytest.importorskip("tilelang")
 
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from iket_tui import endpoints
 from iket_tui.cli.live import DEMO_HINT, DEMO_STUCK_AFTER_S, DEMO_TOUR
+from iket_tui.demo.sample import sample_recording
 from iket_tui.model.nodes import FAILED, INCOMPLETE, RUNNING, CompileNode, PassNode
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceState
@@ -40,7 +42,9 @@ from iket_tui.ui.detail_pane import DetailPane
 from iket_tui.ui.hang_screens import AbortPane, ReproPane
 from iket_tui.ui.header_bar import HeaderBar
 from iket_tui.ui.ir_screen import IRScreen
+from iket_tui.ui.kernels_screen import KernelsScreen
 from iket_tui.ui.stacks_screen import StacksScreen
+from iket_tui.ui.timing_screen import TimingScreen
 
 WAIT_S = 120.0
 SLOW_S = 3.0
@@ -190,8 +194,14 @@ def test_a_live_demo_seen_through_the_app_and_its_recording(demo: subprocess.Pop
 
 @pytest.fixture
 def tour(runtime_dir: Path, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """The demo program as ``iket-tui demo`` starts it, with a short list lowered only."""
-    env = {**os.environ, "IKET_TUI": "1", "IKET_TUI_WAIT_CLIENT": str(WAIT_S), "XDG_RUNTIME_DIR": str(runtime_dir)}
+    """The demo program as ``iket-tui demo`` starts it (kernels traced), with a short list lowered only."""
+    env = {
+        **os.environ,
+        "IKET_TUI": "1",
+        "IKET_TUI_KERNELS": "1",
+        "IKET_TUI_WAIT_CLIENT": str(WAIT_S),
+        "XDG_RUNTIME_DIR": str(runtime_dir),
+    }
     args = [*DEMO_TOUR, "--kernels", "vector_add", "--lower-only", "--pause", "0"]
     with open(tmp_path / "demo.log", "wb") as log:
         program = subprocess.Popen(
@@ -242,6 +252,20 @@ async def _tour(app: IketApp, pilot: Pilot[int], program: subprocess.Popen[bytes
     seen["repro"] = app.screen.text()
     await pilot.press("escape")
 
+    await pilot.press("T")
+    await _wait(pilot, lambda: isinstance(app.screen, TimingScreen), "the timing screen")
+    timing = app.screen.query_one("#pass-names", DataTable)
+    await _wait(pilot, lambda: timing.row_count > 0, "the passes' timings")
+    seen["slowest pass"] = str(timing.get_row_at(0)[0])
+    await pilot.press("escape")
+
+    await pilot.press("K")
+    await _wait(pilot, lambda: isinstance(app.screen, KernelsScreen), "the kernels screen")
+    launches = app.screen.query_one("#launches", DataTable)
+    await _wait(pilot, lambda: launches.row_count == 4, "the recorded launches, read off the app's thread")
+    seen["kernels"] = str(app.screen.query_one("#kernels-title").render())
+    await pilot.press("escape")
+
     await pilot.press("A")
     await _wait(pilot, lambda: isinstance(app.screen, AbortPane), "the abort's confirmation")
     confirm = app.screen
@@ -262,7 +286,12 @@ def test_the_demo_tour_works_key_by_key_on_the_live_program(
     tour: subprocess.Popen[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # where R writes the reproducer
-    app = IketApp(SocketSource(_socket_of(tour)), stuck_after_s=DEMO_STUCK_AFTER_S, hint=DEMO_HINT)
+    app = IketApp(
+        SocketSource(_socket_of(tour)),
+        stuck_after_s=DEMO_STUCK_AFTER_S,
+        hint=DEMO_HINT,
+        sample_kernels=sample_recording(),
+    )
 
     async def drive() -> dict[str, str]:
         async with app.run_test(size=(160, 48)) as pilot:
@@ -279,6 +308,8 @@ def test_the_demo_tour_works_key_by_key_on_the_live_program(
     assert "def stuck_gemm(" in seen["ir"]
     assert "Thread stuck compile" in seen["stacks"] and "in wait_until_aborted" in seen["stacks"]
     assert "by wait_for_abort(poll_s=0.2)" in seen["repro"].replace("\n", " ")
+    assert seen["slowest pass"].endswith("demo.WaitForAbort")
+    assert seen["kernels"] == "kernels: no GPU here; showing a recorded run on NVIDIA H200 (h200-demo-waiting.msgpack)"
     assert seen["abort"].startswith(
         "compile 1 aborted\ncompile 1 failed: CompileAborted: aborted by iket-tui after "
     ), seen["abort"]
