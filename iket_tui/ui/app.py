@@ -263,7 +263,7 @@ class IketApp(App[int]):
 
     def _show_timeline(self) -> None:
         if self.seekable is not None:
-            self.timeline_bar.show(self.jumps.timeline, self.seekable.position_t_ns)
+            self.timeline_bar.show(self.jumps.timeline, self.seekable.position_t_ns, self._playing())
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="sample", description="read the sample kernels")
     def read_sample(self, path: Path) -> None:
@@ -503,6 +503,7 @@ class IketApp(App[int]):
         view.sync()
         self._show_details()
         self.header.show(self._header_state())
+        self._show_timeline()
 
     def _follow(self) -> None:
         tree = self.pass_tree
@@ -604,6 +605,14 @@ class IketApp(App[int]):
         since = time.strftime("%H:%M:%S", time.localtime(time.time() - quiet_s))
         return f"for {units.duration(int(quiet_s * 1e9))} (since {since})"
 
+    def _playing(self) -> str:
+        """How a replay plays: ``speed 1x``, ``speed max``, then ``paused`` where it is."""
+        playback = self.playback
+        if playback is None:
+            return ""
+        speed = "speed max" if playback.speed == 0 else f"speed {playback.speed:g}x"
+        return f"{speed}  paused" if playback.paused else speed
+
     def _mode(self) -> str:
         parts: list[str] = []
         playback = self.playback
@@ -611,9 +620,7 @@ class IketApp(App[int]):
             last = self.session.last_t_ns
             position = last - (self._first_t_ns or last)
             parts.append(f"at {units.duration(position) or '0 ns'}")
-            parts.append("speed max" if playback.speed == 0 else f"speed {playback.speed:g}x")
-            if playback.paused:
-                parts.append("paused")
+            parts.append(self._playing())
         elif self.paused:
             held = sum(len(messages) for messages in self._held)
             parts.append(f"paused ({held:,} held)" if held else "paused")

@@ -44,12 +44,14 @@ class Cell:
     style: str
 
 
-def time_label(timeline: RecordingTimeline | None, position_ns: int | None) -> str:
-    """Where the replay stands and how long the recording is, in seconds, as dump's time column reads."""
+def time_label(timeline: RecordingTimeline | None, position_ns: int | None, playing: str = "") -> str:
+    """Where the replay stands and how long the recording is, in seconds, as dump's time column
+    reads, then how it plays (``speed 1x``, ``paused``): the header may have no room left for that."""
+    tail = f" {playing} " if playing else " "
     if timeline is None:
-        return " reading the recording's timeline… "
+        return f" reading the recording's timeline…{tail}"
     at = timeline.seconds(position_ns) if position_ns is not None else 0.0
-    return f" {max(0.0, at):.1f} / {timeline.seconds(timeline.end_ns):.1f} s "
+    return f" {max(0.0, at):.1f} / {timeline.seconds(timeline.end_ns):.1f} s{tail}"
 
 
 def track_cells(timeline: RecordingTimeline, position_ns: int | None, width: int) -> list[Cell]:
@@ -132,20 +134,23 @@ class TimelineBar(Widget):
         super().__init__(id=id)
         self.timeline: RecordingTimeline | None = None
         self.position_ns: int | None = None
+        self.playing = ""
 
-    def show(self, timeline: RecordingTimeline | None, position_ns: int | None) -> None:
-        """Draw ``timeline`` with the replay at ``position_ns``; repaints only on a change."""
-        if timeline is self.timeline and position_ns == self.position_ns:
+    def show(self, timeline: RecordingTimeline | None, position_ns: int | None, playing: str = "") -> None:
+        """Draw ``timeline`` with the replay at ``position_ns``, playing as ``playing`` says;
+        repaints only on a change."""
+        if timeline is self.timeline and position_ns == self.position_ns and playing == self.playing:
             return
         self.timeline = timeline
         self.position_ns = position_ns
+        self.playing = playing
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y != 0 or width <= 0:
             return Strip.blank(width, self.rich_style)
-        label = time_label(self.timeline, self.position_ns)
+        label = time_label(self.timeline, self.position_ns, self.playing)
         segments = [Segment(label, self.get_component_rich_style("timeline-bar--label"))]
         if self.timeline is not None:
             cells = track_cells(self.timeline, self.position_ns, width - len(label) - 1)
@@ -161,7 +166,7 @@ class TimelineBar(Widget):
         timeline = self.timeline
         if timeline is None:
             return
-        label = len(time_label(timeline, self.position_ns))
+        label = len(time_label(timeline, self.position_ns, self.playing))
         width = self.size.width - label - 1
         column = event.x - label
         if 0 <= column < width:

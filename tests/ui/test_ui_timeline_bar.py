@@ -52,6 +52,20 @@ def test_the_track_marks_the_failures_compiles_and_where_the_replay_stands() -> 
     assert set(text[1:10]) == {"━"} and text[45] == "─"  # played up to where it stands, not past it
     assert time_label(timeline, timeline.start_ns + int(18.8e9)) == " 18.8 / 29.5 s "
     assert time_label(None, None) == " reading the recording's timeline… "
+    assert time_label(timeline, timeline.start_ns, "speed 2x") == " 0.0 / 29.5 s speed 2x "
+
+
+@app_test
+async def test_at_80_columns_the_bar_says_how_the_replay_plays() -> None:
+    app = IketApp(RecordingSource(DEMO, seekable=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.jumps.timeline is not None, "the timeline")
+        bar = app.query_one("#timeline")
+        await wait_until(pilot, lambda: "s speed 1x " in bar.render_line(0).text, "the speed on the bar")
+        await pilot.press("right_square_bracket")
+        await wait_until(pilot, lambda: "s speed 2x " in bar.render_line(0).text, "the faster speed")
+        await pilot.press("space")
+        await wait_until(pilot, lambda: "s speed 2x  paused " in bar.render_line(0).text, "paused")
 
 
 @app_test
@@ -85,7 +99,7 @@ async def test_a_click_on_the_bar_jumps_there_and_the_kernels_screen_shows_the_l
     async with app.run_test(size=WIDE) as pilot:
         await wait_until(pilot, lambda: app.jumps.timeline is not None, "the timeline")
         bar = app.query_one("#timeline")
-        label = len(time_label(app.jumps.timeline, None))
+        label = len(time_label(app.jumps.timeline, None, bar.playing))
         await pilot.click("#timeline", offset=(bar.size.width - 2, 0))  # the last column: the end
         await wait_until(pilot, lambda: len(app.session.tree.compiles) == 9, "every compile")
         await pilot.click("#timeline", offset=(label + 1, 0))  # near the start: before any compile
