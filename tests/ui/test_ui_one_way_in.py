@@ -23,7 +23,9 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     # names and one-line reasons. Data and protocols only; none of it reads anything.
     "iket_tui.sources.base": None,
     # How a stacks answer reads as text: a pure function of the answer that arrived.
-    "iket_tui.sources.stacks": frozenset({"stack_lines"}),
+    "iket_tui.sources.stacks": frozenset({"stack_lines", "INNERMOST_FIRST"}),
+    # A recording's timeline as the app's worker read it (its marks and length): data only.
+    "iket_tui.sources.timeline": frozenset({"Mark", "MarkKind", "RecordingTimeline"}),
     # How an IR answer reads as text (before, after, or the diff): a pure function of the answer.
     "iket_tui.sources.ir": frozenset({"view_of"}),
 }
