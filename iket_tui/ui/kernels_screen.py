@@ -30,7 +30,6 @@ numbers first, and whole items of the line under the cursor, never part of a cel
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -53,6 +52,7 @@ from iket_tui.ui.footer import KeysFooter
 from iket_tui.ui.messages import ModelChanged
 from iket_tui.ui.running_warps import RunningWarps
 from iket_tui.ui.throttle import Throttle
+from iket_tui.ui.wrapping import wrapped
 
 REFRESH_S = 0.1
 
@@ -564,28 +564,6 @@ def fitting_title(title: str, width: int) -> str:
 
 LINE_PADDING = 2
 """The cells the lines above the flame view leave free at their sides."""
-
-
-def wrapped(text: str, width: int) -> str:
-    """``text`` broken into lines of at most ``width`` cells at spaces, never between a number
-    and the word after it (``24 events``, ``4.00 s``), so that a number keeps its unit."""
-    lines: list[str] = []
-    for paragraph in text.split("\n"):
-        words: list[str] = []
-        for token in paragraph.split(" "):
-            if words and re.search(r"\d$", words[-1]) and token[:1].isalpha():
-                words[-1] += " " + token
-            else:
-                words.append(token)
-        line = ""
-        for word in words:
-            if line and cell_len(f"{line} {word}") > width:
-                lines.append(line)
-                line = word
-            else:
-                line = f"{line} {word}" if line else word
-        lines.append(line)
-    return "\n".join(lines)
 
 
 UNDER_CURSOR_PADDING = 2

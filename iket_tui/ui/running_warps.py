@@ -11,9 +11,12 @@ from rich.text import Text
 from textual.widgets import Static
 
 from iket_tui.model.running_kernels import Unfinished
+from iket_tui.ui.wrapping import wrapped
 
 ROWS = 8
 """Groups listed at most; the line after them says how many more."""
+PADDING = 2
+"""The cells the widget's padding takes (one each side)."""
 
 
 class RunningWarps(Static):
@@ -46,7 +49,8 @@ class RunningWarps(Static):
         widths = [max(len(row[i]) for row in columns) for i in range(3)]
         self.rows = ["  ".join(row[i].ljust(widths[i]) if i < 3 else row[i] for i in range(4)) for row in columns]
         hidden = found.group_count - len(columns)
-        text = Text(self.summary, style=self.get_component_rich_style("running-warps--summary", partial=True), end="")
+        summary = wrapped(self.summary, self.screen.size.width - PADDING)
+        text = Text(summary, style=self.get_component_rich_style("running-warps--summary", partial=True), end="")
         stuck = self.get_component_rich_style("running-warps--stuck", partial=True)
         quiet = self.get_component_rich_style("running-warps--quiet", partial=True)
         for group, row in zip(found.groups, self.rows, strict=False):

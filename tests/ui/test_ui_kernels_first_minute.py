@@ -21,8 +21,9 @@ from iket_tui.sources.replay import RecordingSource
 from iket_tui.ui.app import IketApp
 from iket_tui.ui.flame_view import FlameView
 from iket_tui.ui.footer import KeysFooter, key_width
-from iket_tui.ui.kernels_screen import KernelsScreen, fitting_columns, fitting_line, fitting_title, wrapped
+from iket_tui.ui.kernels_screen import KernelsScreen, fitting_columns, fitting_line, fitting_title
 from iket_tui.ui.running_warps import RunningWarps
+from iket_tui.ui.wrapping import wrapped
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WAITING = EXAMPLES / "h200-demo-waiting.msgpack"
@@ -228,3 +229,23 @@ def test_lines_above_the_flame_view_wrap_at_spaces_and_keep_each_number_with_its
         "block (3,0) ran on to",
         "t+4.00 s, past the right edge",
     ]
+
+
+@app_test
+async def test_the_unfinished_warps_summary_keeps_its_time_with_its_unit_where_it_wraps() -> None:
+    messages, _ = read_recording(WAITING)
+    held = [index for index, msg in enumerate(messages) if msg["type"] == "kernel_records"][-2]  # block (3,0) waits
+    source = FakeSource([batch(messages[: held + 1], state=SourceState.LIVE)], stay_open=True)
+    clock = FrozenClock()
+    app = IketApp(source, clock=clock, tick_s=0.05)
+    async with app.run_test(size=(85, 24)) as pilot:  # 83 cells: the line would end between 3.05 and s
+        await wait_for_batches(pilot, app, 1)
+        screen = await kernels_of(pilot, app)
+        clock.advance(3.0)
+        running = screen.query_one(RunningWarps)
+        await wait_until(pilot, lambda: bool(running.summary), "the waiting launch's warps")
+        lines = [running.render_line(y).text.strip() for y in range(2)]
+        assert lines == [
+            "1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17),",
+            "3.05 s ago",
+        ]
