@@ -78,7 +78,7 @@ class KernelsScreen(Screen[None]):
     COMPONENT_CLASSES: ClassVar[set[str]] = {"kernels-screen--running", "kernels-screen--quiet"}
 
     DEFAULT_CSS = """
-    KernelsScreen #kernels-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
+    KernelsScreen #kernels-title { height: auto; max-height: 2; background: $panel; text-style: bold; padding: 0 1; }
     KernelsScreen #launches { height: auto; max-height: 30%; }
     KernelsScreen #launches:blur > .datatable--cursor { background: $primary 50%; text-style: bold; }
     KernelsScreen #launch-status { height: auto; display: none; padding: 0 1; background: $warning-muted; }
@@ -177,7 +177,7 @@ class KernelsScreen(Screen[None]):
         if kernels.version == self._version and all(
             launch.unbalanced_if_known() is not None or launch.evicted for launch in self._rows
         ):
-            title.update(fitting_title(self._title(now), self.size.width - TITLE_PADDING))
+            title.update(self._fitted_title(now))
             if not self.follow or self._followed(self._rows, now) is self.selected:
                 self._show_running(now)  # the clock moved: only the marks and their times
                 return
@@ -219,7 +219,7 @@ class KernelsScreen(Screen[None]):
         self._shown_columns = shown
         self._duration_width = max([len("duration"), *(cell_len(str(cells["duration"])) for cells in rows)])
         self._rows = launches
-        title.update(fitting_title(self._title(now), self.size.width - TITLE_PADDING))
+        title.update(self._fitted_title(now))
         if self.selected is not None and self.selected in launches:
             table.move_cursor(row=launches.index(self.selected), animate=False)
         self.query_one(FlameView).show_launch(self.selected)
@@ -362,6 +362,12 @@ class KernelsScreen(Screen[None]):
         self.kernels = ProcessKernels(self.sample[0]) if want_sample and self.sample is not None else live
         self.showing_sample = want_sample
         self._version = -1
+
+    def _fitted_title(self, now: int) -> str:
+        """The title in the screen's width: whole items left out, and a title of one item (a
+        recorded run's) wrapped rather than cut."""
+        width = self.size.width - TITLE_PADDING
+        return wrapped(fitting_title(self._title(now), width), width)
 
     def _title(self, now: int) -> str:
         if self.showing_sample and self.sample is not None:

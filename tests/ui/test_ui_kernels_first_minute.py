@@ -249,3 +249,23 @@ async def test_the_unfinished_warps_summary_keeps_its_time_with_its_unit_where_i
             "1 of 64 blocks not finished: block (3,0), warps 4-7 last at `mma` (k_step 17),",
             "3.05 s ago",
         ]
+
+
+@app_test
+async def test_at_80_columns_the_title_of_a_recorded_run_wraps_whole() -> None:
+    from iket_tui.demo.sample import sample_recording
+    from iket_tui.model.synthetic import live_stream
+
+    no_ring = {"type": "kernel_tracing", "enabled": True, "device": None, "reason": "no CUDA device", "t_ns": 1}
+    source = FakeSource([batch([*live_stream(), no_ring], state=SourceState.LIVE)], stay_open=True)
+    app = IketApp(source, sample_kernels=sample_recording())  # type: ignore[arg-type]
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_until(pilot, lambda: app.session.kernels.tracing is not None, "the tracing state")
+        screen = await kernels_of(pilot, app)
+        title = screen.query_one("#kernels-title", Static)
+        await wait_until(pilot, lambda: "showing" in str(title.render()), "the recorded run's title")
+        assert str(title.render()).splitlines() == [
+            "kernels: no GPU here; showing a recorded run on NVIDIA H200",
+            "(h200-demo-waiting.msgpack)",
+        ]
+        assert title.size.height == 2
