@@ -159,7 +159,8 @@ def describe_row(launch: Launch | None, layout: FlameLayout | SmLayout | None, r
 
 def ruler(start_ns: float, ns_per_column: float, columns: int, spacing: int = 14) -> str:
     """The time axis: tick marks with their times, one every round step of at least ``spacing``
-    columns (10 at least, so that labels never overlap)."""
+    columns (10 at least, so that labels never overlap); a time with no room for it whole at the
+    right edge is left out, its tick kept."""
     raw = ns_per_column * max(10, spacing)
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
@@ -170,6 +171,8 @@ def ruler(start_ns: float, ns_per_column: float, columns: int, spacing: int = 14
         if column >= columns:
             break
         text = "┊" + duration(tick, resolution_ns=step)
+        if column + len(text) > columns:
+            text = "┊"  # no room for the whole time at the right edge: the tick alone, never a number cut from its unit
         for offset, char in enumerate(text[: columns - column]):
             line[column + offset] = char
         tick += step

@@ -127,8 +127,9 @@ async def test_grouping_by_sm_the_per_event_table_and_the_compile_of_each_launch
 
 
 def test_the_time_ruler_ticks_at_round_times() -> None:
-    # 100 ns a column: a tick every 2 µs (20 columns), the smallest round step of at least 14 columns.
-    assert ruler(0.0, 100.0, 44, spacing=14) == "┊0 ns" + " " * 15 + "┊2.00 µs" + " " * 12 + "┊4.0"
+    # 100 ns a column: a tick every 2 µs (20 columns), the smallest round step of at least 14 columns;
+    # the tick at 4 µs has no room for its time whole: the tick alone.
+    assert ruler(0.0, 100.0, 44, spacing=14) == "┊0 ns" + " " * 15 + "┊2.00 µs" + " " * 12 + "┊   "
     assert ruler(1500.0, 100.0, 16) == "     ┊2.00 µs   "  # the first tick at or after the window's start
 
 

@@ -1,7 +1,7 @@
 """SVG snapshots of the kernels screen over the bundled recording of a real H200 run (the demo's
 sample: three launches of its traced GEMM and a fourth in which one block waited 4 s), as it
-opens at 80x24, with the statistics at 100x30, and with the detail pane of a producer warp at
-160x48."""
+opens at 80x24, 100x30 and 160x48, with the statistics at 100x30, and with the detail pane of a
+producer warp at 160x48."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 from ui_driving import wait_for_batches, wait_until
@@ -43,9 +44,10 @@ def kernels_after(*keys: str) -> tuple[IketApp, Any]:
     return app, run_before
 
 
-def test_kernels_screen_as_it_opens_at_80x24(snap_compare: Compare) -> None:
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 48)], ids=["80x24", "100x30", "160x48"])
+def test_kernels_screen_as_it_opens(snap_compare: Compare, size: tuple[int, int]) -> None:
     app, run_before = kernels_after()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 def test_kernels_screen_statistics_at_100x30(snap_compare: Compare) -> None:
