@@ -192,7 +192,7 @@ class LaunchSpool:
         whole (its ranges are paired over all its warps at once), so the largest launch sets
         the export's peak memory."""
         spooled = np.frombuffer(self._spool.read(launch.order), dtype=EVENT_DTYPE)
-        return np.concatenate([spooled, *launch.parts]) if launch.parts else spooled.copy()
+        return np.concatenate([spooled, launch.events()]) if launch.parts else spooled.copy()
 
     def close(self) -> None:
         self._spool.close()

@@ -25,7 +25,7 @@ import numpy as np
 
 from iket_tui.durations import duration
 from iket_tui.model.launch_coverage import NOT_TRACED, PARTIAL, RUNNING
-from iket_tui.model.launches import Launch, LaunchKey
+from iket_tui.model.launches import Launch, LaunchKey, held_events
 from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.running_kernels import DEFAULT_STUCK_AFTER_NS, DeviceClock, Unfinished, unfinished
 from iket_tui.protocol import messages as m
@@ -38,7 +38,7 @@ DEFAULT_MAX_EVENTS = 10_000_000
 SPLIT_BYTES = 4 << 20
 """A drain's batch of more chunk bytes than this is sent as several messages, all full but the
 last (docs/ring.md, "Messages")."""
-"""Events the timeline keeps (32 bytes each decoded) before it summarises the oldest launches."""
+"""Events the timeline keeps (25 bytes each kept, 32 decoded) before it summarises the oldest launches."""
 
 ModuleKey = tuple[int, int]
 """(ring id, module id)."""
@@ -235,6 +235,7 @@ class KernelTimeline:
         if clock is not None and len(events):
             clock.newest_event_ns = max(clock.newest_event_ns, int(events["t_ns"].max()))
         of_events, of_chunks, of_losses = _by_launch(events), _by_launch(chunks), _by_launch(losses)
+        held = held_events(events)  # packed once for the batch, then taken apart by launch
         touched = []
         # Launches with records first (as they arrived), then those known only by their losses.
         for packed in [*of_events, *(packed for packed in of_losses if packed not in of_events)]:
@@ -243,7 +244,7 @@ class KernelTimeline:
             # The batch's chunks and losses at once: a warp's loss may come with its end.
             found.coverage.add(chunks[of_chunks.get(packed, _NONE)], lost, begins_known=shaped)
             if packed in of_events:
-                found.add(events[of_events[packed]])
+                found.add(_rows_of(held, of_events[packed]))
             if found.progress.lose(lost[lost["reason"] != LOSS_OVERWRITTEN]) and found.version:
                 found.version += 1  # after its begin: lost, no longer drawn running
             self._follow(found)
@@ -451,6 +452,19 @@ def _by_launch(rows: np.ndarray[Any, np.dtype[np.void]]) -> dict[int, np.ndarray
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     bounds = np.r_[starts, len(ordered)].tolist()
     return {packed: order[bounds[i] : bounds[i + 1]] for i, packed in enumerate(ordered[starts].tolist())}
+
+
+def _rows_of(
+    rows: np.ndarray[Any, np.dtype[np.void]], at: np.ndarray[Any, np.dtype[np.intp]]
+) -> np.ndarray[Any, np.dtype[np.void]]:
+    """``rows[at]`` for ascending ``at``, as an array of its own: the whole array itself, or a
+    copied slice where ``at`` runs without gaps (cheaper than gathering row by row)."""
+    if len(at) == len(rows):
+        return rows
+    if len(at) and int(at[-1]) - int(at[0]) == len(at) - 1:
+        return rows[int(at[0]) : int(at[-1]) + 1].copy()
+    gathered: np.ndarray[Any, np.dtype[np.void]] = rows[at]
+    return gathered
 
 
 def _launch_keys(rows: np.ndarray[Any, np.dtype[np.void]]) -> np.ndarray[Any, np.dtype[np.int64]]:

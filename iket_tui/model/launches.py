@@ -11,7 +11,7 @@ start are kept and flagged, not dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -20,6 +20,26 @@ from iket_tui.model.nodes import ProcessNode
 from iket_tui.model.running_kernels import WarpProgress
 from iket_tui.ring.events import ModuleEvents
 from iket_tui.ring.layout import EVENT_DTYPE, EVENT_WARP_ROW, KIND_END, KIND_MARK, KIND_MASK, KIND_START, KIND_UNKNOWN
+
+HELD_DTYPE: Final = np.dtype(
+    [
+        ("t_ns", "<u8"),
+        ("payload", "<u4"),
+        ("event", "u1"),
+        ("kind", "u1"),
+        ("payload_type", "u1"),
+        ("block_x", "<u4"),
+        ("block_y", "<u2"),
+        ("block_z", "<u2"),
+        ("sm", "u1"),
+        ("warp", "u1"),
+    ]
+)
+"""How a launch keeps its events (25 bytes each, against 32 decoded): without the fields that
+are the same for every event of a launch (module, kernel, launch number), which its key holds.
+Bytes 0..14 are the decoded event's 0..14, 15..22 its 20..27 and 23..24 its 30..31."""
+_HELD_BYTES: Final = ((slice(0, 15), slice(0, 15)), (slice(15, 23), slice(20, 28)), (slice(23, 25), slice(30, 32)))
+"""(held bytes, decoded bytes) copied between the two layouts."""
 
 LaunchKey = tuple[int, int, int, int]
 """(ring id, module id, kernel index, launch number)."""
@@ -90,6 +110,7 @@ class Launch:
     process: ProcessNode | None = None
     """The process that ran it, in a session that names its processes (None for a recording's sample)."""
     parts: list[np.ndarray[Any, np.dtype[np.void]]] = field(default_factory=list)
+    """The events it holds, in :data:`HELD_DTYPE`, one array per batch (:meth:`events` reads them)."""
     records: int = 0
     """Its events that arrived: rows that only say a warp began or ended (where that came in a
     later drain than the warp's last event) are not events."""
@@ -107,7 +128,7 @@ class Launch:
     """Which of its warps arrived whole, what it lost and why (kept after eviction: a row per
     open warp and two counts per block, not per event)."""
     _grid: tuple[int, int, int] | None = None
-    _events: np.ndarray[Any, np.dtype[np.void]] | None = None
+    _held_grid: tuple[int, int, int] = (0, 0, 0)
     _spans: tuple[int, Spans] | None = None
 
     @property
@@ -129,6 +150,10 @@ class Launch:
         return x * y * z
 
     def add(self, events: np.ndarray[Any, np.dtype[np.void]]) -> None:
+        """Take in a batch of its events, decoded or as :func:`held_events` gives them (kept as
+        they are then: a timeline packs a whole batch at once)."""
+        if events.dtype != HELD_DTYPE:
+            events = held_events(events)
         self.progress.add(events)
         first, last = int(events["t_ns"].min()), int(events["t_ns"].max())
         real = len(events) - int(np.count_nonzero(events["kind"] & EVENT_WARP_ROW))
@@ -141,41 +166,54 @@ class Launch:
         self.records += real
         self.rows += len(events)
         self.parts.append(events)
-        self._events = None
+        x, y, z = self._held_grid
+        self._held_grid = (
+            max(x, int(events["block_x"].max()) + 1),
+            max(y, int(events["block_y"].max()) + 1),
+            max(z, int(events["block_z"].max()) + 1),
+        )
         self.version += 1
 
     def events(self) -> np.ndarray[Any, np.dtype[np.void]]:
-        """Every event of the launch so far, in arrival order."""
-        if self._events is None:
-            if len(self.parts) > 1:
-                self.parts = [np.concatenate(self.parts)]
-            self._events = self.parts[0] if self.parts else np.empty(0, dtype=EVENT_DTYPE)
-        return self._events
+        """Every event it holds, in arrival order (:data:`~iket_tui.ring.layout.EVENT_DTYPE`).
+        Made afresh on each call from what it keeps, so that only the launches being looked at
+        take the decoded size; :meth:`spans` keeps what it pairs from them."""
+        _, module, kernel, launch = self.key
+        out = np.empty(sum(len(part) for part in self.parts), dtype=EVENT_DTYPE)
+        out["kernel"], out["launch"], out["module"] = kernel, launch, module
+        decoded = out.view(np.uint8).reshape(len(out), EVENT_DTYPE.itemsize)
+        at = 0
+        for part in self.parts:
+            held = part.view(np.uint8).reshape(len(part), HELD_DTYPE.itemsize)
+            for to, source in _HELD_BYTES:
+                decoded[at : at + len(part), source] = held[:, to]
+            at += len(part)
+        return out
 
     def release(self) -> list[np.ndarray[Any, np.dtype[np.void]]]:
-        """Hand over the events it holds, which are kept elsewhere from now on (an export keeps
-        them on disk): its rows count only those it still holds; its summary stays."""
-        parts, self.parts = self.parts, []
+        """Hand over the events it holds (decoded, as :meth:`events` gives them), which are kept
+        elsewhere from now on (an export keeps them on disk): its rows count only those it still
+        holds; its summary stays."""
+        parts = [self.events()] if self.parts else []
+        self.parts = []
         self.rows -= sum(len(part) for part in parts)
-        self._events, self._spans = None, None
+        self._held_grid, self._spans = (0, 0, 0), None
         self.version += 1
         return parts
 
     def evict(self) -> None:
         """Let the events go, keeping the summary (records, times, grid)."""
         self._grid = self.grid()
-        self.parts, self._events, self._spans = [], None, None
+        self.parts, self._spans = [], None
         self.evicted = True
         self.version += 1
 
     def grid(self) -> tuple[int, int, int]:
-        """The grid shape seen so far: highest block index plus one, per dimension."""
+        """The grid shape seen so far: highest block index plus one, per dimension, over the
+        events it holds (kept as it was when they were let go)."""
         if self._grid is not None:
             return self._grid
-        events = self.events()
-        if not len(events):
-            return (0, 0, 0)
-        return (int(events["block_x"].max()) + 1, int(events["block_y"].max()) + 1, int(events["block_z"].max()) + 1)
+        return self._held_grid if self.parts else (0, 0, 0)
 
     def unbalanced_if_known(self) -> int | None:
         """Unbalanced ranges, if the spans of this version were already paired (cheap to ask)."""
@@ -195,6 +233,17 @@ class Launch:
                 if info.event_id == event:
                     return info.name
         return f"event {event}"
+
+
+def held_events(events: np.ndarray[Any, np.dtype[np.void]]) -> np.ndarray[Any, np.dtype[np.void]]:
+    """Decoded ``events`` (:data:`~iket_tui.ring.layout.EVENT_DTYPE`) as a launch keeps them
+    (:data:`HELD_DTYPE`): what :meth:`Launch.add` takes."""
+    held = np.empty(len(events), dtype=HELD_DTYPE)
+    decoded = np.ascontiguousarray(events).view(np.uint8).reshape(len(events), EVENT_DTYPE.itemsize)
+    into = held.view(np.uint8).reshape(len(held), HELD_DTYPE.itemsize)
+    for to, source in _HELD_BYTES:
+        into[:, to] = decoded[:, source]
+    return held
 
 
 def pair_ranges(events: np.ndarray[Any, np.dtype[np.void]], origin_ns: int) -> Spans:
