@@ -63,7 +63,8 @@ class HostBridge:
     def __init__(self) -> None:
         self._agents: dict[int, _Agent] = {}  # by channel
         self._open: dict[tuple[int, int], _Agent] = {}  # by (pid, start time)
-        self._declined: set[tuple[int, int]] = set()  # closed by the client, until it asks again
+        self._declined: set[tuple[int, int]] = set()  # refused: never connected to again
+        self._away: set[tuple[int, int]] = set()  # streams ended while their processes ran on
         self._next_channel = 1
         self._decoder = mux.MuxDecoder()
         self._sel = selectors.DefaultSelector()
@@ -95,11 +96,21 @@ class HostBridge:
     # -- agents -------------------------------------------------------------------------
 
     def _find(self) -> None:
-        """Connect to every agent not carried yet (nor declined by the client)."""
+        """Connect to every agent not carried yet (nor refused), and say which of the processes
+        whose streams ended while they ran on have ended since."""
         for endpoint in list_endpoints():
             key = (endpoint.pid, endpoint.start_time)
             if key not in self._open and key not in self._declined:
                 self._connect(*key)
+        for pid, start in list(self._away):
+            if (pid, start) in self._open or not process_alive(pid, start):
+                self._away.discard((pid, start))
+            if (pid, start) not in self._open and not process_alive(pid, start):
+                self._write(
+                    mux.encode_control(
+                        mux.AGENT_END, channel=0, pid=pid, start_time=start, code=0, reason="its process ended"
+                    )
+                )
 
     def _connect(self, pid: int, start_time: int) -> bool:
         """Connect to the agent of ``pid`` and announce its channel; ``False`` when none listens."""
@@ -165,13 +176,19 @@ class HostBridge:
             time.sleep(0.02)
         return 0
 
-    def _ended(self, agent: _Agent, code: int, reason: str, *, tell: bool = True) -> None:
+    def _ended(self, agent: _Agent, code: int, reason: str) -> None:
+        """The agent's stream ended (``code`` says why): its connection closed, the client told."""
         self._sel.unregister(agent.sock)
         agent.sock.close()
         del self._agents[agent.channel]
-        self._open.pop((agent.pid, agent.start_time), None)
-        if tell:
-            self._write(mux.encode_control(mux.AGENT_END, channel=agent.channel, code=code, reason=reason))
+        key = (agent.pid, agent.start_time)
+        self._open.pop(key, None)
+        if code == EXIT_AGENT_AWAY:
+            self._away.add(key)  # carried again once it listens; the client is told if it ends
+        end = mux.encode_control(
+            mux.AGENT_END, channel=agent.channel, pid=agent.pid, start_time=agent.start_time, code=code, reason=reason
+        )
+        self._write(end)
 
     # -- the client ---------------------------------------------------------------------
 
@@ -205,8 +222,8 @@ class HostBridge:
         kind, channel = msg.get("type"), msg.get("channel")
         if kind == mux.CLOSE and type(channel) is int and channel in self._agents:  # others are skipped
             agent = self._agents[channel]
-            self._declined.add((agent.pid, agent.start_time))
-            self._ended(agent, 0, "closed by the client", tell=False)
+            runs_on = process_alive(agent.pid, agent.start_time)
+            self._ended(agent, EXIT_AGENT_AWAY if runs_on else 0, "closed by the client")
 
     def _write(self, data: bytes) -> None:
         """Write all of ``data`` to stdout; once the client's end is gone, the bridge ends."""

@@ -369,6 +369,7 @@ class HostLink:
             if carried:
                 del self._channels[channel.number]
                 self._by_agent.pop((channel.pid, channel.start_time), None)
+                self._ended[(channel.pid, channel.start_time)] = EXIT_AGENT_AWAY  # until the bridge says
         if carried:  # the client is done with it: the bridge closes the agent's connection
             sock.sendall(mux.encode_control(mux.CLOSE, channel=channel.number))
 
@@ -405,12 +406,17 @@ class HostLink:
                 self._changed.notify_all()
             elif kind == mux.AGENT_END and type(number) is int:
                 code = msg.get("code")
-                found = self._channels.pop(number, None)
-                if found is None:
+                found = self._channels.pop(number, None) if number != mux.CONTROL else None
+                if found is not None:
+                    key = (found.pid, found.start_time)
+                elif type(pid) is int and type(start) is int:
+                    key = (pid, start)  # a stream the client had closed, or a process away that ended
+                else:
                     return
-                self._by_agent.pop((found.pid, found.start_time), None)
-                self._ended[(found.pid, found.start_time)] = code if type(code) is int else EXIT_GONE
-                if found.end is not None:  # the source sees its stream end, its code known
+                if self._by_agent.get(key) is found:
+                    self._by_agent.pop(key, None)
+                self._ended[key] = code if type(code) is int else EXIT_GONE
+                if found is not None and found.end is not None:  # the source sees its stream end, its code known
                     with contextlib.suppress(OSError):
                         found.end.shutdown(socket.SHUT_RDWR)
 

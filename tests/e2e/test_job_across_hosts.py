@@ -277,3 +277,46 @@ def test_a_host_that_cannot_be_reached_as_attach_starts_is_one_line_naming_it(cl
     result = cli.run_iket("attach", "node1:", "nowhere:", "node3:")
     cli.assert_one_line_error(result, "nowhere: ssh cannot reach it")
     cli.wait_until(lambda: not cluster.sshd.sessions(), timeout=30)  # the hosts reached were let go
+
+
+RESTARTING_TARGET = TESTS / "sources" / "restarting_target.py"
+
+
+def test_an_agent_stopped_and_started_again_on_a_host_is_followed_through_its_one_connection(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Its stream ends on its channel while its process runs on; the bridge carries it again on
+    a new channel once it listens, and the stream is taken up with every event once."""
+    gate = tmp_path / "gate"
+    env = {**os.environ, "IKET_TEST_GATE": str(gate), "XDG_RUNTIME_DIR": str(cluster.runtimes["node1"])}
+    target = subprocess.Popen([sys.executable, str(RESTARTING_TARGET)], env=env, stdout=subprocess.PIPE, text=True)
+    assert target.stdout is not None
+    target.stdout.readline()  # its socket: listening
+    source = job_source(job_targets(["node1:"]), record_to=None, filters={})
+    got: list[str] = []
+    notes: list[str] = []
+    whose: int | None = None
+    try:
+        for batch in source.batches():
+            notes += batch.notes
+            for msg in batch.messages:
+                if type(msg) is not dict:
+                    continue
+                if msg["type"] == m.PROCESS:
+                    whose = msg["pid"]
+                elif msg["type"] == m.CALLBACK_MISMATCH and whose == target.pid:
+                    got.append(msg["got"])
+            if len(got) == 100:
+                gate.touch()  # the target stops its agent, and starts it again
+            if len(got) == 250:
+                gate.with_name("gate.exit").touch()
+            if target.poll() is not None:
+                break
+        assert target.wait(TIMEOUT_S) == 0
+    finally:
+        source.close_and_wait()
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    assert got == [f"event {n}" for n in range(250)]  # every event once
+    assert any(note.startswith(f"reconnected to pid {target.pid} after ") for note in notes), notes
