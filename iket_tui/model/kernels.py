@@ -457,13 +457,15 @@ def _by_launch(rows: np.ndarray[Any, np.dtype[np.void]]) -> dict[int, np.ndarray
 def _rows_of(
     rows: np.ndarray[Any, np.dtype[np.void]], at: np.ndarray[Any, np.dtype[np.intp]]
 ) -> np.ndarray[Any, np.dtype[np.void]]:
-    """``rows[at]`` for ascending ``at``, as an array of its own: the whole array itself, or a
-    copied slice where ``at`` runs without gaps (cheaper than gathering row by row)."""
+    """``rows[at]`` for ascending ``at`` (``rows`` contiguous), as an array of its own: the whole
+    array itself, a copied slice where ``at`` runs without gaps, else the rows gathered as
+    plain bytes (indexing a structured array gathers field by field, 20 times slower)."""
     if len(at) == len(rows):
         return rows
     if len(at) and int(at[-1]) - int(at[0]) == len(at) - 1:
         return rows[int(at[0]) : int(at[-1]) + 1].copy()
-    gathered: np.ndarray[Any, np.dtype[np.void]] = rows[at]
+    as_bytes = rows.view(np.uint8).reshape(len(rows), rows.dtype.itemsize)
+    gathered: np.ndarray[Any, np.dtype[np.void]] = np.take(as_bytes, at, axis=0).view(rows.dtype).reshape(-1)
     return gathered
 
 
