@@ -533,5 +533,8 @@ class HostAgentSource(SocketSource):
             return f"the agent of {self.who} stopped; waiting for it to start again"
         return f"{self.who} hung up without a bye but still runs; reconnecting"
 
+    def _back_note(self, after: str, gone: str) -> str:
+        return f"{self.who}: its stream taken up again after {after}; {gone}"
+
     def _native_stacks(self, hello: m.Message, timeout_s: float) -> NativeStacks:
         return native_stacks_there(RemoteTarget(self._link.host, self._pid), timeout_s)

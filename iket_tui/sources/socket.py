@@ -666,11 +666,13 @@ class SocketSource:
             if lost == 0
             else f"{lost} events of the gap were lost (its agent no longer held them)"
         )
-        self._gap_notes.append(
-            f"reconnected to pid {self.agent_hello['pid']} after {duration(int((time.monotonic() - started) * 1e9))}"
-            " without its agent;"
-            f" {gone}"
-        )
+        self._gap_notes.append(self._back_note(duration(int((time.monotonic() - started) * 1e9)), gone))
+
+    def _back_note(self, after: str, gone: str) -> str:
+        """What the stream says once its agent is back after a gap of ``after``: ``gone`` says
+        what of the gap was lost."""
+        assert self.agent_hello is not None
+        return f"reconnected to pid {self.agent_hello['pid']} after {after} without its agent; {gone}"
 
     def _take_gap_notes(self) -> tuple[str, ...]:
         taken = tuple(self._gap_notes)

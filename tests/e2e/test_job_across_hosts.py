@@ -319,4 +319,4 @@ def test_an_agent_stopped_and_started_again_on_a_host_is_followed_through_its_on
             target.kill()
             target.wait()
     assert got == [f"event {n}" for n in range(250)]  # every event once
-    assert any(note.startswith(f"reconnected to pid {target.pid} after ") for note in notes), notes
+    assert any(note.startswith(f"node1/pid {target.pid}: its stream taken up again after ") for note in notes), notes
