@@ -193,6 +193,9 @@ class PassNotes:
         name; holding it keeps that address from being reused meanwhile."""
         self._ir: dict[int, Any] | None = None  # this compile's passes in the IR store
         self._ir_compile: int | None = None
+        self._hashed: tuple[Any, int] | None = None
+        """The module a pass last returned and its structural hash: the next pass is usually
+        given that module, whose hash then need not be computed again."""
 
     # TVM's pass instrument interface
 
@@ -212,6 +215,7 @@ class PassNotes:
                 self.abort(None)
             self._ir = None  # TVM may keep this instrument alive; the IR store alone decides what is held
             self._ir_compile = None
+            self._hashed = None
             compile.context_exited(self.context)
 
     def run_before_pass(self, mod: Any, info: Any) -> None:
@@ -311,13 +315,36 @@ class PassNotes:
         compile_id = start[1]
         seq = start[4]
         held = self._ir.get(seq) if self._ir is not None else None
+        row = (_PASS_END, compile_id, start[2], start[3], seq, start[5], start[6], start[7], t_ns, t_ns - start[8])
         if held is not None:
             if self._store.keeping:
                 held[2] = mod
+                if mod is not None and held[1] is not None:
+                    changed = self._changed(held[1], mod)
+                    self.registry.emit_pass_end(m.message_of(row) | {"changed": changed}, compile_id, seq)
+                    return
             else:  # nobody may ask for it: only a running pass's module is held
                 held[1] = None
-        self.registry.emit_pass_end(
-            (_PASS_END, compile_id, start[2], start[3], seq, start[5], start[6], start[7], t_ns, t_ns - start[8]),
-            compile_id,
-            seq,
-        )
+        self.registry.emit_pass_end(row, compile_id, seq)
+
+    def _changed(self, before: Any, after: Any) -> bool:
+        """Whether a pass given ``before`` returned a module that differs from it in structure.
+
+        Called only while a client is attached and the IR is kept. A pass that returns the
+        module it was given changed nothing; otherwise the two structural hashes are compared
+        (tens of microseconds each on a GEMM), the hash of what the previous pass returned
+        being reused for the module the next one is given."""
+        if after.same_as(before):
+            return False
+        hashed = self._hashed
+        before_hash = hashed[1] if hashed is not None and hashed[0].same_as(before) else _structural_hash(before)
+        after_hash = _structural_hash(after)
+        self._hashed = (after, after_hash)
+        return bool(after_hash != before_hash)
+
+
+def _structural_hash(module: Any) -> int:
+    """TVM's structural hash of ``module`` (imported here: this module imports no TVM of its own)."""
+    import tvm
+
+    return int(tvm.ir.structural_hash(module))

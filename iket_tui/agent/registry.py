@@ -254,8 +254,9 @@ class Registry:
             for client in self._clients:
                 client.offer(row)
 
-    def emit_pass_end(self, row: PassTuple, compile_id: int, seq: int) -> None:
-        """:meth:`emit` for the ``pass_end`` row of the pass ``seq`` of ``compile_id`` (see :meth:`emit_pass_start`)."""
+    def emit_pass_end(self, row: PassTuple | Message, compile_id: int, seq: int) -> None:
+        """:meth:`emit` for the ``pass_end`` row of the pass ``seq`` of ``compile_id`` (see :meth:`emit_pass_start`),
+        or its map where it says more than a row can (whether the pass changed the module)."""
         with self._lock:
             self.produced += 1
             self._backlog.append(row)

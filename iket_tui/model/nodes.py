@@ -311,6 +311,7 @@ class PassNode:
     ``order`` is its place in tree order among all nodes (passes start in tree order)."""
 
     __slots__ = (
+        "changed",
         "child_ns",
         "children",
         "compile",
@@ -351,6 +352,9 @@ class PassNode:
         self.end_ns: int | None = None
         self.duration_ns: int | None = None
         self.status = RUNNING
+        self.changed: bool | None = None
+        """Whether the pass changed the module it was given (``None``: not known, as when no
+        client was attached while it ran); the tree dims a pass that changed nothing."""
         self.children: list[PassNode] = NO_CHILDREN  # replaced by a list at the first child
         self.child_ns = 0  # inclusive time of the finished children
         self.error: str | None = None

@@ -527,6 +527,13 @@ class PassTree:
             None if extra is None else get(extra, _ABSENT if kind == m.PASS_END else None),
         ]
         self.row_handlers[kind](row)
+        changed = get("changed")
+        if kind == m.PASS_END and type(changed) is bool:
+            comp = self._by_id.get(row[1])
+            ctx = None if comp is None else comp.contexts.get(row[2])
+            node = None if ctx is None else ctx.passes.get(row[4])
+            if node is not None:
+                node.changed = changed
 
     def _pass_start(self, row: m.PassRow) -> None:
         _, compile_id, context_id, name, seq, depth, parent, phase, t, _ = row

@@ -391,12 +391,17 @@ def pass_end(
     phase: str | None,
     t_ns: int,
     duration_ns: int,
+    changed: bool | None = None,
 ) -> Message:
+    """A pass's end; ``changed``: whether it changed the module (``None``: not known, as when no
+    client was attached; the field is then left out, and the event may travel as a row)."""
     msg = pass_start(
         compile=compile, context=context, name=name, seq=seq, depth=depth, parent=parent, phase=phase, t_ns=t_ns
     )
     msg["type"] = PASS_END
     msg["duration_ns"] = duration_ns
+    if changed is not None:
+        msg["changed"] = changed
     return msg
 
 

@@ -229,7 +229,7 @@ def paint_row(tree: PassTree, row: Row, state: RowState, columns: Columns, style
 def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | None, str]:
     """The name on a row, its style, and a dimmed note after it."""
     if isinstance(node, PassNode):
-        return node.name, None, ""
+        return node.name, styles.dim if node.changed is False else None, ""  # dimmed: it changed nothing
     if isinstance(node, CompileNode):
         note = compile_note(node)
         if node.status is FAILED and node.error:

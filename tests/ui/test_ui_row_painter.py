@@ -161,3 +161,28 @@ def test_a_compiler_error_is_summed_up_by_its_error_line() -> None:
     assert headline(in_a_temporary_directory) == headline(nvcc)
     assert headline("InternalError: Layout infer conflict\n  detail") == "InternalError: Layout infer conflict"
     assert headline("") == ""
+
+
+def _name_style(tree: PassTree, node: PassNode, styles: RowStyles) -> Style:
+    look = RowState(expanded=True, cursor=False, now_ns=0, search="")
+    strip = paint_row(tree, Row(node, 3, False), look, Columns(120), styles)
+    return next(segment.style for segment in strip if segment.text.strip() == node.name)
+
+
+def test_a_pass_that_changed_nothing_is_dimmed_and_one_not_known_is_not() -> None:
+    session = Session()
+    tree = session.tree
+    messages = Lowering(compile=1, kernel="gemm", start_ns=0).messages()
+    for msg in messages:
+        if msg["type"] == "pass_end" and msg["name"] in ("tl.LowerTileOp", "tl.Simplify"):
+            msg["changed"] = msg["name"] == "tl.LowerTileOp"
+    session.apply(messages)
+    styles = RowStyles(dim=Style(dim=True))
+
+    lower, simplify = pass_named(tree, "tl.LowerTileOp"), pass_named(tree, "tl.Simplify")
+    layout = pass_named(tree, "tl.LayoutInference")
+    assert (lower.changed, simplify.changed, layout.changed) == (True, False, None)
+    assert _name_style(tree, simplify, styles).dim
+    assert not _name_style(tree, lower, styles).dim
+    assert not _name_style(tree, layout, styles).dim  # not known: shown as any pass
+    assert "tl.Simplify" in paint(tree, Row(simplify, 3, False))  # dimmed, still read in full

@@ -1,0 +1,101 @@
+"""Which passes of a real TileLang lowering changed the module: known while a client is attached
+(each ``pass_end`` says ``changed``), not computed at all while none is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from iket_tui.agent import pass_notes
+from iket_tui.agent.registry import Registry
+from iket_tui.protocol import messages as m
+
+pytestmark = pytest.mark.tilelang
+tilelang = pytest.importorskip("tilelang")
+
+import tvm  # noqa: E402
+
+from iket_tui.agent import tilelang_tool  # noqa: E402
+from iket_tui.demo import kernels  # noqa: E402
+
+OWN_PASS = "iket_test.Annotate"
+WRAPPED = "tl.InjectAssumes"  # changes nothing in the demo GEMM (measured)
+
+
+@pytest.fixture
+def own_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TileLang's ``tl.InjectAssumes`` run inside a pass of the test's own, which then changes
+    the module (it adds an attribute)."""
+    real = tilelang.transform.InjectAssumes
+
+    def annotating(*args: Any, **kwargs: Any) -> Any:
+        inner = real(*args, **kwargs)
+
+        def run(mod: Any, _ctx: Any) -> Any:
+            return inner(mod).with_attr("iket_test_annotated", True)
+
+        return tvm.transform.module_pass(run, opt_level=0, name=OWN_PASS)
+
+    monkeypatch.setattr(tilelang.transform, "InjectAssumes", annotating)
+
+
+@pytest.fixture
+def hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every structural hash the agent computes, counted."""
+    computed: list[int] = []
+    real = pass_notes._structural_hash
+
+    def counted(module: Any) -> int:
+        computed.append(real(module))
+        return computed[-1]
+
+    monkeypatch.setattr(pass_notes, "_structural_hash", counted)
+    return computed
+
+
+def _lower(registry: Registry) -> None:
+    tilelang_tool.register(registry)
+    try:
+        kernels.lower("gemm")
+    finally:
+        tilelang_tool.unregister()
+
+
+def _ends(sent: list[Any]) -> list[m.Message]:
+    return [msg for msg in map(m.as_message, sent) if msg["type"] == m.PASS_END]
+
+
+@pytest.mark.usefixtures("own_pass")
+def test_with_a_client_each_pass_end_says_whether_the_pass_changed_the_module() -> None:
+    registry = Registry()
+    client, _ = registry.attach(limit=100_000)
+    _lower(registry)
+    ends = _ends(client.take(100_000))
+    assert len(ends) > 50
+    changed = {(end["name"], end["depth"]): end["changed"] for end in ends}
+    assert changed[(OWN_PASS, 0)] is True
+    assert changed[(WRAPPED, 1)] is False
+    assert changed[("tl.LayoutInference", 0)] is True
+    assert changed[("tl.VerifyBufferInit", 0)] is False
+    assert all(type(end["changed"]) is bool for end in ends)
+    unchanged = [end["name"] for end in ends if not end["changed"]]
+    assert 10 < len(unchanged) < len(ends) - 10, unchanged
+
+
+def test_without_a_client_nothing_is_hashed_and_pass_ends_stay_rows(hashes: list[int]) -> None:
+    registry = Registry()
+    _lower(registry)
+    _late, catch_up = registry.attach(limit=100_000)
+    ends = [item for item in catch_up.messages if m.as_message(item)["type"] == m.PASS_END]
+    assert hashes == []
+    assert ends and all(isinstance(end, tuple) for end in ends)
+    assert all("changed" not in m.as_message(end) for end in ends)
+
+
+def test_a_client_costs_about_one_hash_per_pass(hashes: list[int]) -> None:
+    registry = Registry()
+    client, _ = registry.attach(limit=100_000)
+    _lower(registry)
+    ends = _ends(client.take(100_000))
+    assert len(ends) <= len(hashes) <= len(ends) + len(ends) // 4, (len(hashes), len(ends))
