@@ -189,3 +189,19 @@ def test_a_bad_bound_is_said_in_one_line_and_the_default_used(
         assert done.stderr == ""
     else:
         assert done.stderr.startswith(f"iket-tui agent: {said};") and len(done.stderr.splitlines()) == 1
+
+
+def test_a_running_compile_keeps_its_ir_while_later_compiles_end() -> None:
+    store = IRStore(limit=2, memory=0, heap_in_use=lambda: None)
+    stuck = store.passes_of(1)
+    assert stuck is not None
+    stuck[0] = ["demo.WaitForAbort", Module(), None]
+    for compile_id in (2, 3, 4, 5):
+        passes = store.passes_of(compile_id)
+        assert passes is not None
+        passes[0] = ["tl.Simplify", Module(), Module()]
+        store.compile_ended(compile_id)
+    assert store.held() == {1: None, 5: 0}
+    assert store.script(1, 0, "before")[0] == "demo.WaitForAbort"
+    with pytest.raises(IRUnavailable, match=re.escape("compile 4 is no longer held (the agent keeps the last 2)")):
+        store.script(4, 0, "before")
