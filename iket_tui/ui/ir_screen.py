@@ -1,6 +1,7 @@
 """The IR of one pass, fetched from the live target on request: before it, after it, and the
 diff between the two, highlighted, searched with ``/``, ``n`` and ``N`` as in ``less``, saved
-to a file on ``w``."""
+to a file on ``w``; ``]`` and ``[`` go to the compile's next and previous pass, past the passes
+known to have changed nothing (as MLIR's ``-mlir-print-ir-after-change``)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ class IRScreen(Screen[None]):
         Binding("n", "search_next", "Next match"),
         Binding("N", "search_previous", "Previous match", show=False),
         Binding("w", "save", "Save"),
+        Binding("right_square_bracket", "step(1)", "Next pass"),
+        Binding("left_square_bracket", "step(-1)", "Previous pass", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -59,6 +62,8 @@ class IRScreen(Screen[None]):
         self.save_dir = save_dir or Path.cwd()
         self._asked: int | None = None  # the request whose answer this screen waits for
         self._texts: dict[str, str] = {}
+        self.skipped = 0
+        """Passes that changed nothing passed over by the last step to this pass."""
 
     @property
     def what(self) -> str:
@@ -82,6 +87,10 @@ class IRScreen(Screen[None]):
     def on_mount(self) -> None:
         self.search_bar.display = False
         self.body.focus()
+        self._ask()
+
+    def _ask(self) -> None:
+        """Ask the target for the IR around :attr:`node`."""
         node = self.node
         try:
             self._asked = self.ask(m.WHAT_IR, timeout_s=WAIT_S, compile=node.compile.id, seq=node.seq, which="both")
@@ -159,6 +168,36 @@ class IRScreen(Screen[None]):
             if self.view == "diff":
                 self._show()
 
+    # Other passes
+
+    def action_step(self, by: int) -> None:
+        """Go to the compile's next (``by`` 1) or previous (-1) pass, past those known to have
+        changed nothing: their IR after is their IR before."""
+        passes = sorted(
+            (found for context in self.node.compile.contexts.values() for found in context.passes.values()),
+            key=lambda found: found.seq,
+        )
+        at = passes.index(self.node) if self.node in passes else -1
+        skipped = 0
+        index = at + by
+        while 0 <= index < len(passes) and passes[index].changed is False:
+            skipped += 1
+            index += by
+        if not 0 <= index < len(passes):
+            later = "later" if by > 0 else "earlier"
+            why = f"no {later} pass of compile {self.node.compile.id} changed the module" if skipped else ""
+            self.notify(
+                f"{why} ({_skipped(skipped)})" if skipped else f"no {later} pass in compile {self.node.compile.id}"
+            )
+            return
+        self.node = passes[index]
+        self.skipped = skipped
+        self.answer = None
+        self.shown = None
+        self._texts = {}
+        self.view = "diff"
+        self._ask()
+
     # Search
 
     def action_search(self) -> None:
@@ -203,8 +242,12 @@ class IRScreen(Screen[None]):
         found = self.search_status()
         self.search_bar.show_count(found.removeprefix("match ").split(" for ")[0])
         lines = f"{len(self.body.lines):,} lines"
-        parts = (f"IR {self.shown} {self.what}", lines, found)
+        parts = (f"IR {self.shown} {self.what}", lines, found, _skipped(self.skipped) if self.skipped else "")
         self._title(" · ".join(part for part in parts if part))
 
     def _title(self, text: str) -> None:
         self.query_one("#ir-title", Static).update(text)
+
+
+def _skipped(count: int) -> str:
+    return f"{count:,} pass{'es' if count != 1 else ''} that changed nothing skipped"

@@ -112,3 +112,40 @@ async def test_w_saves_the_view_and_never_writes_through_a_planted_link(tmp_path
         assert saved.is_symlink()
         (notice,) = [n for n in app._notifications if "symbolic link" in n.message]
         assert notice.severity == "error"
+
+
+class SteppingApp(IRApp):
+    """The IR screen on ``tl.LowerTileOp`` of a compile whose three passes after it changed
+    nothing, as the agent said in their ``pass_end``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        messages = [msg for spec in lowerings(1, fail=()) for msg in spec.messages()]
+        ends = sorted((msg for msg in messages if msg["type"] == m.PASS_END), key=lambda msg: msg["seq"])
+        at = next(i for i, msg in enumerate(ends) if msg["name"] == "tl.LowerTileOp")
+        for i, msg in enumerate(ends):
+            msg["changed"] = not at < i <= at + 3
+        self.unchanged = [msg["seq"] for msg in ends[at + 1 : at + 4]]
+        self.next_changed = ends[at + 4]
+        session = Session()
+        session.apply(messages)
+        self.node = next(node for node in session.tree.passes if node.name == "tl.LowerTileOp")
+
+
+@app_test
+async def test_next_and_previous_pass_skip_the_passes_that_changed_nothing() -> None:
+    app = SteppingApp()
+    async with app.run_test(size=(100, 12)) as pilot:
+        screen = await _the_diff(app, pilot)
+        await pilot.press("right_square_bracket")
+        await wait_until(pilot, lambda: screen.shown == "diff" and screen.node is not app.node, "the next pass")
+        asked = app.target.requests[-1]
+        assert asked["seq"] == app.next_changed["seq"]
+        assert asked["seq"] not in [request["seq"] for request in app.target.requests[:-1]]
+        assert screen.node.name == app.next_changed["name"]
+        assert screen.title_text().endswith(" · 3 passes that changed nothing skipped")
+        await pilot.press("left_square_bracket")
+        await wait_until(pilot, lambda: screen.shown == "diff" and screen.node is app.node, "back")
+        assert [request["seq"] for request in app.target.requests] == [app.node.seq, asked["seq"], app.node.seq]
+        assert all(seq not in [r["seq"] for r in app.target.requests] for seq in app.unchanged)
+        assert screen.title_text().endswith(" · 3 passes that changed nothing skipped")
