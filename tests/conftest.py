@@ -19,6 +19,7 @@ SLOW = (
     "tests/e2e/test_pool_failures.py::",
     # An OpenSSH server of its own and the bridge at the other end, test by test.
     "tests/e2e/test_ssh_bridge.py::",
+    "tests/e2e/test_job_across_hosts.py::",
     "tests/web/test_web_view.py::test_the_pass_tree_in_a_browser_folds_and_unfolds_with_keys",
     "tests/e2e/test_made_passes.py::test_an_argument_without_a_literal_form_is_named_and_given_on_the_command_line",
     "tests/e2e/test_hangs.py::test_a_pass_in_the_programs_main_script_is_reproduced_without_running_the_program",
