@@ -54,7 +54,7 @@ class CompareScreen(Screen[None]):
     COMPONENT_CLASSES: ClassVar[set[str]] = {"compare-screen--flagged", "compare-screen--head"}
 
     DEFAULT_CSS = """
-    CompareScreen #compare-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
+    CompareScreen #compare-title { height: auto; background: $panel; text-style: bold; padding: 0 1; }
     CompareScreen #compare-body { height: 1fr; padding: 0 1; }
     CompareScreen #compare-choices { display: none; height: auto; max-height: 50%; border: solid $accent; }
     CompareScreen #compare-choices.-shown { display: block; }

@@ -18,7 +18,7 @@ from iket_tui.model.nodes import CompileNode
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceState
 from iket_tui.ui.app import IketApp
-from iket_tui.ui.compare_screen import CompareScreen
+from iket_tui.ui.compare_screen import CompareScreen, Counterpart
 from tests.cli.cli_helpers import run_iket
 from tests.cli.kernel_runs import kernel_messages
 
@@ -159,3 +159,17 @@ def test_the_comparison_pane_at_100x30(snap_compare: Compare) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(100, 30), run_before=compare_compile_3)
+
+
+@app_test
+async def test_a_long_title_wraps_whole_at_80_columns() -> None:
+    subject = "launch 6 traced_gemm_kernel"
+    label = "launch 5 traced_gemm_kernel (the previous one)"
+    app = _app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        await app.push_screen(CompareScreen(subject, [Counterpart(label, lambda: ["process 1 launch 5 -> 6"])]))
+        await pilot.pause()
+        title = app.screen.query_one("#compare-title", Static)
+        shown = [strip.text.strip() for strip in title.render_lines(title.region.reset_offset)]
+        assert " ".join(line for line in shown if line) == f"{subject} compared with {label}"
