@@ -62,7 +62,9 @@ def write(messages: Iterable[m.Item], directory: Path, compile_id: int | None = 
     if failure is None:
         end = ends.get(compile_id)
         if end is None:
-            raise ReproError(f"compile {compile_id} did not fail in this recording")
+            failed = sorted(set(captured) | set(ends))
+            named = ", ".join(str(each) for each in failed) if failed else "none"
+            raise ReproError(f"compile {compile_id} did not fail in this recording (failed: {named})")
         if end.get("stage") == CODEGEN:
             raise ReproError(
                 f"compile {compile_id} failed in codegen ({end.get('error_type')}), and the recording holds no capture "
