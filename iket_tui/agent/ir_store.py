@@ -15,8 +15,8 @@ before and after each pass of a compile keeps alive what that compile built, no 
 bounds, both configurable, decide how much is held:
 
 - count: the last ``IKET_TUI_IR_COMPILES`` compiles (default 8; 0 keeps none), and the one
-  running while it runs; finished compiles are let go of first, so a compile stuck in a pass
-  keeps its IR however many compiles end after it started;
+  running while it runs (running compiles are counted apart from finished ones, so a compile
+  stuck in a pass keeps its IR however many compiles end after it started);
 - memory: ``IKET_TUI_IR_MEMORY`` bytes (default 256 MiB; suffixes K, M, G; 0 lifts the bound).
 
 What a compile holds is measured, not guessed: the C heap in use when its first pass starts and
@@ -181,14 +181,15 @@ class IRStore:
         return self._over_count() + self._over_memory()
 
     def _over_count(self) -> list[_Compile]:
-        """Take the oldest compiles beyond the count out of the store: finished ones first, so
-        that a compile still running (a stuck one, the one a user asks about) keeps its IR while
-        others come and go; running ones only when they alone are more than the count."""
+        """Take the oldest compiles beyond the count out of the store, finished and running ones
+        counted apart: a compile still running (a stuck one, the one a user asks about) keeps its
+        IR however many compiles end after it started, and running ones are bounded only against
+        each other (compiles that started and never ended)."""
         # A compile running unwatched holds only its running passes' modules: not counted.
         counted = [key for key, held in self._compiles.items() if held.watched or held.size is not None]
         finished = [key for key in counted if self._compiles[key].size is not None]
         running = [key for key in counted if self._compiles[key].size is None]
-        over = (finished + running)[: max(0, len(counted) - self._limit)]
+        over = [*finished[: max(0, len(finished) - self._limit)], *running[: max(0, len(running) - self._limit)]]
         released = [self._compiles.pop(oldest) for oldest in over]
         for oldest in over:
             self._release(oldest, f"compile {oldest} is no longer held (the agent keeps the last {self._limit})")

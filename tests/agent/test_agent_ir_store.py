@@ -201,7 +201,7 @@ def test_a_running_compile_keeps_its_ir_while_later_compiles_end() -> None:
         assert passes is not None
         passes[0] = ["tl.Simplify", Module(), Module()]
         store.compile_ended(compile_id)
-    assert store.held() == {1: None, 5: 0}
+    assert store.held() == {1: None, 4: 0, 5: 0}, "the running compile and the last 2"
     assert store.script(1, 0, "before")[0] == "demo.WaitForAbort"
-    with pytest.raises(IRUnavailable, match=re.escape("compile 4 is no longer held (the agent keeps the last 2)")):
-        store.script(4, 0, "before")
+    with pytest.raises(IRUnavailable, match=re.escape("compile 3 is no longer held (the agent keeps the last 2)")):
+        store.script(3, 0, "before")
