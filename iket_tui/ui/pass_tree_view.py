@@ -86,6 +86,7 @@ class PassTreeView(ScrollView, can_focus=True):
         & > .pass-tree--incomplete { color: $error; }
         & > .pass-tree--mismatch { color: $accent; text-style: bold; }
         & > .pass-tree--stuck { color: $error; text-style: bold; }
+        & > .pass-tree--unchanged { text-style: dim; }
     }
     """
 

@@ -77,6 +77,7 @@ class RowStyles:
     incomplete: Style = PLAIN
     mismatch: Style = PLAIN
     stuck: Style = PLAIN
+    unchanged: Style = PLAIN  # the name of a pass that changed nothing
 
     @classmethod
     def names(cls) -> list[str]:
@@ -229,7 +230,7 @@ def paint_row(tree: PassTree, row: Row, state: RowState, columns: Columns, style
 def _title(tree: PassTree, node: Node, styles: RowStyles) -> tuple[str, Style | None, str]:
     """The name on a row, its style, and a dimmed note after it."""
     if isinstance(node, PassNode):
-        return node.name, styles.dim if node.changed is False else None, ""  # dimmed: it changed nothing
+        return node.name, styles.unchanged if node.changed is False else None, ""
     if isinstance(node, CompileNode):
         note = compile_note(node)
         if node.status is FAILED and node.error:

@@ -177,7 +177,7 @@ def test_a_pass_that_changed_nothing_is_dimmed_and_one_not_known_is_not() -> Non
         if msg["type"] == "pass_end" and msg["name"] in ("tl.LowerTileOp", "tl.Simplify"):
             msg["changed"] = msg["name"] == "tl.LowerTileOp"
     session.apply(messages)
-    styles = RowStyles(dim=Style(dim=True))
+    styles = RowStyles(unchanged=Style(dim=True))
 
     lower, simplify = pass_named(tree, "tl.LowerTileOp"), pass_named(tree, "tl.Simplify")
     layout = pass_named(tree, "tl.LayoutInference")
