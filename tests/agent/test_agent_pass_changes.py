@@ -9,6 +9,7 @@ import pytest
 
 from iket_tui.agent import pass_notes
 from iket_tui.agent.registry import Registry
+from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
 
 pytestmark = pytest.mark.tilelang
@@ -81,6 +82,22 @@ def test_with_a_client_each_pass_end_says_whether_the_pass_changed_the_module() 
     assert all(type(end["changed"]) is bool for end in ends)
     unchanged = [end["name"] for end in ends if not end["changed"]]
     assert 10 < len(unchanged) < len(ends) - 10, unchanged
+
+
+@pytest.mark.usefixtures("own_pass")
+def test_the_model_marks_exactly_the_passes_that_changed_nothing() -> None:
+    registry = Registry()
+    client, _ = registry.attach(limit=100_000)
+    _lower(registry)
+    sent = [m.as_message(item) for item in client.take(100_000)]
+    session = Session()
+    session.apply(sent)
+    said = {(end["seq"]): end["changed"] for end in _ends(sent)}
+    passes = session.tree.passes
+    assert len(passes) == len(said)
+    assert {node.seq: node.changed for node in passes} == said
+    marked = {(node.name, node.depth) for node in passes if node.changed is False}
+    assert (WRAPPED, 1) in marked and (OWN_PASS, 0) not in marked
 
 
 def test_without_a_client_nothing_is_compared_and_pass_ends_stay_rows(comparisons: list[bool]) -> None:
