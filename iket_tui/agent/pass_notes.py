@@ -315,22 +315,27 @@ class PassNotes:
         if held is not None:
             if self._store.keeping:
                 held[2] = mod
-                if mod is not None and held[1] is not None:
-                    changed = self._changed(held[1], mod)
+                changed = self._changed(held[1], mod) if mod is not None and held[1] is not None else None
+                if changed is not None:
                     self.registry.emit_pass_end(m.message_of(row) | {"changed": changed}, compile_id, seq)
                     return
             else:  # nobody may ask for it: only a running pass's module is held
                 held[1] = None
         self.registry.emit_pass_end(row, compile_id, seq)
 
-    def _changed(self, before: Any, after: Any) -> bool:
-        """Whether a pass given ``before`` returned a module that differs from it in structure.
+    def _changed(self, before: Any, after: Any) -> bool | None:
+        """Whether a pass given ``before`` returned a module that differs from it in structure
+        (``None`` where they cannot be compared: the pass still ends, without the answer).
 
         Called only while a client is attached and the IR is kept. A pass that returns the
         module it was given changed nothing; otherwise the two are compared structurally, which
         stops at the first difference: tens of microseconds for a GEMM's module that a pass
         rebuilt unchanged, a few for one it changed (cheaper than hashing each module)."""
-        return not after.same_as(before) and not _structurally_equal(before, after)
+        try:
+            return not after.same_as(before) and not _structurally_equal(before, after)
+        except Exception:
+            self.registry.observer_errors += 1
+            return None
 
 
 def _structurally_equal(before: Any, after: Any) -> bool:

@@ -117,3 +117,20 @@ def test_a_client_costs_at_most_one_comparison_per_pass(comparisons: list[bool])
     ends = _ends(client.take(100_000))
     assert 0 < len(comparisons) <= len(ends)
     assert comparisons.count(True) == sum(1 for end in ends if not end["changed"]) - (len(ends) - len(comparisons))
+
+
+def test_a_comparison_that_fails_leaves_every_pass_end_without_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(_before: Any, _after: Any) -> bool:
+        raise ValueError("cannot compare these")
+
+    monkeypatch.setattr(pass_notes, "_structurally_equal", refuse)
+    registry = Registry()
+    client, _ = registry.attach(limit=100_000)
+    _lower(registry)
+    sent = client.take(100_000)
+    starts = [item for item in sent if m.as_message(item)["type"] == m.PASS_START]
+    ends = _ends(sent)
+    assert len(ends) == len(starts) > 50
+    compared = [end for end in ends if "changed" in end]
+    assert all(end["changed"] is False for end in compared)  # only passes that returned their module
+    assert registry.observer_errors == len(ends) - len(compared) > 0
