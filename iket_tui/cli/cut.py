@@ -59,7 +59,7 @@ def cut(path: Path, output: Path, span: TimeSpan) -> tuple[int, int]:
                         launches.apply(item)
                 elif where is Where.INSIDE:
                     if out is None:
-                        out = _CutWriter(output, reader.info)
+                        out = _CutWriter(output, reader.info, m.t_ns_of(item))
                         out.extend(context.messages())
                         running = sum(len(timeline.running()) for timeline in launches.kernels.timelines.values())
                     out.add(item)
@@ -82,8 +82,11 @@ class _CutWriter:
     """Writes a cut's messages: pass rows and other messages in batch frames, each ``hello``,
     ``process`` and ``bye`` in a frame of its own."""
 
-    def __init__(self, output: Path, info: RecordingInfo) -> None:
-        self._writer = RecordingWriter(output, source=info.source, checkpoint_interval_s=math.inf)
+    def __init__(self, output: Path, info: RecordingInfo, from_ns: int | None) -> None:
+        # The stretch's first time in the header: a replay passes the context before it at once.
+        self._writer = RecordingWriter(
+            output, source=info.source, checkpoint_interval_s=math.inf, context_until_ns=from_ns
+        )
         self._run: list[m.Item] = []
 
     @property

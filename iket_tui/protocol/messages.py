@@ -556,15 +556,21 @@ def compile_failure(
     }
 
 
-def recording(*, created_unix: float, software_version: str, source: str) -> Message:
-    """First frame of a recording, after the file magic."""
-    return {
+def recording(
+    *, created_unix: float, software_version: str, source: str, context_until_ns: int | None = None
+) -> Message:
+    """First frame of a recording, after the file magic. ``context_until_ns``: where a cut's own
+    stretch begins in stream time (what comes before it is only the context the stretch needs)."""
+    header: Message = {
         "type": RECORDING,
         "proto": list(PROTOCOL_VERSION),
         "created_unix": created_unix,
         "version": software_version,
         "source": source,
     }
+    if context_until_ns is not None:
+        header["context_until_ns"] = context_until_ns
+    return header
 
 
 PROCESS_ENDED: Final = "ended"

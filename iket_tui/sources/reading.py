@@ -37,6 +37,8 @@ class RecordingInfo:
     unknown: int = 0
     ended: bool = False
     source: str = ""
+    context_until_ns: int | None = None
+    """A cut's: the stream time where its own stretch begins, the messages before it context."""
 
 
 _T = TypeVar("_T", m.Message, m.Item)
@@ -96,6 +98,8 @@ class RecordingReader(Generic[_T]):
             _check_header(self.path, batch[0])  # the decoder made sure it is a recording map
             source = batch[0].get("source")
             info.source = source if isinstance(source, str) else ""
+            until = batch[0].get("context_until_ns")
+            info.context_until_ns = until if type(until) is int and until > 0 else None
         info.messages += len(batch)
         info.skipped_bytes = decoder.skipped_bytes
         info.header_skipped = decoder.header_skipped

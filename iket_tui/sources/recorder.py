@@ -67,6 +67,7 @@ class RecordingWriter:
         source: str,
         checkpoint_every: int = 1000,
         checkpoint_interval_s: float = 1.0,
+        context_until_ns: int | None = None,
     ) -> None:
         self.path = Path(path)
         self.messages = 0
@@ -85,7 +86,9 @@ class RecordingWriter:
         self._marks: list[_Mark] = []  # where each held chunk of frames ends
         self._written = _Mark(0, 0, 0, 0)  # what the file holds
         self._closed = False
-        header = m.recording(created_unix=time.time(), software_version=__version__, source=source)
+        header = m.recording(
+            created_unix=time.time(), software_version=__version__, source=source, context_until_ns=context_until_ns
+        )
         head = MAGIC + encode_message(header)
         try:
             self._fd = create_growing(self.path, head)

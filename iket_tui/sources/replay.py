@@ -268,7 +268,8 @@ class RecordingSource:
                 else:
                     clock = self._clock_now()
                     if t_ns is not None and clock is not None and t_ns > clock:
-                        if self._shown_anything:
+                        context = self.info.context_until_ns  # a cut: its context before its stretch
+                        if self._shown_anything and (context is None or t_ns > context):
                             return (t_ns - clock) / 1e9 / self._speed
                         self._clock_t_ns, self._clock_wall = t_ns, time.monotonic()  # nothing to wait for
                 self._advance(t_ns)

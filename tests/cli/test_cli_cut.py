@@ -75,6 +75,11 @@ def test_cut_replays_dumps_and_exports_that_stretch_with_the_compile_running_at_
     msgs, info = read_recording(out)
     assert info.ended and info.cut_at is None and info.skipped_bytes == 0
     assert [msg["type"] for msg in msgs[:2]] == [m.RECORDING, m.HELLO]
+    # Its header says where the stretch begins: a replay passes the context before it at once.
+    until = info.context_until_ns
+    assert until is not None and msgs[0]["context_until_ns"] == until
+    times = [t for msg in msgs if (t := m.t_ns_of(msg))]
+    assert until in times and min(times) < until  # the stretch's first message, and context before it
     # Dumped: the stretch as dump --from/--to prints it, after what it needs of what came before.
     part = _stream(_dump(str(DEMO), "--from", str(FROM_S), "--to", str(TO_S)))
     dumped = _stream(_dump(str(out)))

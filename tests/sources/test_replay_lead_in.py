@@ -47,3 +47,20 @@ def test_the_first_compile_is_shown_at_once_and_the_pace_is_kept_after_it(tmp_pa
     released = _released_at(path)
     assert released["compile_begin"] < 1.0  # not the 8 s the program took to get there
     assert released["last"] - released["compile_begin"] >= 0.45  # the pass still takes its 0.5 s
+
+
+def test_a_cuts_context_passes_at_once_and_its_stretch_keeps_the_pace(tmp_path: Path) -> None:
+    """A cut from 5 s holds a compile begun at 1 s as context: its replay shows the compile at
+    once and plays its own stretch, from 5 s, at the recording's pace."""
+    path = tmp_path / "cut.msgpack"
+    writer = RecordingWriter(path, source="pid 42: python long.py", context_until_ns=5 * S)
+    writer.write(m.hello(role="agent", pid=42, start_time=7, software_version="x", capabilities=[], t_ns=S))
+    writer.write({"type": m.COMPILE_BEGIN, "compile": 1, "t_ns": S, "kernel": "gemm"})
+    common: dict[str, Any] = {"compile": 1, "context": 0, "seq": 0, "depth": 0, "parent": None, "phase": None}
+    writer.write(m.pass_start(name="tl.Slow", t_ns=2 * S, **common))
+    writer.write({"type": m.HEARTBEAT, "t_ns": 5 * S})
+    writer.write(m.pass_end(name="tl.Slow", t_ns=5 * S + S // 2, duration_ns=3 * S + S // 2, **common))
+    writer.close("done")
+    released = _released_at(path)
+    assert released["heartbeat"] < 1.0  # not the 4 s between the compile's start and the stretch
+    assert released["last"] - released["heartbeat"] >= 0.45  # the stretch's 0.5 s kept
