@@ -87,8 +87,10 @@ def pair_lines(pair: PairChange, shown: int) -> list[str]:
     total = ""
     if a.duration_ns is not None and b.duration_ns is not None:
         total = f": {duration(a.duration_ns)} -> {duration(b.duration_ns)} ({_signed(b.duration_ns - a.duration_ns)})"
-    flags = pair.flags()
-    mark = f"  [{', '.join(flags)}]" if flags else ""
+    # "slower" said as the passes it counts: the compile as a whole may have got faster.
+    slower = int(pair.flagged.sum())
+    said = [f"{slower} pass{'es' if slower > 1 else ''} slower" if flag == "slower" else flag for flag in pair.flags()]
+    mark = f"  [{', '.join(said)}]" if said else ""
     numbers = f"compile {a.compile}" if a.compile == b.compile else f"compile {a.compile} -> {b.compile}"
     kernel = a.kernel or "-" if a.kernel == b.kernel else f"{a.kernel or '-'} -> {b.kernel or '-'}"
     lines = [f"{a.process} {numbers} {kernel}{total}{mark}"]

@@ -61,7 +61,7 @@ def test_a_slowed_pass_is_named_first_and_nothing_else_is_flagged(runs: dict[str
     lines = result.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     header = next(i for i, line in enumerate(lines) if "slow_gemm" in line and "compile 1" in line)
-    assert lines[header].endswith("[slower]")
+    assert lines[header].endswith("[1 pass slower]")
     first_pass = lines[header + 3]
     assert first_pass.split()[:2] == ["!", SLOWED_PASS]
     assert [line for line in lines if line.startswith("  ! ")] == [first_pass]

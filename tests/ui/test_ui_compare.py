@@ -81,7 +81,7 @@ async def test_d_on_a_compile_compares_it_with_the_previous_compile_of_its_kerne
         await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen), "the comparison pane")
         title, lines = _pane(app)
         assert title == "compile 3 gemm compared with compile 1 gemm (the previous one)"
-        assert lines[0].startswith("process 1 compile 1 -> 3 gemm: ") and lines[0].endswith("[slower]")
+        assert lines[0].startswith("process 1 compile 1 -> 3 gemm: ") and lines[0].endswith("[1 pass slower]")
         assert lines[1] == f"  label: {COMPILES[0].label}"
         assert lines[3].split()[:2] == ["!", "tl.LayoutInference"]
         assert [line for line in lines if line.startswith("  ! ")] == [lines[3]]
@@ -101,7 +101,9 @@ async def test_d_on_a_compile_compares_it_with_the_previous_compile_of_its_kerne
         await pilot.press("c", "down", "enter")
         title, lines = _pane(app)
         assert title == "compile 3 gemm compared with compile 2 softmax"
-        assert lines[0].startswith("process 1 compile 2 -> 3 softmax -> gemm: ") and lines[0].endswith("[slower]")
+        assert lines[0].startswith("process 1 compile 2 -> 3 softmax -> gemm: ") and lines[0].endswith(
+            "[1 pass slower]"
+        )
 
         await pilot.press("escape")
         assert not isinstance(app.screen, CompareScreen) and app.view.cursor.id == 3  # type: ignore[union-attr]
