@@ -6,9 +6,9 @@ TVM pass instrument whose ``run_before_pass`` and ``run_after_pass`` do nothing,
 pass context through TileLang's instrumentation, which is the least any pass observer written in
 Python costs; the agent with no client attached (it keeps no IR then, only the module of each
 running pass); and the agent while ``iket-tui record`` in another process is attached and reads
-every event, keeping the IR around every pass (its default then) and telling whether each pass
-changed the module. The client attaches before
-that setup's lowerings and leaves after them. Each setup lowers once uncounted, then
+every event, keeping the IR around every pass (its default then), and telling whether each pass
+changed the module where run with ``IKET_TUI_PASS_CHANGES=1``. The client attaches before that
+setup's lowerings and leaves after them. Each setup lowers once uncounted, then
 ``PER_SETUP`` times counted, back to back: what one compile leaves behind (freeing released IR
 changes how the next compile allocates) falls on a compile of the same setup, not on the next
 setup's. Only then does the round wait until the client has been sent everything: a thread that

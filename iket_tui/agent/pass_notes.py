@@ -22,6 +22,7 @@ same compile at once. This module imports neither TVM nor TileLang:
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from abc import ABC, abstractmethod
@@ -37,6 +38,11 @@ if TYPE_CHECKING:
     from iket_tui.agent.registry import Registry
 
 DRAIN_AT: Final = 1024
+CHANGES_VARIABLE: Final = "IKET_TUI_PASS_CHANGES"
+"""``1``: while the IR is kept, each pass end says whether the pass changed the module. Off by
+default: the structural comparison costs about 3% of a lowering (most passes return a new module
+even where they change nothing), beyond the 2% a watched compile may cost, and a pass end that
+carries the answer travels as a map, not a row."""
 """Notes a context holds before its compiler's thread turns them into pass rows itself."""
 
 Note = tuple[bool, int, Any, Any, "str | None"]
@@ -180,6 +186,7 @@ class PassNotes:
         requests). The module given to each pass is noted either way: the IR store holds it while
         the pass runs, for a failure capture or a stuck pass's."""
         self._store = self.registry.ir_store
+        self._changes = os.environ.get(CHANGES_VARIABLE) == "1"  # read at each compile: settable while it runs
         self._phase_now = phase_now
         """The pass phase in force on the compiler's thread now."""
         self.begun = compile.compile_id is not None
@@ -315,7 +322,8 @@ class PassNotes:
         if held is not None:
             if self._store.keeping:
                 held[2] = mod
-                changed = self._changed(held[1], mod) if mod is not None and held[1] is not None else None
+                compare = self._changes and mod is not None and held[1] is not None
+                changed = self._changed(held[1], mod) if compare else None
                 if changed is not None:
                     self.registry.emit_pass_end(m.message_of(row) | {"changed": changed}, compile_id, seq)
                     return
@@ -327,7 +335,7 @@ class PassNotes:
         """Whether a pass given ``before`` returned a module that differs from it in structure
         (``None`` where they cannot be compared: the pass still ends, without the answer).
 
-        Called only while a client is attached and the IR is kept. A pass that returns the
+        Called only where asked (``IKET_TUI_PASS_CHANGES=1``) while the IR is kept. A pass that returns the
         module it was given changed nothing; otherwise the two are compared structurally, which
         stops at the first difference: tens of microseconds for a GEMM's module that a pass
         rebuilt unchanged, a few for one it changed (cheaper than hashing each module)."""

@@ -1,5 +1,6 @@
-"""Which passes of a real TileLang lowering changed the module: known while a client is attached
-(each ``pass_end`` says ``changed``), not computed at all while none is."""
+"""Which passes of a real TileLang lowering changed the module: known where asked
+(``IKET_TUI_PASS_CHANGES=1``) while a client is attached (each ``pass_end`` says ``changed``), not
+computed at all while none is, nor by default."""
 
 from __future__ import annotations
 
@@ -39,6 +40,11 @@ def own_pass(monkeypatch: pytest.MonkeyPatch) -> None:
         return tvm.transform.module_pass(run, opt_level=0, name=OWN_PASS)
 
     monkeypatch.setattr(tilelang.transform, "InjectAssumes", annotating)
+
+
+@pytest.fixture(autouse=True)
+def asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(pass_notes.CHANGES_VARIABLE, "1")
 
 
 @pytest.fixture
@@ -108,6 +114,18 @@ def test_without_a_client_nothing_is_compared_and_pass_ends_stay_rows(comparison
     assert comparisons == []
     assert ends and all(isinstance(end, tuple) for end in ends)
     assert all("changed" not in m.as_message(end) for end in ends)
+
+
+def test_by_default_nothing_is_compared_and_pass_ends_stay_rows_with_a_client(
+    comparisons: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(pass_notes.CHANGES_VARIABLE)
+    registry = Registry()
+    client, _ = registry.attach(limit=100_000)
+    _lower(registry)
+    ends = [item for item in client.take(100_000) if m.as_message(item)["type"] == m.PASS_END]
+    assert comparisons == []
+    assert len(ends) > 50 and all(isinstance(end, tuple) for end in ends)
 
 
 def test_a_client_costs_at_most_one_comparison_per_pass(comparisons: list[bool]) -> None:
