@@ -36,14 +36,19 @@ _DIAGNOSTIC: Final = re.compile(r"\S: (?:fatal )?error\b")
 """A compiler diagnostic such as ``kernel.cu(21): error: identifier "f" is undefined``."""
 
 
-def failures_in(messages: Iterable[m.Item]) -> tuple[dict[int, m.Message], dict[int, m.Message]]:
-    """The captured failures and the failed compiles' ends of a recording, by compile id."""
+def failures_in(
+    messages: Iterable[m.Item], begun: set[int] | None = None
+) -> tuple[dict[int, m.Message], dict[int, m.Message]]:
+    """The captured failures and the failed compiles' ends of a recording, by compile id; the
+    ids of every compile begun go into ``begun`` where given."""
     captured: dict[int, m.Message] = {}
     ends: dict[int, m.Message] = {}
     for item in messages:
         if not isinstance(item, dict):
             continue
-        if item.get("type") == m.COMPILE_FAILURE and type(item.get("compile")) is int:
+        if begun is not None and item.get("type") == m.COMPILE_BEGIN and type(item.get("compile")) is int:
+            begun.add(item["compile"])
+        elif item.get("type") == m.COMPILE_FAILURE and type(item.get("compile")) is int:
             captured.setdefault(item["compile"], item)
         elif item.get("type") == m.COMPILE_END and item.get("ok") is False and type(item.get("compile")) is int:
             ends[item["compile"]] = item
@@ -52,7 +57,8 @@ def failures_in(messages: Iterable[m.Item]) -> tuple[dict[int, m.Message], dict[
 
 def write(messages: Iterable[m.Item], directory: Path, compile_id: int | None = None, source: str = "") -> Repro:
     """Write the reproducer of ``compile_id`` (the first failed compile by default) into ``directory``."""
-    captured, ends = failures_in(messages)
+    begun: set[int] = set()
+    captured, ends = failures_in(messages, begun)
     if compile_id is None:
         failed = sorted(set(captured) | set(ends))
         if not failed:
@@ -64,6 +70,8 @@ def write(messages: Iterable[m.Item], directory: Path, compile_id: int | None = 
         if end is None:
             failed = sorted(set(captured) | set(ends))
             named = ", ".join(str(each) for each in failed) if failed else "none"
+            if compile_id not in begun:
+                raise ReproError(f"no compile {compile_id} in this recording (failed: {named})")
             raise ReproError(f"compile {compile_id} did not fail in this recording (failed: {named})")
         if end.get("stage") == CODEGEN:
             raise ReproError(
