@@ -49,8 +49,10 @@ def cut(path: Path, output: Path, span: TimeSpan) -> tuple[int, int]:
     launches = RunningLaunches()  # what runs on the GPU where the span starts
     out: _CutWriter | None = None
     running = 0
+    opened = False  # a file that is no recording at all has no notes to say, only its error
     try:
         for chunk in reader.chunks():
+            opened = True
             for item in chunk:
                 where = cursor.where(item)
                 if where is Where.BEFORE:
@@ -70,7 +72,7 @@ def cut(path: Path, output: Path, span: TimeSpan) -> tuple[int, int]:
     finally:
         if out is not None:
             out.close("cut stopped")
-        for note in recording_notes(reader.info, verb="read"):
+        for note in recording_notes(reader.info, verb="read") if opened else ():
             say(f"{path}: {note}")
         if running:
             were, its = ("launch was", "its") if running == 1 else ("launches were", "their")

@@ -191,3 +191,9 @@ def test_a_cut_from_inside_a_running_kernel_launch_says_it_holds_the_launch_from
     ]
     quiet = run_iket("cut", str(waiting), "--from", "25", "--to", "27", "-o", str(tmp_path / "before.msgpack"))
     assert "running at" not in quiet.stderr  # no launch ran then
+
+
+@pytest.mark.parametrize(("name", "expected"), [("missing.msgpack", "no such file"), (".", "is a directory")])
+def test_a_file_that_cannot_be_read_is_its_error_alone(name: str, expected: str, tmp_path: Path) -> None:
+    result = run_iket("cut", str(tmp_path / name), "--from", "1", "-o", str(tmp_path / "cut.msgpack"))
+    assert_one_line_error(result, expected)  # no note on a recording that was never opened
