@@ -37,7 +37,8 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("S", "stacks of every thread of the target; r refreshes, n adds native frames (py-spy)"),
             (
                 "i",
-                "the IR before and after the pass under the cursor, and the diff (b, a, d; / searches, n N; w saves)",
+                "the IR before and after the pass under the cursor, and the diff (b, a, d; / searches, n N; w saves;"
+                " ] [ the next / previous pass, past those that changed nothing)",
             ),
             ("R", "a reproducer of the running pass under the cursor (a stuck one), written to iket-repro-cN-pS/"),
             ("A", "abort the compile of the running pass under the cursor, after y: it fails, the program goes on"),
