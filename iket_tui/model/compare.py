@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from iket_tui.model.compare_kernels import KERNEL_FLAGS, LaunchComparison
+from iket_tui.model.matching import pair_in_order
 from iket_tui.model.nodes import FAILED, INCOMPLETE, RUNNING, CompileNode, PassNode
 
 FLAGS: Final = ("slower", "failed", "added", "removed", "moved", "unmatched", *KERNEL_FLAGS)
@@ -261,27 +262,12 @@ def compare(
     ``a`` with the n-th in ``b``, and compare each pair. A compile that did not end is compared
     with nothing and listed as incomplete."""
     incomplete: list[CompileSummary] = []
-    queues: dict[tuple[str, str, str], list[CompileSummary]] = defaultdict(list)
-    for summary in b:
-        if summary.complete:
-            queues[summary.key].append(summary)
-        else:
-            incomplete.append(summary)
-    taken: dict[tuple[str, str, str], int] = defaultdict(int)
-    pairs: list[PairChange] = []
-    only_a: list[CompileSummary] = []
-    for summary in a:
-        if not summary.complete:
-            incomplete.append(summary)
-            continue
-        queue = queues.get(summary.key, [])
-        at = taken[summary.key]
-        if at < len(queue):
-            taken[summary.key] = at + 1
-            pairs.append(compare_pair(summary, queue[at], slower_pct=slower_pct, min_ns=min_ns))
-        else:
-            only_a.append(summary)
-    only_b = [s for key, queue in queues.items() for s in queue[taken.get(key, 0) :]]
+    sides: tuple[list[CompileSummary], list[CompileSummary]] = ([], [])
+    for side, summaries in ((1, b), (0, a)):
+        for summary in summaries:
+            (sides[side] if summary.complete else incomplete).append(summary)
+    matched, only_a, only_b = pair_in_order(*sides, key=lambda summary: summary.key)
+    pairs = [compare_pair(x, y, slower_pct=slower_pct, min_ns=min_ns) for x, y in matched]
     only_b.sort(key=lambda s: (s.process, s.compile))
     return Comparison(tuple(pairs), tuple(only_a), tuple(only_b), tuple(incomplete))
 

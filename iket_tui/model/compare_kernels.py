@@ -11,7 +11,6 @@ matching, ordering and flagging.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -20,6 +19,7 @@ import numpy as np
 
 from iket_tui.model.launch_coverage import COMPLETE
 from iket_tui.model.launches import SPAN_NO_END, SPAN_NO_START, Launch, Spans, pair_ranges
+from iket_tui.model.matching import pair_in_order
 
 RANGE_SLOWER_PCT: Final = 20.0
 """A range is flagged slower when its own p50 or p99 grew by this much (percent) ..."""
@@ -292,21 +292,8 @@ def compare_launches(
 ) -> LaunchComparison:
     """Match ``a``'s launches with ``b``'s by process, kernel and grid, the n-th of a key in ``a``
     with the n-th in ``b``, and compare each pair."""
-    queues: dict[tuple[str, str, tuple[int, int, int]], list[LaunchSummary]] = defaultdict(list)
-    for summary in b:
-        queues[summary.key].append(summary)
-    taken: dict[tuple[str, str, tuple[int, int, int]], int] = defaultdict(int)
-    pairs: list[LaunchChange] = []
-    only_a: list[LaunchSummary] = []
-    for summary in a:
-        queue = queues.get(summary.key, [])
-        at = taken[summary.key]
-        if at < len(queue):
-            taken[summary.key] = at + 1
-            pairs.append(compare_launch(summary, queue[at], slower_pct=slower_pct, min_ns=min_ns))
-        else:
-            only_a.append(summary)
-    only_b = [s for key, queue in queues.items() for s in queue[taken.get(key, 0) :]]
+    matched, only_a, only_b = pair_in_order(a, b, key=lambda summary: summary.key)
+    pairs = [compare_launch(x, y, slower_pct=slower_pct, min_ns=min_ns) for x, y in matched]
     return LaunchComparison(tuple(pairs), tuple(only_a), tuple(only_b))
 
 
