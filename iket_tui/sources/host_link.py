@@ -45,6 +45,8 @@ from iket_tui.sources.ssh import (
     failure_line,
     native_stacks_there,
     ssh_command,
+    ssh_exit,
+    ssh_stderr_text,
 )
 
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -432,21 +434,10 @@ class HostLink:
             self._changed.wait_for(lambda: self._closed, timeout=seconds)
 
     def _ssh_exit(self, wait_s: float) -> int | None:
-        if self._ssh is None:
-            return None
-        try:
-            return self._ssh.wait(wait_s)
-        except subprocess.TimeoutExpired:
-            return None
+        return ssh_exit(self._ssh, wait_s)
 
     def _stderr_text(self) -> str:
-        try:
-            if self._stderr is None:
-                return ""
-            self._stderr.seek(0)
-            return self._stderr.read(64 * 1024).decode(errors="replace")
-        except (OSError, ValueError):
-            return ""
+        return ssh_stderr_text(self._stderr)
 
     def _stop_ssh(self) -> None:
         process, self._ssh = self._ssh, None

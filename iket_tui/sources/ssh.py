@@ -203,6 +203,27 @@ def remote_pids(host: str, *, timeout_s: float | None = None, batch: bool | None
     return [int(line.split("\t", 1)[0]) for line in out.splitlines() if line.split("\t", 1)[0].isdigit()]
 
 
+def ssh_exit(process: subprocess.Popen[bytes] | None, wait_s: float) -> int | None:
+    """``process``'s exit code, waiting up to ``wait_s`` for it; ``None`` while it runs (or none)."""
+    if process is None:
+        return None
+    try:
+        return process.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def ssh_stderr_text(stderr: IO[bytes] | None) -> str:
+    """What an ssh wrote to the file its stderr went to (its first 64 KiB)."""
+    try:
+        if stderr is None:
+            return ""
+        stderr.seek(0)
+        return stderr.read(64 * 1024).decode(errors="replace")
+    except (OSError, ValueError):  # closed meanwhile by a close from another thread
+        return ""
+
+
 def failure_line(host: str, code: int | None, stderr: str) -> str:
     """One line saying why ssh or the remote iket-tui ended with ``code`` before the stream began."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("Warning:")]
@@ -376,21 +397,10 @@ class SshSource(SocketSource):
 
     def _ssh_exit(self, wait_s: float) -> int | None:
         """The current ssh's exit code, waiting up to ``wait_s`` for it; ``None`` while it runs."""
-        if self._ssh is None:
-            return None
-        try:
-            return self._ssh.wait(wait_s)
-        except subprocess.TimeoutExpired:
-            return None
+        return ssh_exit(self._ssh, wait_s)
 
     def _stderr_text(self) -> str:
-        try:
-            if self._ssh_stderr is None:
-                return ""
-            self._ssh_stderr.seek(0)
-            return self._ssh_stderr.read(64 * 1024).decode(errors="replace")
-        except (OSError, ValueError):  # closed meanwhile by a close from another thread
-            return ""
+        return ssh_stderr_text(self._ssh_stderr)
 
     def _reap(self) -> None:
         """Let the current ssh end on its own (its stdin closed, the bridge exits), or end it."""
