@@ -96,15 +96,17 @@ def hosts_file(path: Path) -> list[str]:
     """The hosts a file names, one a line (``node3``, ``node3:``, ``node[1-8]``); blank lines and
     ``#`` comments skipped. Raises :class:`UsageError` when it cannot be read or names none."""
     try:
-        text = path.read_text(errors="replace")
+        text = path.read_bytes().decode()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the host list ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not a host list (byte {exc.start} is not UTF-8 text)") from None
     hosts: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
         word = line.split("#", 1)[0].strip()
         if not word:
             continue
-        if any(c.isspace() for c in word) or word.startswith("-"):
+        if any(c.isspace() or not c.isprintable() for c in word) or word.startswith("-"):
             raise UsageError(f"{path}:{number}: {word!r} is not a host (one host a line)")
         hosts.extend(expand_hosts(word.removesuffix(":")))
     if not hosts:

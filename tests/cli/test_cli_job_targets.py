@@ -4,6 +4,7 @@ exit code 2, before any ssh runs."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,14 @@ def test_attach_says_a_bad_target_in_one_line_before_any_ssh(
     (tmp_path / "empty.txt").write_text("# nothing yet\n")
     (tmp_path / "spaced.txt").write_text("node1\nnode2 node3\n")
     assert_one_line_error(run_iket("attach", *args), said)
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [(b"node1\n\xff\xfe\x00garbage\n", "not a host list (byte 6 is not UTF-8 text)"), (b"node1\n\x00\x01\n", ":2: ")],
+)
+def test_a_binary_file_is_not_a_host_list(content: bytes, said: str, tmp_path: Path) -> None:
+    listed = tmp_path / "hosts.bin"
+    listed.write_bytes(content)
+    with pytest.raises(UsageError, match=re.escape(said)):
+        hosts_file(listed)
