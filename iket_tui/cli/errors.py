@@ -31,7 +31,7 @@ def check_writable(path: Path, *, stdout: bool = False) -> None:
     Standard output (``-o -``) is only for a command that says it may write there (``stdout``)."""
     if path == STDOUT and not stdout:
         raise UsageError(
-            f"{path}: only `record`, `export` and `repro` write to standard output (-o -); name a file here"
+            "-o -: only `record`, `export` and `repro` write to standard output; name a file here"
         )
     try:
         check_file(path)

@@ -155,7 +155,7 @@ def test_a_span_that_holds_nothing_is_a_one_line_error(args: tuple[str, ...], ex
 
 def test_cut_writes_no_recording_to_standard_output() -> None:
     result = run_iket("cut", str(DEMO), "--from", "5", "-o", "-")
-    assert_one_line_error(result, "only `record`, `export` and `repro` write to standard output")
+    assert_one_line_error(result, "iket-tui: -o -: only `record`, `export` and `repro` write to standard output")
     assert result.stdout == ""
 
 

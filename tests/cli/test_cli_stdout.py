@@ -161,7 +161,7 @@ def test_a_perfetto_export_to_stdout_on_a_terminal_is_refused() -> None:
 
 def test_a_recording_of_a_ui_command_is_never_standard_output() -> None:
     result = run_iket("run", "--no-ui", "--record", "/dev/stdout", "--", "true")
-    assert_one_line_error(result, "/dev/stdout: only `record`, `export` and `repro` write to standard output")
+    assert_one_line_error(result, "-o -: only `record`, `export` and `repro` write to standard output")
 
 
 # repro
