@@ -87,6 +87,15 @@ OWN_FORMAT = {
     # dump's time column: a clock offset, in milliseconds to the microsecond so that the
     # column aligns and sorts; durations in its fields go through duration().
     ("iket_tui/sources/lines.py", 'return f"{(t_ns - self._t0) / 1e6:12.3f} ms"'),
+    # A place in a recording, in seconds from its start, as --from and --to take it (cut, dump
+    # --from/--to, the replay's timeline bar and its jumps): a position to type back, not a duration.
+    ("iket_tui/sources/span.py", 'return f"it lasts {(self.last_t_ns - self.t0_ns) / 1e9:.3f} s"'),
+    ("iket_tui/ui/timeline_bar.py", 'return f" {max(0.0, at):.1f} / {timeline.seconds(timeline.end_ns):.1f} s{tail}"'),
+    ("iket_tui/ui/app.py", 'at = f" at {timeline.seconds(t_ns):.3f} s" if timeline is not None else ""'),
+    (
+        "iket_tui/ui/app.py",
+        'self.notify(f"back to {timeline.seconds(back):.3f} s" if timeline is not None else "back", timeout=3)',
+    ),
     # The body of a reproducer's repro.py, which runs where iket-tui may not be installed.
     (
         "iket_tui/repro/hang_script.py",
