@@ -21,7 +21,9 @@ def test_tilelangs_tvm_is_not_watched_twice() -> None:
     )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.splitlines()[-1])
-    assert found["pass_contexts_watched"] is False
+    # Contexts are tapped only outside TileLang's compile sessions (the program's own pipelines,
+    # iket_tui.agent.program_pipelines): TileLang's compile below is told once, by TileLang's own.
+    assert found["pass_contexts_watched"] is True
     assert found["tvm_hook_left"] == [], "the import hook went when TileLang's tvm was imported"
     (label,) = found["compiles"]
     assert "kernel=vector_add" in label and found["compilers"] == ["None"]
