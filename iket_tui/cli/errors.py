@@ -30,9 +30,7 @@ def check_writable(path: Path, *, stdout: bool = False) -> None:
     link planted there, another user's directory: see :mod:`iket_tui.outputs`), rather than after it.
     Standard output (``-o -``) is only for a command that says it may write there (``stdout``)."""
     if path == STDOUT and not stdout:
-        raise UsageError(
-            "-o -: only `record`, `export` and `repro` write to standard output; name a file here"
-        )
+        raise UsageError("-o -: only `record`, `export` and `repro` write to standard output; name a file here")
     try:
         check_file(path)
     except OutputError as exc:
