@@ -21,7 +21,9 @@ across machines: a port of its own whose sessions get that runtime directory, so
 from __future__ import annotations
 
 import contextlib
+import functools
 import getpass
+import importlib.util
 import os
 import shutil
 import socket
@@ -29,6 +31,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 SSHD = Path("/usr/sbin/sshd")
 START_S = 30.0
@@ -168,3 +171,15 @@ def _accepts(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+@functools.cache
+def cli_helpers() -> ModuleType:
+    """tests/cli/cli_helpers.py (``run_iket`` and the one-line error checks), loaded by its path
+    for the ssh tests here: tests/cli is not on this directory's import path."""
+    path = Path(__file__).resolve().parents[1] / "cli" / "cli_helpers.py"
+    spec = importlib.util.spec_from_file_location("ssh_cli_helpers", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

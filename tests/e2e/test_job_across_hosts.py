@@ -9,7 +9,6 @@ emit a compile of a few passes as TileLang's observer would and one more on each
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import signal
@@ -19,10 +18,9 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from ssh_server import NoSshd, Sshd, start_sshd
+from ssh_server import NoSshd, Sshd, cli_helpers, start_sshd
 
 from iket_tui.cli.targets import job_source, job_targets
 from iket_tui.model.behind import passes_behind
@@ -40,15 +38,7 @@ SLOW_RANK = 3  # node2's second rank
 TIMEOUT_S = 120.0
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cli = _load("job_cli_helpers", TESTS / "cli" / "cli_helpers.py")
+cli = cli_helpers()
 
 
 class Cluster:

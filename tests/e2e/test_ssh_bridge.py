@@ -9,7 +9,6 @@ running the real agent.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pty
 import signal
@@ -18,11 +17,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from live_target import socket_of, stacks_of
-from ssh_server import Sshd
+from ssh_server import Sshd, cli_helpers
 
 from iket_tui.endpoints import process_start_time, socket_path_for
 from iket_tui.protocol import messages as m
@@ -38,15 +36,7 @@ HANG_TARGETS = TESTS / "e2e" / "targets"
 TIMEOUT_S = 120.0
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cli = _load("ssh_cli_helpers", TESTS / "cli" / "cli_helpers.py")
+cli = cli_helpers()
 
 
 class OnCue:
