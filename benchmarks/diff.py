@@ -20,12 +20,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchmarks.replay import FRAME, PASS_EVENTS
+from benchmarks.replay import PASS_EVENTS, write_messages
 from benchmarks.results import Figure
 from iket_tui.model import synthetic
 from iket_tui.protocol import messages as m
-from iket_tui.protocol.codec import encode_batch
-from iket_tui.sources.recorder import RecordingWriter
 
 CHILD = """
 import json, resource, sys, time
@@ -70,21 +68,6 @@ def _slowed(pass_events: int) -> Iterator[m.Message]:
         yield msg
 
 
-def _write(path: Path, messages: Iterator[m.Message]) -> None:
-    """``messages`` as ``iket-tui record`` writes them, ``FRAME`` to a frame."""
-    writer = RecordingWriter(path, source="benchmark")
-    writer.write(synthetic.agent_hello())
-    pending: list[m.Message] = []
-    for msg in messages:
-        pending.append(msg)
-        if len(pending) == FRAME:
-            writer.write_frames(encode_batch(pending), pending)
-            pending = []
-    if pending:
-        writer.write_frames(encode_batch(pending), pending)
-    writer.close("benchmark")
-
-
 def _child(task: str, a: Path, b: Path, tmp: Path) -> tuple[float, float, int, int]:
     report = tmp / f"{task}.json"
     subprocess.run(
@@ -101,8 +84,8 @@ def run() -> list[Figure]:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         a, b = tmp / "a.msgpack", tmp / "b.msgpack"
-        _write(a, synthetic.bulk(PASS_EVENTS))
-        _write(b, _slowed(PASS_EVENTS))
+        write_messages(a, synthetic.bulk(PASS_EVENTS))
+        write_messages(b, _slowed(PASS_EVENTS))
         size_mb = (a.stat().st_size + b.stat().st_size) / 1e6
         _, _, base_peak, _ = _child("baseline", a, b, tmp)
         read_s, read_cpu, _, _ = _child("read", a, b, tmp)

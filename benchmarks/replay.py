@@ -15,6 +15,7 @@ import asyncio
 import gc
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,16 @@ FRAME = 16  # messages per frame: fewer than the agent sends for the demo's comp
 def write_recording(path: Path, pass_events: int = PASS_EVENTS, frame: int = FRAME) -> int:
     """Write the benchmark recording, ``frame`` messages to a frame as the agent batches them;
     returns the number of messages in it."""
+    return write_messages(path, synthetic.bulk(pass_events), frame)
+
+
+def write_messages(path: Path, messages: Iterable[Message], frame: int = FRAME) -> int:
+    """``messages`` after an agent's hello, as ``iket-tui record`` writes them, ``frame`` to a
+    frame; returns the number of messages written."""
     writer = RecordingWriter(path, source="benchmark")
     writer.write(synthetic.agent_hello())
     pending: list[Message] = []
-    for msg in synthetic.bulk(pass_events):
+    for msg in messages:
         pending.append(msg)
         if len(pending) == frame:
             writer.write_frames(encode_batch(pending), pending)
