@@ -22,7 +22,9 @@ same compile at once. This module imports neither TVM nor TileLang:
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 import threading
 import weakref
 from abc import ABC, abstractmethod
@@ -48,6 +50,22 @@ carries the answer travels as a map, not a row."""
 Note = tuple[bool, int, Any, Any, "str | None"]
 """A pass's callback as its compiler's thread noted it: started (or finished), time, ``PassInfo``,
 module (always at a start, for a failure capture; at a finish when the IR may be kept), phase."""
+
+
+@functools.cache
+def changes_asked(raw: str) -> bool:
+    """Whether ``IKET_TUI_PASS_CHANGES`` holding ``raw`` asks for the check; another value than
+    ``1`` or ``0`` is said on stderr, once, and taken as ``0``."""
+    if raw.strip() in ("", "0"):
+        return False
+    if raw.strip() == "1":
+        return True
+    print(
+        f"iket-tui agent: {CHANGES_VARIABLE} must be 1 or 0, got {raw!r}; passes are not checked for changes",
+        file=sys.stderr,
+    )
+    return False
+
 
 _PASS_START: Final = m.PASS_START
 _PASS_END: Final = m.PASS_END
@@ -186,7 +204,7 @@ class PassNotes:
         requests). The module given to each pass is noted either way: the IR store holds it while
         the pass runs, for a failure capture or a stuck pass's."""
         self._store = self.registry.ir_store
-        self._changes = os.environ.get(CHANGES_VARIABLE) == "1"  # read at each compile: settable while it runs
+        self._changes = changes_asked(os.environ.get(CHANGES_VARIABLE, ""))  # read at each compile
         self._phase_now = phase_now
         """The pass phase in force on the compiler's thread now."""
         self.begun = compile.compile_id is not None

@@ -152,3 +152,19 @@ def test_a_comparison_that_fails_leaves_every_pass_end_without_the_answer(monkey
     compared = [end for end in ends if "changed" in end]
     assert all(end["changed"] is False for end in compared)  # only passes that returned their module
     assert registry.observer_errors == len(ends) - len(compared) > 0
+
+
+def test_a_value_other_than_1_or_0_is_said_once_and_checks_nothing(
+    comparisons: list[bool], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(pass_notes.CHANGES_VARIABLE, "yes please")
+    pass_notes.changes_asked.cache_clear()
+    registry = Registry()
+    _attached, _ = registry.attach(limit=100_000)  # a client: the IR is kept, where the check would run
+    _lower(registry)
+    _lower(registry)
+    assert comparisons == []
+    said = capsys.readouterr().err.splitlines()
+    assert said == [
+        "iket-tui agent: IKET_TUI_PASS_CHANGES must be 1 or 0, got 'yes please'; passes are not checked for changes"
+    ]
