@@ -4,9 +4,9 @@ The process's all-time peak (``ru_maxrss``) cannot bound one fuzz input: once an
 it, a later one that stays under it is not measured at all. Linux resets the resident set's
 high-water mark on request (``5`` written to ``/proc/self/clear_refs``), so each stretch gets a
 peak of its own, read back as ``VmHWM`` from ``/proc/self/status``. Where that file cannot be
-written (an older or sandboxed kernel), Python's traced allocations stand in (``tracemalloc``,
-its peak reset likewise): they miss memory a C library takes without telling Python, and they
-slow what they trace.
+written, or a write to it leaves the mark where it was (an older or sandboxed kernel), Python's
+traced allocations stand in (``tracemalloc``, its peak reset likewise): they miss memory a C
+library takes without telling Python, and they slow what they trace.
 """
 
 from __future__ import annotations
@@ -22,12 +22,23 @@ STATUS: Final = Path("/proc/self/status")
 Way = Literal["VmHWM", "tracemalloc"]
 
 
+PROBE: Final = 48 << 20
+"""Above glibc's largest mmap threshold (32 MiB): taken as fresh pages and given back on free,
+so the high-water mark stands this far above the resident set until it is reset."""
+
+
 @functools.cache
 def best_way() -> Way:
-    """``VmHWM`` where this process may reset its high-water mark, else ``tracemalloc``."""
+    """``VmHWM`` where this process may reset its high-water mark, else ``tracemalloc``.
+
+    The reset is tried, not assumed: some kernels (a sandboxed one among them) take the write to
+    ``clear_refs`` and leave the mark where it was."""
     try:
+        peak = b"\x01" * PROBE  # every page written, then freed: the mark stays up
+        del peak
         _reset_high_water_mark()
-        _status_kib("VmHWM")
+        if _status_kib("VmHWM") - _status_kib("VmRSS") > (PROBE >> 10) // 2:
+            return "tracemalloc"
     except (OSError, ValueError):
         return "tracemalloc"
     return "VmHWM"
