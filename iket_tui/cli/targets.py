@@ -176,9 +176,12 @@ class HostLinks:
         self._paths: dict[Path, tuple[HostLink, int, int]] = {}
         self._taken: dict[str, int] = {}  # agents of each link already looked at
 
-    def start(self) -> None:
-        """Log in to every host at once; raises :class:`SourceError` naming the first that
-        cannot be reached (every link is closed then)."""
+    def start(self, *, others: bool = False) -> dict[str, str]:
+        """Log in to every host at once. A host that cannot be reached is lost from the start
+        and logged in to again as one that dropped is, while another target answered (a host,
+        or ``others``: local agents); returns why each such host could not be had, one line
+        each. When none answered, raises :class:`SourceError` naming the first host (every
+        link is closed then)."""
         errors: dict[str, str] = {}
 
         def start(link: HostLink) -> None:
@@ -193,11 +196,15 @@ class HostLinks:
         for thread in threads:
             thread.join()
         failed = [host for host in self.links if host in errors]
-        if failed:
+        if failed and len(failed) == len(self.links) and not others:
             self.close()
             more = f" (and {len(failed) - 1} more hosts)" if len(failed) > 1 else ""
             raise SourceError(errors[failed[0]] + more)
+        for host in failed:
+            self.links[host].start_lost(errors[host])
         for host, pids in self.job.hosts.items():
+            if host in errors:
+                continue  # its pids are looked for once it answers
             there = {pid for pid, _ in self.links[host].agents()}
             for pid in sorted(pids or ()):
                 if pid not in there:
@@ -205,6 +212,7 @@ class HostLinks:
                     raise SourceError(
                         f"{host}:{pid}: no iket-tui agent of that pid there (`iket-tui ls {host}` lists them)"
                     )
+        return {host: errors[host] for host in failed}
 
     def paths(self) -> list[Path]:
         """Each agent to watch on every host, as ``HOST:PID``, those announced since included
@@ -239,11 +247,13 @@ def job_source(
     """A job across machines in one stream: every agent on each host through that host's one
     ssh connection (and those that start there while it watches), with the local ones."""
     links = HostLinks(job, filters=filters)
-    links.start()
+    unreachable = links.start(others=bool(local_paths))
     remote = links.paths()
     if not remote and not local_paths:
         links.close()
-        raise SourceError(f"no live iket-tui agents on {', '.join(job.hosts)} (of the user ssh logs in as)")
+        reached = [host for host in job.hosts if host not in unreachable]
+        why = f"; and {next(iter(unreachable.values()))}" if unreachable else ""
+        raise SourceError(f"no live iket-tui agents on {', '.join(reached)} (of the user ssh logs in as){why}")
 
     def reader_of(path: Path, frames_to: FramesTo | None) -> SocketSource:
         if links.is_remote(path):  # known by its path, never parsed back from it
@@ -261,6 +271,7 @@ def job_source(
         reader_of=reader_of,
         hosts=links.states,
         on_close=links.close,
+        first_notes=[f"{why}; logging in again while the others stream" for why in unreachable.values()],
     )
     streams.by_rank = True
     return streams

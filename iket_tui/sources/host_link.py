@@ -12,7 +12,9 @@ When the connection is lost (the host rebooted, the network dropped, sshd was re
 agent's stream there pauses as an agent that hung up while its process runs on does, and the
 link logs in again, waiting longer after each failure (:data:`BACKOFF_S`); once the bridge is
 back, each agent's stream is taken up again from what this client has. The other hosts' links go
-on meanwhile. :attr:`HostLink.lost_at_s` says since when it is lost.
+on meanwhile. :attr:`HostLink.lost_at_s` says since when it is lost. A host that cannot be
+reached as the watch begins is lost from the start the same way (:meth:`HostLink.start_lost`),
+and its agents join once it answers.
 """
 
 from __future__ import annotations
@@ -112,6 +114,15 @@ class HostLink:
         :class:`SourceError` with the one-line reason when it cannot be had."""
         sock = self._login(timeout_s)
         self._thread = threading.Thread(target=self._run, args=(sock,), name=f"iket-tui link {self.host}", daemon=True)
+        self._thread.start()
+
+    def start_lost(self, why: str) -> None:
+        """Go on without the first login, which failed (``why``, one line): the host is lost
+        from now, and logged in to again as one whose connection dropped is, until :meth:`close`."""
+        with self._lock:
+            self.lost_at_s = time.monotonic()
+            self.why = why.removeprefix(f"{self.host}: ")
+        self._thread = threading.Thread(target=self._run, args=(None,), name=f"iket-tui link {self.host}", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
@@ -265,14 +276,17 @@ class HostLink:
             self.why = ""
             self._changed.notify_all()
 
-    def _run(self, sock: socket.socket) -> None:
-        """Carry the streams until closed, logging in again whenever the connection is lost."""
+    def _run(self, sock: socket.socket | None) -> None:
+        """Carry the streams until closed, logging in again whenever the connection is lost
+        (at once for a link started lost: ``sock`` is ``None``)."""
         failures = 0
         while not self._closed:
-            why = self._serve(sock)
-            if self._closed:
-                break
-            self._lose(why)
+            if sock is not None:
+                why = self._serve(sock)
+                if self._closed:
+                    break
+                self._lose(why)
+                sock = None
             while not self._closed:
                 self._sleep(BACKOFF_S[min(failures, len(BACKOFF_S) - 1)])
                 failures += 1

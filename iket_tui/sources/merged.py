@@ -162,7 +162,8 @@ class ProcessStreams:
     process's source instead (given its path and where its frames go), for agents that are not
     local sockets (``HOST:PID`` through ssh). ``hosts`` gives the state of each machine of a
     watch across machines: a batch says it whenever it changed. ``on_close`` runs once the
-    merged stream is closed (the hosts' connections end then).
+    merged stream is closed (the hosts' connections end then). ``first_notes`` come with the
+    first batch (a host that could not be reached as the watch began).
     """
 
     def __init__(
@@ -177,6 +178,7 @@ class ProcessStreams:
         reader_of: ReaderOf | None = None,
         hosts: Callable[[], tuple[HostState, ...]] | None = None,
         on_close: Callable[[], None] | None = None,
+        first_notes: Sequence[str] = (),
     ) -> None:
         self.paths = [Path(path) for path in paths]
         self.description = description or "processes " + ", ".join(str(path) for path in self.paths)
@@ -193,6 +195,7 @@ class ProcessStreams:
         self._hosts = hosts
         self._hosts_said: tuple[HostState, ...] | None = None
         self._on_close = on_close
+        self._first_notes = tuple(first_notes)
         self._readers: list[_Reader] = []
         self._known: set[Path] = set()
         self._shared: SharedRecording | None = None
@@ -290,7 +293,7 @@ class ProcessStreams:
             return
         for reader in list(self._readers):
             self._start(reader)
-        yield SourceBatch(state=SourceState.LIVE)
+        yield SourceBatch(state=SourceState.LIVE, notes=self._first_notes)
         try:
             yield from self._merge()
         finally:

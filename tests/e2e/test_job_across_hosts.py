@@ -9,18 +9,21 @@ emit a compile of a few passes as TileLang's observer would and one more on each
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ssh_server import NoSshd, Sshd, cli_helpers, start_sshd
+from ssh_server import NoSshd, Sshd, cli_helpers, free_port, start_sshd
 
 from iket_tui.cli.targets import job_source, job_targets
 from iket_tui.model.behind import passes_behind
@@ -263,10 +266,117 @@ def test_the_ui_names_every_rank_compares_them_and_says_a_lost_host_in_its_heade
     assert {msg["host"] for msg in msgs if msg["type"] == m.PROCESS} == set(HOSTS)
 
 
-def test_a_host_that_cannot_be_reached_as_attach_starts_is_one_line_naming_it(cluster: Cluster) -> None:
-    result = cli.run_iket("attach", "node1:", "nowhere:", "node3:")
-    cli.assert_one_line_error(result, "nowhere: ssh cannot reach it")
-    cli.wait_until(lambda: not cluster.sshd.sessions(), timeout=30)  # the hosts reached were let go
+def test_attach_where_no_host_can_be_reached_is_one_line_naming_the_first(cluster: Cluster) -> None:
+    result = cli.run_iket("attach", "nowhere:", "stranger:")
+    cli.assert_one_line_error(result, "nowhere: ssh cannot reach it", "(and 1 more hosts)")
+    cli.wait_until(lambda: not cluster.sshd.sessions(), timeout=30)
+
+
+def test_a_host_reached_with_no_agents_and_one_unreachable_is_one_line_saying_both(cluster: Cluster) -> None:
+    cluster.stop()  # no rank runs on node1
+    result = cli.run_iket("attach", "node1:", "nowhere:")
+    cli.assert_one_line_error(result, "no live iket-tui agents on node1 ", "; and nowhere: ssh cannot reach it")
+    cli.wait_until(lambda: not cluster.sshd.sessions(), timeout=30)  # the host reached was let go
+
+
+class Forwarder:
+    """A port of loopback relaying each connection to another port: a host that comes up."""
+
+    def __init__(self, port: int, to: int) -> None:
+        self._to = to
+        self._server = socket.create_server(("127.0.0.1", port))
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                theirs, _ = self._server.accept()
+            except OSError:
+                return
+            ours = socket.create_connection(("127.0.0.1", self._to))
+            self._open += [theirs, ours]
+            threading.Thread(target=self._pump, args=(theirs, ours), daemon=True).start()
+            threading.Thread(target=self._pump, args=(ours, theirs), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._server.close()
+        for sock in self._open:
+            sock.close()
+
+
+def _down(cluster: Cluster, host: str) -> Callable[[], Forwarder]:
+    """Point ``host``'s alias at a port of loopback where nothing listens; returns what brings it
+    up there (a relay to its sshd's port)."""
+    config = cluster.sshd.client_config
+    text = config.read_text()
+    block = text[text.index(f"Host {host}\n") :]
+    found = re.search(r"Port (\d+)", block)
+    assert found is not None
+    real, port = int(found.group(1)), free_port()
+    config.write_text(text.replace(f"Host {host}\n    Port {real}\n", f"Host {host}\n    Port {port}\n"))
+    known = config.parent / "known_hosts"
+    (key,) = [line for line in known.read_text().splitlines() if line.startswith(f"[127.0.0.1]:{real} ")]
+    known.write_text(known.read_text() + key.replace(f":{real} ", f":{port} ", 1) + "\n")
+    return lambda: Forwarder(port, real)
+
+
+def test_a_host_unreachable_as_attach_starts_is_lost_while_the_others_stream_and_joins_once_up(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    up = _down(cluster, "node3")
+    out = tmp_path / "late.msgpack"
+    watched = Watched(job_source(job_targets(["node[1-3]:"]), record_to=out, filters={}))
+    relay: Forwarder | None = None
+    try:
+        cli.wait_until(lambda: watched.labels() == EVERY_RANK[:4], timeout=TIMEOUT_S)  # node1's and node2's
+        assert watched.lost("node3") and not watched.lost("node1") and not watched.lost("node2")
+        (said,) = [note for note in watched.notes if note.startswith("node3: ")]
+        assert said.startswith("node3: ssh cannot reach it (") and said.endswith(
+            "; logging in again while the others stream"
+        )
+        before = watched.compiles_done("node1")
+        cluster.go("node1")
+        cli.wait_until(lambda: watched.compiles_done("node1") == before + RANKS_PER_HOST, timeout=TIMEOUT_S)
+        relay = up()
+        cli.wait_until(lambda: watched.labels() == EVERY_RANK, timeout=TIMEOUT_S)  # its ranks join the tree
+        cli.wait_until(lambda: not watched.lost("node3"), timeout=TIMEOUT_S)
+        done = watched.compiles_done("node3")
+        cluster.go("node3")
+        cli.wait_until(lambda: watched.compiles_done("node3") == done + RANKS_PER_HOST, timeout=TIMEOUT_S)
+        assert watched.error is None
+    finally:
+        watched.close()
+        if relay is not None:
+            relay.close()
+    msgs, info = read_recording(out)
+    assert info.ended
+    assert {msg["host"] for msg in msgs if msg["type"] == m.PROCESS} == set(HOSTS)
+
+
+def test_the_header_says_a_host_unreachable_as_attach_starts_lost_until_its_ranks_join(cluster: Cluster) -> None:
+    up = _down(cluster, "node2")
+    terminal = cli.Terminal("attach", "node1:", "node2:", "node3:", columns=200, rows=50)
+    relay: Forwarder | None = None
+    try:
+        terminal.wait_for(b"4 processes (4 ranks)")
+        terminal.wait_for(b"node2: lost")
+        relay = up()
+        terminal.wait_for(b"6 processes (6 ranks)")
+        terminal.press(b"q")
+        assert terminal.wait_exit() == 0
+    finally:
+        if relay is not None:
+            relay.close()
+    cli.assert_no_traceback("\n".join(terminal.lines_after_ui))
 
 
 RESTARTING_TARGET = TESTS / "sources" / "restarting_target.py"
