@@ -33,7 +33,7 @@ from iket_tui.demo.sample import sample_recording
 from iket_tui.durations import duration
 from iket_tui.endpoints import NoAgentError, list_endpoints, resolve_target
 from iket_tui.outputs import STDOUT
-from iket_tui.sources.base import SourceError
+from iket_tui.sources.base import HostState, SourceError
 from iket_tui.sources.descendants import agents_below
 from iket_tui.sources.launch import LaunchedProgram
 from iket_tui.sources.merged import ProcessStreams
@@ -219,7 +219,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     check_writable(args.output, stdout=True)
     if to_stdout:
         check_stdout_takes("a recording", "| ssh host 'cat > run.msgpack'")
-    source = target_source(args.target, start_agent=args.start_agent, record_to=args.output, filters=filters_of(args))
+    source = _recorded(args)
     stopped: list[int] = []
     timed_out = threading.Event()
 
@@ -259,7 +259,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     elif source.error:
         why = "failed"
     else:
-        why = "the target exited"
+        why = "every target exited" if isinstance(source, ProcessStreams) else "the target exited"
     recorder = source.recorder
     count = recorder.messages if recorder is not None else 0
     dropped = f"; the agent dropped {recorder.dropped} events" if recorder is not None and recorder.dropped else ""
@@ -276,6 +276,27 @@ def cmd_record(args: argparse.Namespace) -> int:
     if source.error:
         raise SourceError(source.error)
     return 128 + stopped[0] if stopped else 0
+
+
+def _recorded(args: argparse.Namespace) -> LiveSource:
+    """The source ``record`` writes: one TARGET's agent, or as attach takes them, several
+    processes here and on other machines merged, each kept apart in the file."""
+    targets: list[str] = list(args.target)
+    filters = filters_of(args)
+    job = job_targets(targets, getattr(args, "hosts", None))
+    if job.across_hosts:
+        local = [target_socket(target, start_agent=args.start_agent) for target in job.local]
+        return job_source(job, record_to=args.output, filters=filters, local_paths=local)
+    if not targets:
+        raise UsageError("record needs a TARGET (a pid, a socket path or HOST:PID), several pids, or --hosts FILE")
+    if len(targets) == 1:
+        return target_source(targets[0], start_agent=args.start_agent, record_to=args.output, filters=filters)
+    if len(set(targets)) != len(targets):
+        raise UsageError("a TARGET is named twice: name each process once")
+    paths = [target_socket(target, start_agent=args.start_agent) for target in targets]
+    return ProcessStreams(
+        paths, record_to=args.output, description="pids " + ", ".join(targets), reader_options={"filters": filters}
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -421,14 +442,31 @@ def _follow(source: LiveSource, *, stop_recording: bool = False, say_recording_s
     recording was the point; the caller says why), and ``say_recording_stopped`` says why at
     once and reads on (the program goes on too).
     """
+    lost: dict[str, bool] = {}  # the hosts known lost
+    first = True
     for batch in source.batches():
         for note in batch.notes:
             say(note)
+        for host in batch.hosts or ():
+            _say_host(host, lost, first=first)
+        first = first and batch.hosts is None
         if batch.recording_stopped is not None:
             if say_recording_stopped:
                 say(batch.recording_stopped)
             if stop_recording:
                 source.close("recording stopped")
+
+
+def _say_host(host: HostState, lost: dict[str, bool], *, first: bool) -> None:
+    """Say a machine of a job across machines lost, once, and back, where no header shows it;
+    one lost in the ``first`` state said was said as the stream began (it could not be reached)."""
+    if host.lost_at_s is None:
+        if lost.pop(host.host, False):
+            say(f"{host.host}: back; its agents' streams taken up again")
+        return
+    if host.host not in lost and not first:
+        say(f"{host.host}: lost ({host.why or 'the connection was lost'}); logging in again while the others go on")
+    lost[host.host] = True
 
 
 def _exit_code(program: LaunchedProgram) -> int:

@@ -219,12 +219,30 @@ logged in to again while the others go on.""",
 Record what a running agent sends, without the UI, until the target exits, --duration
 passes, or Ctrl-C; one line then says how many messages were written and why it stopped.
 The file replays (`iket-tui replay`) and dumps (`iket-tui dump`), even one whose recorder was
-killed. `-o -` writes the recording to standard output, for a pipe; the line goes to stderr.""",
+killed. `-o -` writes the recording to standard output, for a pipe; the line goes to stderr.
+Several targets take what attach takes (PID PID, HOST:, node[1-8]:, @hosts.txt or --hosts
+FILE, mixed with local pids): every process is kept apart in the file, by host and pid, through
+one ssh connection per host, and agents that start there meanwhile are recorded too; such a
+recording runs until --duration passes or Ctrl-C. A host that cannot be reached as it starts,
+or drops, is said on stderr and logged in to again while the others are recorded.""",
         "iket-tui record 12345 -o run.msgpack",
         "iket-tui record 12345 -o run.msgpack --duration 60",
         "iket-tui record 12345 -o - | ssh host 'cat > run.msgpack'",
+        "iket-tui record node[1-8]: -o job.msgpack --duration 600",
     )
-    target(record)
+    record.add_argument(
+        "target",
+        nargs="*",
+        metavar="TARGET",
+        help="a pid (see `iket-tui ls`), the path of an agent socket, or HOST:PID for a pid on HOST through ssh;"
+        " HOST: for every agent there (node[1-8]: for several hosts, @FILE for those a file names)",
+    )
+    record.add_argument(
+        "--hosts",
+        type=Path,
+        metavar="FILE",
+        help="record every agent on each host FILE names (one a line, # comments), as HOST: targets",
+    )
     record.add_argument(
         "-o",
         "--output",
@@ -512,11 +530,23 @@ runs Python again).""",
         """\
 List the live agents of this user, one a line: pid, uptime, socket and command. The pid is
 what attach, record, stacks, ir and abort take as TARGET. With HOST, those on that machine,
-through ssh (attach and record take HOST:PID).""",
+through ssh (attach and record take HOST:PID). Several hosts (node1 node2, node[1-8]:,
+@hosts.txt or --hosts FILE) are listed in one table with a HOST column, one ssh each; a host
+that cannot be reached is one line on stderr while the others are listed. Exit code 0 when
+at least one host answered, 2 when none did.""",
         "iket-tui ls",
         "iket-tui ls gpu-box",
+        "iket-tui ls node[1-8]:",
     )
-    ls.add_argument("host", nargs="?", metavar="HOST", help="list the agents on HOST (an ssh destination) instead")
+    ls.add_argument(
+        "host",
+        nargs="*",
+        metavar="HOST",
+        help="list the agents on HOST (an ssh destination) instead; node[1-8] for several, @FILE for a file's",
+    )
+    ls.add_argument(
+        "--hosts", type=Path, metavar="FILE", help="list the agents on each host FILE names (one a line, # comments)"
+    )
     json_format(ls, "a JSON list of the agents: pid, uptime_s, start_time, socket, argv (docs/commands.md)")
     ls.set_defaults(handler=cmd_ls)
 

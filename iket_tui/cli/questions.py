@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iket_tui.cli.errors import UsageError, say
+from iket_tui.cli.errors import EXIT_BAD_INPUT, UsageError, say
 from iket_tui.cli.targets import target_source
 from iket_tui.durations import duration
 from iket_tui.endpoints import list_endpoints, process_argv, runtime_dir, runtime_dir_problem, uptime_seconds
@@ -88,10 +91,14 @@ def cmd_ir(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     """Print this user's live agents, one a line: pid, uptime, socket and command. Only agents
     that listen are listed, and none from a runtime directory that may not be trusted (why is
-    said on stderr). With a HOST, the same list from that machine, through ssh."""
+    said on stderr). With a HOST, the same list from that machine, through ssh; with several
+    (ranges, host lists), one table of them all with a HOST column."""
     as_json = args.format == "json"
-    if args.host is not None:
-        return _ls_remote(args.host, as_json=as_json)
+    hosts = _ls_hosts(args.host, getattr(args, "hosts", None))
+    if len(hosts) == 1 and [word.removesuffix(":") for word in args.host] == hosts:  # its own list, as it prints it
+        return _ls_remote(hosts[0], as_json=as_json)
+    if hosts:
+        return _ls_job(hosts, as_json=as_json)
     problem = runtime_dir_problem()
     if problem is not None:
         say(problem.says("its sockets are not listed"))
@@ -163,6 +170,88 @@ def _ls_remote(host: str, *, as_json: bool = False) -> int:
     if code != 0:
         raise UsageError(why)
     sys.stdout.write(out)
+    return 0
+
+
+def _ls_hosts(words: Sequence[str], hosts_from: Path | None) -> list[str]:
+    """The hosts ``ls`` lists: ``HOST`` or ``HOST:``, ranges (``node[1-8]``), ``@FILE`` and
+    ``--hosts FILE`` naming one a line. Raises :class:`UsageError`."""
+    from iket_tui.cli.targets import expand_hosts, hosts_file
+
+    hosts = hosts_file(hosts_from) if hosts_from is not None else []
+    for word in words:
+        if word.startswith("@") and len(word) > 1:
+            hosts += hosts_file(Path(word[1:]))
+            continue
+        host = word.removesuffix(":")
+        if not host or ":" in host:
+            raise UsageError(f"{word}: ls lists every agent of a host: name it as HOST or HOST:")
+        hosts += expand_hosts(host)
+    return list(dict.fromkeys(hosts))
+
+
+def _ls_job(hosts: Sequence[str], *, as_json: bool) -> int:
+    """The agents of several hosts in one table with a HOST column (or one JSON list, each with
+    its host), one ssh each, all at once; a host that does not answer is one line on stderr.
+    Exit code 0 when at least one host answered, 2 when none did."""
+    from iket_tui.sources.ssh import run_remote
+
+    listed: dict[str, list[dict[str, Any]]] = {}
+    failed: dict[str, str] = {}
+
+    def ask(host: str) -> None:
+        try:
+            code, out, why = run_remote(host, ["ls", "--format", "json"], batch=True)
+        except SourceError as exc:
+            failed[host] = str(exc)
+            return
+        if code != 0:
+            failed[host] = why
+            return
+        try:
+            agents = json.loads(out)
+        except ValueError:
+            agents = None
+        if not isinstance(agents, list) or not all(isinstance(agent, dict) for agent in agents):
+            failed[host] = f"{host}: its iket-tui's ls did not answer a JSON list of agents"
+            return
+        listed[host] = agents
+
+    threads = [threading.Thread(target=ask, args=(host,), daemon=True) for host in hosts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for host in hosts:
+        if host in failed:
+            say(failed[host])
+    if not listed:
+        return EXIT_BAD_INPUT
+    answered = [host for host in hosts if host in listed]
+    if as_json:
+        _write_json([{"host": host, **agent} for host in answered for agent in listed[host]])
+        return 0
+    rows = [("HOST", "PID", "UPTIME", "SOCKET", "COMMAND")]
+    for host in answered:
+        for agent in listed[host]:
+            uptime = agent.get("uptime_s")
+            argv = agent.get("argv")
+            command = " ".join(" ".join(str(word) for word in argv).split()) if isinstance(argv, list) else ""
+            rows.append(
+                (
+                    host,
+                    str(agent.get("pid", "?")),
+                    duration(int(uptime * 1e9)).replace(" ", "") if isinstance(uptime, int | float) else "?",
+                    str(agent.get("socket", "?")),
+                    command or "?",
+                )
+            )
+    if len(rows) == 1:
+        print(f"no live iket-tui agents on {', '.join(answered)} (of the user ssh logs in as)")
+        return 0
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for host, pid, uptime, path, command in rows:
+        print(f"{host:<{widths[0]}}  {pid:>{widths[1]}}  {uptime:>{widths[2]}}  {path:<{widths[3]}}  {command}")
     return 0
 
 

@@ -81,7 +81,12 @@ def test_bash_offers_the_other_live_agents_after_a_pid_attach_was_given(files: P
 
 
 def test_bash_offers_only_one_target_where_a_command_takes_one(files: Path, agents: list[str]) -> None:
-    assert _bash(files, ("record", agents[0], ""), ("stacks", agents[0], "")) == [[], []]
+    assert _bash(files, ("stacks", agents[0], "")) == [[]]
+
+
+def test_bash_offers_record_the_other_live_agent_as_attach(files: Path, agents: list[str]) -> None:
+    first, second = agents
+    assert _bash(files, ("record", first, ""), ("record", first, second, "")) == [[second], []]
 
 
 def test_bash_offers_live_agents_and_recordings_to_repro_stuck(files: Path, home: Path, agents: list[str]) -> None:
@@ -110,7 +115,8 @@ def test_fish_offers_the_other_live_agents_after_a_pid_attach_was_given(files: P
         f"iket-tui attach --depth 2 {second} ",
         f"iket-tui attach {first} {second} ",
         f"iket-tui record {first} ",
-    ) == [[first, second], [second], [first], [], []]
+        f"iket-tui stacks {first} ",
+    ) == [[first, second], [second], [first], [], [second], []]
 
 
 @needs_fish

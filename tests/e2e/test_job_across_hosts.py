@@ -10,6 +10,7 @@ emit a compile of a few passes as TileLang's observer would and one more on each
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -29,7 +30,7 @@ from iket_tui.cli.targets import job_source, job_targets
 from iket_tui.model.behind import passes_behind
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
-from iket_tui.sources.base import HostState
+from iket_tui.sources.base import HostState, SourceError
 from iket_tui.sources.merged import ProcessStreams
 from iket_tui.sources.reading import read_recording
 
@@ -420,3 +421,99 @@ def test_an_agent_stopped_and_started_again_on_a_host_is_followed_through_its_on
             target.wait()
     assert got == [f"event {n}" for n in range(250)]  # every event once
     assert any(note.startswith(f"node1/pid {target.pid}: its stream taken up again after ") for note in notes), notes
+
+
+def _ranks_by_host(cluster: Cluster) -> set[tuple[str, int]]:
+    return {(host, process.pid) for host, processes in cluster.ranks.items() for process in processes}
+
+
+def test_ls_lists_every_hosts_agents_in_one_table_and_a_host_unreachable_in_one_line(cluster: Cluster) -> None:
+    result = cli.run_iket("ls", "node[1-3]:", "nowhere")
+    assert result.returncode == 0, result.stderr
+    cli.assert_no_traceback(result.stderr)
+    (said,) = result.stderr.splitlines()
+    assert said.startswith("iket-tui: nowhere: ssh cannot reach it (")
+    header, *rows = result.stdout.splitlines()
+    assert header.split() == ["HOST", "PID", "UPTIME", "SOCKET", "COMMAND"]
+    assert {(row.split()[0], int(row.split()[1])) for row in rows} == _ranks_by_host(cluster)
+    assert all(row.endswith(f"{sys.executable} {RANK}") for row in rows), rows
+    as_json = cli.run_iket("ls", "node1", "node3:", "--format", "json")
+    assert as_json.returncode == 0 and as_json.stderr == ""
+    listed = json.loads(as_json.stdout)
+    assert {(agent["host"], agent["pid"]) for agent in listed} == {
+        (host, pid) for host, pid in _ranks_by_host(cluster) if host != "node2"
+    }
+    assert all(agent["argv"] == [sys.executable, str(RANK)] for agent in listed)
+
+
+def test_ls_where_no_host_answers_says_each_in_one_line_and_exits_2(cluster: Cluster, tmp_path: Path) -> None:
+    listed = tmp_path / "hosts.txt"
+    listed.write_text("nowhere\nstranger\n")
+    result = cli.run_iket("ls", "--hosts", str(listed))
+    assert result.returncode == 2 and result.stdout == ""
+    cli.assert_no_traceback(result.stderr)
+    nowhere, stranger = result.stderr.splitlines()
+    assert nowhere.startswith("iket-tui: nowhere: ssh cannot reach it (")
+    assert stranger.startswith("iket-tui: stranger: ssh could not log in (")
+
+
+def test_record_keeps_every_process_of_every_host_apart_for_replay_dump_and_export(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "job.msgpack"
+    listed = tmp_path / "hosts.txt"
+    listed.write_text("node1\nnode2\n")
+    log = tmp_path / "record.log"
+
+    def processes() -> set[tuple[str, int]]:
+        try:
+            msgs, _ = read_recording(out)
+        except SourceError:
+            return set()
+        return {(msg["host"], msg["pid"]) for msg in msgs if msg["type"] == m.PROCESS}
+
+    with log.open("w") as said:
+        record = subprocess.Popen(
+            cli.iket_command("record", "node3:", "nowhere:", "--hosts", str(listed), "-o", str(out)),
+            stdout=said,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        cli.wait_until(lambda: processes() == _ranks_by_host(cluster), timeout=TIMEOUT_S)
+        assert len(cluster.sshd.sessions()) == len(HOSTS)  # one login per host reached
+        record.send_signal(signal.SIGINT)
+        assert record.wait(TIMEOUT_S) == 128 + signal.SIGINT
+    finally:
+        if record.poll() is None:
+            record.kill()
+            record.wait()
+    text = log.read_text()
+    cli.assert_no_traceback(text)
+    lines = text.splitlines()
+    assert any(
+        line.startswith("iket-tui: nowhere: ssh cannot reach it (")
+        and line.endswith("; logging in again while the others stream")
+        for line in lines
+    ), text
+    assert lines[-1].startswith("recorded ") and "from 4 hosts: node1, node2, node3 and 1 more" in lines[-1]
+    assert lines[-1].endswith("(interrupted)")
+    msgs, info = read_recording(out)
+    assert info.ended
+    replayed = Session(by_rank=True)
+    replayed.apply(msgs)
+    assert sorted(replayed.tree.process_label(process) for process in replayed.tree.processes) == EVERY_RANK
+    dumped = cli.run_iket("dump", str(out))
+    assert dumped.returncode == 0, dumped.stderr
+    for host, pid in _ranks_by_host(cluster):  # each run of a process's messages under its process line
+        assert re.search(rf"^ +process +pid={pid} start_time=\d+ host={host}$", dumped.stdout, re.MULTILINE)
+    trace = tmp_path / "job.json"
+    exported = cli.run_iket("export", str(out), "-o", str(trace))
+    assert exported.returncode == 0, exported.stderr
+    names = {
+        event["args"]["name"]
+        for event in json.loads(trace.read_text())["traceEvents"]
+        if event.get("ph") == "M" and event.get("name") == "process_name"
+    }
+    for host, pid in _ranks_by_host(cluster):
+        assert any(name.startswith(f"{host}/pid {pid} rank ") for name in names), names
