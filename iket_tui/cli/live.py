@@ -448,7 +448,7 @@ def _follow(source: LiveSource, *, stop_recording: bool = False, say_recording_s
         for note in batch.notes:
             say(note)
         for host in batch.hosts or ():
-            _say_host(host, lost, first=first)
+            say_host(host, lost, first=first)
         first = first and batch.hosts is None
         if batch.recording_stopped is not None:
             if say_recording_stopped:
@@ -457,7 +457,7 @@ def _follow(source: LiveSource, *, stop_recording: bool = False, say_recording_s
                 source.close("recording stopped")
 
 
-def _say_host(host: HostState, lost: dict[str, bool], *, first: bool) -> None:
+def say_host(host: HostState, lost: dict[str, bool], *, first: bool) -> None:
     """Say a machine of a job across machines lost, once, and back, where no header shows it;
     one lost in the ``first`` state said was said as the stream began (it could not be reached)."""
     if host.lost_at_s is None:

@@ -12,15 +12,17 @@ import socket
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from iket_tui.cli.errors import UsageError, check_writable, say
 from iket_tui.cli.filters import filters_of
-from iket_tui.cli.live import _kernel_env, _report_output
+from iket_tui.cli.live import LiveSource, _kernel_env, _report_output, say_host
 from iket_tui.cli.signals import watch_signals
-from iket_tui.cli.targets import target_socket, target_source
+from iket_tui.cli.targets import JobTargets, job_source, job_targets, target_socket, target_source
 from iket_tui.sources.launch import LaunchedProgram
+from iket_tui.sources.merged import ProcessStreams
 from iket_tui.sources.replay import RecordingSource
 from iket_tui.sources.ssh import remote_target
 
@@ -53,6 +55,9 @@ Every browser tab runs its own copy of the UI:
                   events and every open pass), and once the target has exited a new tab replays
                   the recording. TARGET is a pid, a socket path, or HOST:PID (then serve and
                   each tab reach it through ssh, as `iket-tui attach HOST:PID` does).
+  attach T1 T2..  several targets as attach takes them (PID PID, HOST:, node[1-8]:,
+                  @hosts.txt, --hosts FILE): serve and each tab show every process of
+                  every host in one tree, through one ssh connection per host each.
   run -- CMD      serve starts CMD with the agent once, and then does as for attach.
 The recording is a temporary file, removed when serve stops, unless --record FILE keeps it.
 Options of replay, attach and run go after the command, as without serve; --port and --host
@@ -63,6 +68,7 @@ examples:
   iket-tui serve replay run.msgpack --port 8000
   iket-tui serve attach 12345
   iket-tui serve attach gpu-node-3:12345 --passes 'tl.*'
+  iket-tui serve attach node[1-8]:
   iket-tui serve --record run.msgpack run -- python my_kernel.py"""
 
 
@@ -169,18 +175,47 @@ def _serve_replay(args: argparse.Namespace, host: str, port: int) -> int:
 
 
 def _serve_attach(args: argparse.Namespace, host: str, port: int, record: Path | None) -> int:
-    if args.all or len(args.target) != 1:
-        raise UsageError(
-            "serve attach shows one TARGET: a pid, a socket path or HOST:PID (several processes need `iket-tui attach`)"
-        )
-    (named,) = args.target
+    if args.all:
+        raise UsageError("serve attach has no --all: name the TARGETs (pids, HOST:PID, HOST: or node[1-8]:)")
+    targets: list[str] = list(args.target)
+    job = job_targets(targets, getattr(args, "hosts", None))
+    if len(targets) != 1 or job.across_hosts:
+        return _serve_several(args, job, host, port, record)
+    (named,) = targets
     remote = remote_target(named)
-    if remote is not None and remote.pid is None:
-        raise UsageError(
-            f"{named}: serve attach shows one process there: HOST:PID (`iket-tui ls {remote.host}` lists them)"
-        )
     tab_target = named if remote is not None else str(target_socket(named, start_agent=True))
     target = _Target(tab_target, args, record, host=host, port=port)
+    try:
+        _listen(target.server)
+    finally:
+        target.stop()
+    return 0
+
+
+def _serve_several(args: argparse.Namespace, job: JobTargets, host: str, port: int, record: Path | None) -> int:
+    """serve attach of several processes in one view, as attach shows them: pids here, and
+    the agents of other machines through one ssh connection per host (``node[1-8]:``,
+    ``@hosts.txt``, ``--hosts FILE``); each tab attaches to the same targets."""
+    if not job.local and not job.hosts:
+        raise UsageError(
+            "serve attach needs a TARGET: a pid, a socket path, HOST:PID or HOST: (node[1-8]: for several)"
+        )
+    local = [target_socket(target, start_agent=True) for target in job.local]
+    tab_targets = [str(path) for path in local]
+    for name, pids in job.hosts.items():  # host lists and ranges read once, here
+        tab_targets += [f"{name}:"] if pids is None else [f"{name}:{pid}" for pid in sorted(pids)]
+
+    def source_of(recording: Path, filters: dict[str, Any]) -> LiveSource:
+        if job.hosts:
+            return job_source(job, record_to=recording, filters=filters, local_paths=local)
+        return ProcessStreams(
+            local,
+            record_to=recording,
+            description="pids " + ", ".join(job.local),
+            reader_options={"filters": filters},
+        )
+
+    target = _Target(tab_targets, args, record, host=host, port=port, source_of=source_of)
     try:
         _listen(target.server)
     finally:
@@ -230,17 +265,19 @@ def _serve_run(args: argparse.Namespace, host: str, port: int, record: Path | No
 class _Target:
     """A live target under serve: one connection of serve's own keeps its recording, so that a
     tab opened after the target exits replays it; until then each tab attaches to ``target``
-    (a socket path here, or ``HOST:PID``: then serve and every tab each reach it through ssh)."""
+    (a socket path here, or ``HOST:PID``: then serve and every tab each reach it through ssh;
+    or several targets, whose source ``source_of`` makes from the recording and the filters)."""
 
     def __init__(
         self,
-        target: str,
+        target: str | list[str],
         args: argparse.Namespace,
         record: Path | None,
         *,
         host: str,
         port: int,
         program: LaunchedProgram | None = None,
+        source_of: Callable[[Path, dict[str, Any]], LiveSource] | None = None,
     ) -> None:
         self._kept = record
         self._stopping = False
@@ -253,7 +290,12 @@ class _Target:
         self._program = program
         filters = filters_of(args)
         retry: dict[str, Any] = {"connect_retry_s": 5.0} if program is not None else {}
-        self.source = target_source(target, start_agent=False, record_to=record, filters=filters, **retry)
+        targets = [target] if isinstance(target, str) else target
+        self.source: LiveSource
+        if source_of is not None:
+            self.source = source_of(record, filters)
+        else:
+            self.source = target_source(targets[0], start_agent=False, record_to=record, filters=filters, **retry)
         try:
             self.source.connect()
         except BaseException:
@@ -261,7 +303,7 @@ class _Target:
             raise
         self.who = self.source.who
         self.server = _make_server(
-            ["attach", target, *self._ui, *_filter_options(filters)],
+            ["attach", *targets, *self._ui, *_filter_options(filters)],
             host=host,
             port=port,
             title=f"iket-tui {self.source.description}",
@@ -271,9 +313,14 @@ class _Target:
         self._follower.start()
 
     def _follow(self) -> None:
+        lost: dict[str, bool] = {}  # the machines of a job across machines known lost
+        first = True
         for batch in self.source.batches():
             for note in batch.notes:
                 say(note)
+            for machine in batch.hosts or ():
+                say_host(machine, lost, first=first)
+            first = first and batch.hosts is None
         if self.source.error and not self._stopping:
             say(self.source.error)
         if self._stopping:

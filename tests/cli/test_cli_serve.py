@@ -57,8 +57,8 @@ def test_without_textual_serve_it_says_how_to_install_it(
         (("replay", str(EXAMPLE), "--port", "70000"), "argument --port: a port is between 1 and 65535"),
         (("replay", str(EXAMPLE), "--record", "x.msgpack"), "serve replay needs no --record"),
         (("run",), "serve run needs a command"),
-        (("attach", "box:"), "box:: serve attach shows one process there: HOST:PID (`iket-tui ls box` lists them)"),
-        (("attach", "1", "2"), "serve attach shows one TARGET: a pid, a socket path or HOST:PID"),
+        (("attach",), "serve attach needs a TARGET: a pid, a socket path, HOST:PID or HOST:"),
+        (("attach", "1", "1"), "a TARGET is named twice"),
     ],
     ids=[
         "no-command",
@@ -67,8 +67,8 @@ def test_without_textual_serve_it_says_how_to_install_it(
         "bad-port",
         "record-a-replay",
         "run-nothing",
-        "every-agent-on-a-host",
-        "two-targets",
+        "no-target",
+        "a-target-twice",
     ],
 )
 def test_bad_input_is_one_line(args: tuple[str, ...], expected: str) -> None:

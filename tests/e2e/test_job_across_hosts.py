@@ -9,6 +9,7 @@ emit a compile of a few passes as TileLang's observer would and one more on each
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -517,3 +519,62 @@ def test_record_keeps_every_process_of_every_host_apart_for_replay_dump_and_expo
     }
     for host, pid in _ranks_by_host(cluster):
         assert any(name.startswith(f"{host}/pid {pid} rank ") for name in names), names
+
+
+def test_serve_attach_of_a_host_range_records_every_rank_and_serves_the_one_view(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    pytest.importorskip("textual_serve")
+    aiohttp = pytest.importorskip("aiohttp")
+    out = tmp_path / "served.msgpack"
+    log = tmp_path / "serve.log"
+    served = {(host, pid) for host, pid in _ranks_by_host(cluster) if host != "node3"}
+
+    def processes() -> set[tuple[str, int]]:
+        try:
+            msgs, _ = read_recording(out)
+        except SourceError:
+            return set()
+        return {(msg["host"], msg["pid"]) for msg in msgs if msg["type"] == m.PROCESS}
+
+    port = free_port()
+
+    async def tab_until_both_hosts_have_its_login_too() -> None:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(f"http://127.0.0.1:{port}/ws?width=120&height=40") as websocket,
+        ):
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(cluster.sshd.sessions()) < 4:  # the tab's attach logs in to each host too
+                assert time.monotonic() < deadline, "the tab never attached to both hosts"
+                with contextlib.suppress(TimeoutError):
+                    await websocket.receive(timeout=0.1)
+            await websocket.close()
+
+    with log.open("w") as said:
+        serve = subprocess.Popen(
+            cli.iket_command("serve", "--port", str(port), "--record", str(out), "attach", "node[1-2]:"),
+            stdout=said,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        cli.wait_until(lambda: "Ctrl-C stops" in log.read_text() or serve.poll() is not None, timeout=TIMEOUT_S)
+        assert serve.poll() is None, log.read_text()
+        cli.wait_until(lambda: processes() == served, timeout=TIMEOUT_S)
+        assert len(cluster.sshd.sessions()) == 2  # serve's own: one per host
+        asyncio.run(tab_until_both_hosts_have_its_login_too())
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(TIMEOUT_S) == 0, log.read_text()
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+    text = log.read_text()
+    cli.assert_no_traceback(text)
+    assert "each browser tab attaches to 2 hosts: node1, node2" in text
+    msgs, info = read_recording(out)
+    assert info.ended
+    replayed = Session(by_rank=True)
+    replayed.apply(msgs)
+    assert sorted(replayed.tree.process_label(process) for process in replayed.tree.processes) == EVERY_RANK[:4]
