@@ -578,3 +578,52 @@ def test_serve_attach_of_a_host_range_records_every_rank_and_serves_the_one_view
     replayed = Session(by_rank=True)
     replayed.apply(msgs)
     assert sorted(replayed.tree.process_label(process) for process in replayed.tree.processes) == EVERY_RANK[:4]
+
+
+def test_record_says_a_host_that_drops_on_stderr_and_goes_on_recording_it_once_back(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "dropped.msgpack"
+    log = tmp_path / "record.log"
+
+    def done_on(host: str) -> int:
+        try:
+            msgs, _ = read_recording(out)
+        except SourceError:
+            return 0
+        whose: str | None = None
+        count = 0
+        for msg in msgs:
+            if msg["type"] == m.PROCESS:
+                whose = msg.get("host")
+            elif msg["type"] == m.COMPILE_END and msg["ok"] and whose == host:
+                count += 1
+        return count
+
+    with log.open("w") as said:
+        record = subprocess.Popen(
+            cli.iket_command("record", "node1:", "node2:", "-o", str(out)),
+            stdout=said,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        cli.wait_until(lambda: done_on("node1") > 0 and done_on("node2") > 0, timeout=TIMEOUT_S)
+        os.kill(cluster.bridge_session("node2"), signal.SIGKILL)
+        cli.wait_until(lambda: "iket-tui: node2: lost (" in log.read_text(), timeout=TIMEOUT_S)
+        cli.wait_until(lambda: "iket-tui: node2: back" in log.read_text(), timeout=TIMEOUT_S)
+        before = done_on("node2")
+        cluster.go("node2")
+        cli.wait_until(lambda: done_on("node2") == before + RANKS_PER_HOST, timeout=TIMEOUT_S)
+        record.send_signal(signal.SIGTERM)
+        assert record.wait(TIMEOUT_S) == 128 + signal.SIGTERM
+    finally:
+        if record.poll() is None:
+            record.kill()
+            record.wait()
+    text = log.read_text()
+    cli.assert_no_traceback(text)
+    assert text.count("node2: lost") == 1 and "node1: lost" not in text, text
+    assert text.splitlines()[-1].endswith("(terminated)")
+    _, info = read_recording(out)
+    assert info.ended
