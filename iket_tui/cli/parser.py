@@ -176,8 +176,8 @@ another machine through your own ssh (`iket-tui ls HOST` lists them), with iket-
 there: nothing listens on a network port. HOST: watches every agent there in one tree, and
 those that start there while it watches. Several hosts (node1: node2:, node[1-8]:, @hosts.txt
 or --hosts FILE, mixed with local pids) show every rank of the job in one tree, named by host
-and rank, through one ssh connection per host; a host that drops is said in the header and
-logged in to again while the others go on.""",
+and rank, through one ssh connection per host; a host that drops, or cannot be reached as
+attach starts, is said in the header and logged in to again while the others go on.""",
         "iket-tui attach 12345",
         "iket-tui attach gpu-box:12345",
         "iket-tui attach gpu-box:",
@@ -222,9 +222,10 @@ The file replays (`iket-tui replay`) and dumps (`iket-tui dump`), even one whose
 killed. `-o -` writes the recording to standard output, for a pipe; the line goes to stderr.
 Several targets take what attach takes (PID PID, HOST:, node[1-8]:, @hosts.txt or --hosts
 FILE, mixed with local pids): every process is kept apart in the file, by host and pid, through
-one ssh connection per host, and agents that start there meanwhile are recorded too; such a
-recording runs until --duration passes or Ctrl-C. A host that cannot be reached as it starts,
-or drops, is said on stderr and logged in to again while the others are recorded.""",
+one ssh connection per host, and agents that start there meanwhile are recorded too; with hosts, it
+runs until --duration passes or Ctrl-C (several pids here alone: until every one exited). A
+host that cannot be reached as it starts, or drops, is said on stderr and logged in to again
+while the others are recorded.""",
         "iket-tui record 12345 -o run.msgpack",
         "iket-tui record 12345 -o run.msgpack --duration 60",
         "iket-tui record 12345 -o - | ssh host 'cat > run.msgpack'",
