@@ -16,6 +16,7 @@ from iket_tui.protocol.messages import (
     PASS_ROW_EXTRA,
     PASS_ROW_LEN,
     PROTOCOL_VERSION,
+    UNDELIVERED_TYPES,
     Item,
     Message,
     PassTuple,
@@ -275,7 +276,8 @@ class MessageDecoder(Generic[_T]):
             self.undecodable += 1
             return None
         if msg["type"] not in KNOWN_TYPES:
-            self.unknown += 1
+            if msg["type"] not in UNDELIVERED_TYPES:
+                self.unknown += 1
             return None
         return msg
 

@@ -57,6 +57,7 @@ RECORDING: Final = "recording"
 CHECKPOINT: Final = "checkpoint"
 END: Final = "end"
 PROCESS: Final = "process"  # in a stream of several processes: whose messages follow
+INDEX: Final = "index"  # a recording's index of itself: read in place, never delivered (see UNDELIVERED_TYPES)
 
 PASS_EVENTS: Final = frozenset({PASS_START, PASS_END, PASS_INCOMPLETE})
 KNOWN_TYPES: Final = frozenset(
@@ -90,6 +91,10 @@ KNOWN_TYPES: Final = frozenset(
         PROCESS,
     }
 )
+
+UNDELIVERED_TYPES: Final = frozenset({INDEX})
+"""Types a reader skips without counting them unknown: what a recording holds about itself for
+readers that look for it in place (an older reader skips and counts them, as any unknown type)."""
 
 # What a request may ask for
 WHAT_STACKS: Final = "stacks"

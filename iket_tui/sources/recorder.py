@@ -3,7 +3,9 @@ and a disk that fills up under it.
 
 The file is :data:`~iket_tui.protocol.recording.MAGIC`, a ``recording`` frame, every frame
 exactly as it came off the socket, a ``checkpoint`` every so many messages or about every
-second, and an ``end`` frame when closed. Data is handed to the operating system after every
+second, each followed by an ``index`` frame (the marks of the recording's timeline found since
+the one before, :class:`~iket_tui.sources.timeline.TimelineIndexer`), and a last ``index`` and an
+``end`` frame when closed. Data is handed to the operating system after every
 chunk the caller writes (:meth:`RecordingWriter.flush`), so a recorder killed with SIGKILL
 leaves a file whose complete frames all replay.
 
@@ -32,6 +34,7 @@ from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import encode_message
 from iket_tui.protocol.recording import MAGIC
 from iket_tui.sources.base import SourceError
+from iket_tui.sources.timeline import TimelineIndexer
 
 _FLUSH_AT = 256 * 1024
 """Bytes held before they are handed to the operating system without waiting for :meth:`RecordingWriter.flush`."""
@@ -68,7 +71,10 @@ class RecordingWriter:
         checkpoint_every: int = 1000,
         checkpoint_interval_s: float = 1.0,
         context_until_ns: int | None = None,
+        index: bool = True,
     ) -> None:
+        """``index``: write the recording's index of its timeline (see :mod:`iket_tui.sources.timeline`),
+        which costs the writer a model of the stream; without it a replay reads the file for it."""
         self.path = Path(path)
         self.messages = 0
         self.dropped = 0
@@ -86,6 +92,7 @@ class RecordingWriter:
         self._marks: list[_Mark] = []  # where each held chunk of frames ends
         self._written = _Mark(0, 0, 0, 0)  # what the file holds
         self._closed = False
+        self._indexer = TimelineIndexer() if index else None
         header = m.recording(
             created_unix=time.time(), software_version=__version__, source=source, context_until_ns=context_until_ns
         )
@@ -118,6 +125,8 @@ class RecordingWriter:
         self._since_checkpoint += len(msgs)
         for msg in msgs:
             self._account(msg)
+        if self._indexer is not None:
+            self._indexer.feed(msgs)
         self._hold(data)
         if self._since_checkpoint >= self._checkpoint_every or (
             time.monotonic() - self._last_checkpoint >= self._checkpoint_interval_s
@@ -151,7 +160,10 @@ class RecordingWriter:
             return
         try:
             end = m.end(messages=self.messages, dropped=self.dropped, t_ns=self._last_t_ns, reason=reason)
-            self._hold(encode_message(end))
+            frames = encode_message(end)
+            if self._indexer is not None:
+                frames = self._indexer.before_end(end, self.size + len(self._held)) + frames
+            self._hold(frames)
             self.flush()
         finally:
             self._close()
@@ -162,7 +174,11 @@ class RecordingWriter:
 
     def _checkpoint(self) -> None:
         msg = m.checkpoint(messages=self.messages, dropped=self.dropped, t_ns=self._last_t_ns)
-        self._hold(encode_message(msg))
+        frames = encode_message(msg)
+        if self._indexer is not None:
+            at = self.size + len(self._held)
+            frames += self._indexer.after_checkpoint(msg, at, at + len(frames))
+        self._hold(frames)
         self._since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
 

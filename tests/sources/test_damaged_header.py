@@ -33,7 +33,7 @@ def _passes(n: int) -> list[m.Message]:
 def _record(path: Path) -> None:
     """A real recording: the header, a batch of pass rows first (so the first item after the
     header is a row, not a map), then single frames, checkpoints and the end frame."""
-    writer = RecordingWriter(path, source=SOURCE, checkpoint_every=5)
+    writer = RecordingWriter(path, source=SOURCE, checkpoint_every=9)  # the fourth frame a stream message
     batch = _passes(4)
     writer.write_frames(encode_batch(batch), batch)
     writer.write(m.hello(role="agent", pid=42, start_time=7, software_version="x", capabilities=[], t_ns=1_000))

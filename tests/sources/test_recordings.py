@@ -124,12 +124,18 @@ def test_a_recording_never_closed_reads_fully_and_says_it_has_no_end(tmp_path: P
 
 
 def _frame_ends(data: bytes) -> list[int]:
+    return [end for end, _ in _frames(data)]
+
+
+def _frames(data: bytes) -> list[tuple[int, bool]]:
+    """Where each frame ends, and whether it holds a message readers deliver (not the index)."""
     ends = []
     pos = len(MAGIC)
     while pos < len(data):
         (length, _crc) = HEADER.unpack_from(data, pos)
+        delivered = msgpack.unpackb(data[pos + HEADER.size : pos + HEADER.size + length])["type"] != m.INDEX
         pos += HEADER.size + length
-        ends.append(pos)
+        ends.append((pos, delivered))
     return ends
 
 
@@ -138,11 +144,13 @@ def test_a_recording_cut_at_any_byte_reads_every_complete_frame_or_fails_in_one_
     _write(full, _stream(6), checkpoint_every=4)
     data = full.read_bytes()
     everything, _ = read_recording(full)
-    ends = _frame_ends(data)
+    ends = _frames(data)
+    assert not all(delivered for _, delivered in ends)  # index frames among them
     cut_file = tmp_path / "cut.msgpack"
     for cut in range(len(data) + 1):
         cut_file.write_bytes(data[:cut])
-        complete = sum(1 for end in ends if end <= cut)
+        frames = [end for end, _ in ends if end <= cut]
+        complete = sum(1 for end, delivered in ends if end <= cut and delivered)
         if complete == 0:
             with pytest.raises(SourceError) as caught:
                 read_recording(cut_file)
@@ -150,13 +158,10 @@ def test_a_recording_cut_at_any_byte_reads_every_complete_frame_or_fails_in_one_
             continue
         msgs, info = read_recording(cut_file)
         assert msgs == everything[:complete], cut
-        on_boundary = cut == ends[complete - 1]
-        assert info.cut_at == (None if on_boundary else ends[complete - 1]), cut
+        on_boundary = cut == frames[-1]
+        assert info.cut_at == (None if on_boundary else frames[-1]), cut
         if not on_boundary:
-            assert (
-                recording_notes(info)[0]
-                == f"recording cut at byte {ends[complete - 1]}: {complete} complete messages read"
-            )
+            assert recording_notes(info)[0] == f"recording cut at byte {frames[-1]}: {complete} complete messages read"
 
 
 def test_a_damaged_stretch_is_skipped_and_counted(tmp_path: Path) -> None:
