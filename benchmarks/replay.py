@@ -4,9 +4,10 @@ The recording holds back-to-back compiles shaped like a real TileLang GEMM lower
 (``iket_tui.model.synthetic``), batched as the agent batches them (pass events as pass rows)
 and written by the same writer ``iket-tui record`` uses. It is read as replay reads it, pass
 rows kept as rows. The baseline is reading and decoding the file without applying anything,
-in the same run; each figure is a ratio to it. The floor beside them is what any model that
-keeps one Python object per pass costs at least: reading and decoding, plus one dispatch and
-one ``PassNode`` per pass start stored in a dict, and two attributes set per pass end.
+in the same run; each figure is a ratio to it. Two floors beside them: what any model that
+keeps one Python object per pass costs at least (reading and decoding, plus one dispatch and
+one ``PassNode`` per pass start kept in a dict, and two attributes set per pass end), and what
+one that keeps none costs at least (each pass's start and end time appended to an array).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import asyncio
 import gc
 import tempfile
 import time
-from collections.abc import Iterable
+from array import array
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -73,21 +75,39 @@ def _into_model(path: Path) -> tuple[float, Session]:
 def _floor(path: Path) -> float:
     """Seconds to read and decode ``path`` and keep one ``PassNode`` per pass, with nothing
     else a model does (no checks, no tree, no counters)."""
-    t0 = time.perf_counter()
-    collecting = gc.isenabled()
-    gc.disable()  # as Session.apply does
     context = ContextNode(CompileNode(0, 0, 0, 0), 0, 0, 0)
-    passes: dict[int, PassNode] = {}
+    passes: dict[tuple[int, int, int], PassNode] = {}
 
     def start(row: Any) -> None:
-        _, _, _, name, seq, depth, _, phase, t, _ = row
-        passes[seq] = PassNode(name, seq, depth, phase, t, None, context, 0)
+        _, compile_id, context_id, name, seq, depth, _, phase, t, _ = row
+        passes[compile_id, context_id, seq] = PassNode(name, seq, depth, phase, t, None, context, 0)
 
     def end(row: Any) -> None:
-        node = passes[row[4]]
+        node = passes[row[1], row[2], row[4]]
         node.end_ns = row[8]
         node.duration_ns = row[9]
 
+    return _read_applying(path, start, end)
+
+
+def _packed_floor(path: Path) -> float:
+    """Seconds to read and decode ``path`` and append each pass's start and end to an array,
+    with nothing else (what a model that keeps no object per pass costs at least)."""
+    packed = array("q")
+
+    def start(row: Any) -> None:
+        packed.append(row[8])
+
+    def end(row: Any) -> None:
+        packed.append(row[9])
+
+    return _read_applying(path, start, end)
+
+
+def _read_applying(path: Path, start: Callable[[Any], None], end: Callable[[Any], None]) -> float:
+    t0 = time.perf_counter()
+    collecting = gc.isenabled()
+    gc.disable()  # as Session.apply does
     handlers = {"pass_start": start, "pass_end": end}
     for chunk in RecordingReader(path, rows=True).chunks():
         for msg in chunk:
@@ -125,6 +145,7 @@ def run() -> list[Figure]:
         size_mb = path.stat().st_size / 1e6
         decode_s, _ = _decode_only(path)
         floor_s = _floor(path)
+        packed_floor_s = _packed_floor(path)
         model_s, session = _into_model(path)
         applied = session.counters.events
         del session  # the app builds its own; this one would only weigh on its collector
@@ -139,11 +160,18 @@ def run() -> list[Figure]:
             f"{model_s:.2f} s; {detail}",
         ),
         Figure(
-            "replay 1M pass events: the floor of one object per pass / reading and decoding",
+            "replay 1M pass events: the floor of one object kept per pass / reading and decoding",
             floor_s / decode_s,
             "x",
             None,
             f"{floor_s:.2f} s",
+        ),
+        Figure(
+            "replay 1M pass events: the floor of each pass appended to an array / reading and decoding",
+            packed_floor_s / decode_s,
+            "x",
+            None,
+            f"{packed_floor_s:.2f} s",
         ),
         Figure(
             "replay 1M pass events into the UI until idle / reading and decoding",

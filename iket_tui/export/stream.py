@@ -242,7 +242,7 @@ class CompileStream:
             for comp in ended:
                 del self._open[comp]
                 self._ended(comp)
-            tree.passes.clear()  # every pass ever seen, in tree order: no export needs it
+            tree.forget_passes()  # every pass ever seen, in tree order: no export needs it
         self.kernel_events.take()
 
     def spool(self) -> Spool:

@@ -14,6 +14,7 @@ from iket_tui.model.counters import StreamCounters
 
 if TYPE_CHECKING:
     from iket_tui.model.compile_names import CompileOrigin
+    from iket_tui.model.packed_passes import PackedPasses
     from iket_tui.model.pass_timing import CompileTimes
 
 
@@ -190,20 +191,58 @@ class CompileNode:
 
 
 class ContextNode:
-    """One TVM PassContext entered during a compile; its passes hang below it."""
+    """One TVM PassContext entered during a compile; its passes hang below it.
 
-    __slots__ = ("begin_ns", "compile", "end_ns", "id", "order", "passes", "root_ns", "roots", "status")
+    Its passes may be kept packed (:mod:`~iket_tui.model.packed_passes`) until something reads
+    :attr:`passes` or :attr:`roots`, which makes them into nodes then."""
 
-    def __init__(self, compile: CompileNode, context_id: int, begin_ns: int, order: int) -> None:
+    __slots__ = ("_passes", "_roots", "begin_ns", "compile", "end_ns", "id", "order", "packed", "root_ns", "status")
+
+    def __init__(
+        self, compile: CompileNode, context_id: int, begin_ns: int, order: int, packed: PackedPasses | None = None
+    ) -> None:
         self.compile = compile
         self.id = context_id
         self.begin_ns = begin_ns
         self.end_ns: int | None = None
         self.status = RUNNING
-        self.roots: list[PassNode] = []
-        self.passes: dict[int, PassNode] = {}  # by seq
+        self._roots: list[PassNode] = []
+        self._passes: dict[int, PassNode] = {}  # by seq
+        self.packed = packed
+        """Its passes while they are kept packed; None once they are nodes."""
         self.root_ns = 0  # inclusive time of the finished top-level passes
         self.order = order
+
+    @property
+    def passes(self) -> dict[int, PassNode]:
+        """Its passes by ``seq``."""
+        if self.packed is not None:
+            self.unpack()
+        return self._passes
+
+    @passes.setter
+    def passes(self, passes: dict[int, PassNode]) -> None:
+        self.unpack()
+        self._passes = passes
+
+    @property
+    def roots(self) -> list[PassNode]:
+        """Its top-level passes, in the order they started."""
+        if self.packed is not None:
+            self.unpack()
+        return self._roots
+
+    @roots.setter
+    def roots(self, roots: list[PassNode]) -> None:
+        self.unpack()
+        self._roots = roots
+
+    def unpack(self) -> None:
+        """Make its packed passes into nodes, from now on kept as nodes."""
+        packed = self.packed
+        if packed is not None:
+            self.packed = None
+            self._passes, self._roots = packed.unpack(self)
 
 
 BUILD_PREFIX = "target.build."

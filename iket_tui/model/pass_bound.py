@@ -38,10 +38,10 @@ def bound_passes(tree: PassTree, max_passes: int) -> int:
     """Summarise the oldest finished compiles until the tree holds at most ``max_passes`` pass
     nodes (a quarter less, once it had to); how many compiles were summarised. When every
     compile past the bound is failed or running, the tree keeps more: those are never let go."""
-    if len(tree.passes) <= max_passes:
+    if tree.pass_count <= max_passes:
         return 0
     goal = int(max_passes * LOW_WATER)
-    held = len(tree.passes)
+    held = tree.pass_count
     compiles = tree.compiles
     position = tree.summarise_from
     settled = True  # every compile before ``position`` is summarised or failed
@@ -57,7 +57,8 @@ def bound_passes(tree: PassTree, max_passes: int) -> int:
         if settled:
             tree.summarise_from = position
     if done:
-        tree.passes = [node for node in tree.passes if node.compile.summary is None]
+        tree.pass_count = held
+        tree.drop_summarised_passes()
         tree.summarised += done
     return done
 

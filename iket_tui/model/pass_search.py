@@ -21,7 +21,7 @@ class PassSearch:
         self._matches: list[PassNode] = []
         self._orders: list[int] = []
         self._scanned = 0
-        self._summarised = 0  # the tree's summarised compiles when it was last scanned
+        self._list_version = tree.pass_list_version  # the tree's list of passes when it was last scanned
 
     def set_term(self, term: str) -> None:
         """Search for ``term``; typing more letters narrows the matches without a rescan."""
@@ -46,8 +46,8 @@ class PassSearch:
 
     def _catch_up(self) -> None:
         passes = self.tree.passes
-        if self.tree.summarised != self._summarised:  # passes were let go: the list was rebuilt
-            self._summarised = self.tree.summarised
+        if self.tree.pass_list_version != self._list_version:  # rebuilt, not appended to: scan again
+            self._list_version = self.tree.pass_list_version
             self._matches, self._orders, self._scanned = [], [], 0
         if not self._needle or self._scanned >= len(passes):
             self._scanned = len(passes)

@@ -12,6 +12,7 @@ event, and a pass event that arrives as a map is turned into a row first.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,20 @@ from iket_tui.model.nodes import (
     PassNode,
     ProcessNode,
     Status,
+)
+from iket_tui.model.packed_passes import (
+    CHILD_NS,
+    DURATION,
+    END,
+    FIELDS,
+    LIMIT,
+    LOW,
+    NAME,
+    NONE,
+    PACK,
+    PARENT,
+    PackedPasses,
+    Packing,
 )
 from iket_tui.model.recompiles import Recompiles
 from iket_tui.model.typical import TypicalDurations
@@ -76,7 +91,13 @@ class PassTree:
         self.by_rank = False
         """Processes are named and ordered by the rank their hello names (``run --ranks``)."""
         self.compiles: list[CompileNode] = []
-        self.passes: list[PassNode] = []  # in tree order
+        self._passes: list[PassNode] = []  # in tree order once :attr:`passes` is read
+        self.pass_count = 0
+        """Passes held, packed or as nodes (those of summarised compiles are not)."""
+        self.pass_list_version = 0
+        """Bumped when :attr:`passes` is rebuilt rather than appended to."""
+        self.packing = Packing()
+        """What the contexts whose passes are packed share (:mod:`~iket_tui.model.packed_passes`)."""
         self.late_events = 0
         self.summarised = 0
         """Finished compiles whose passes were let go to stay within the bound on passes."""
@@ -123,6 +144,32 @@ class PassTree:
             m.COMPILE_PROCESS: self._compile_process,
         }
         """Handlers of compile and pass messages as maps, by message type."""
+
+    @property
+    def passes(self) -> list[PassNode]:
+        """Every pass held, in tree order (packed ones are made into nodes first)."""
+        packing = self.packing
+        if packing.contexts:
+            packing.unpack_all()
+        if packing.made:
+            self._passes += packing.made
+            packing.made = []
+            self._passes.sort(key=_order_of)
+            self.pass_list_version += 1
+        return self._passes
+
+    def drop_summarised_passes(self) -> None:
+        """Take the passes of summarised compiles out of :attr:`passes`."""
+        self._passes = [node for node in self._passes if node.compile.summary is None]
+        self.packing.made = [node for node in self.packing.made if node.compile.summary is None]
+        self.pass_list_version += 1
+
+    def forget_passes(self) -> None:
+        """Let the list of every pass go (a streamed export, which reads passes by compile)."""
+        self._passes = []
+        self.packing.made = []
+        self.pass_count = 0
+        self.pass_list_version += 1
 
     @property
     def several(self) -> bool:
@@ -292,10 +339,11 @@ class PassTree:
         return comp
 
     def _unannounced_context(self, comp: CompileNode, context_id: int, t: int) -> ContextNode:
-        ctx = ContextNode(comp, context_id, t, self._next_order())
         if comp.forgotten:  # a pass of a compile let go: it goes in a context of its own, then with it
             self.late_events += 1
-            return ctx
+            return ContextNode(comp, context_id, t, self._next_order())
+        ctx = ContextNode(comp, context_id, t, self._next_order(), PackedPasses(self.packing))
+        self.packing.contexts[ctx] = None
         comp.contexts[context_id] = ctx
         comp.context_order.append(ctx)
         comp.shape += 1
@@ -550,6 +598,35 @@ class PassTree:
             raise _MALFORMED
         comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
         ctx = comp.contexts.get(context_id) or self._unannounced_context(comp, context_id, t)
+        packed = ctx.packed
+        if packed is not None:
+            last = packed.last_seq
+            if last is None or seq > last:
+                running = packed.open
+                data = packed.data
+                if parent is None:
+                    up_at = NONE
+                elif running and data[running[-1] * FIELDS] == parent:
+                    up_at = running[-1]
+                else:
+                    up_at = None  # not the innermost open pass: the nodes decide
+                if up_at is not None:
+                    numbers = self.packing.numbers  # a name seen before is a number already (0 asks again)
+                    name_number = numbers.get(name) or self.packing.number(name)
+                    phase_number = NONE if phase is None else numbers.get(phase) or self.packing.number(phase)
+                    try:
+                        fields = PACK(seq, depth, up_at, name_number, phase_number, t, NONE, NONE, self._order + 1, 0)
+                    except struct.error:  # past 64 bits: the nodes take it
+                        fields = None
+                    if fields is not None:
+                        self._order += 1
+                        running.append(len(data) // FIELDS)
+                        data.frombytes(fields)
+                        packed.last_seq = seq
+                        self.pass_count += 1
+                        comp.shape += 1
+                        return
+            ctx.unpack()
         passes = ctx.passes
         if seq in passes:
             return  # a catch-up backlog overlapping what was already seen
@@ -563,7 +640,8 @@ class PassTree:
             up.children = [node]
         else:
             up.children.append(node)
-        self.passes.append(node)
+        self._passes.append(node)
+        self.pass_count += 1
         comp.shape += 1
 
     def _pass_end(self, row: m.PassRow) -> None:
@@ -578,6 +656,31 @@ class PassTree:
             raise _MALFORMED
         comp = self._by_id.get(compile_id)
         ctx = None if comp is None else comp.contexts.get(context_id)
+        packed = None if ctx is None else ctx.packed
+        if packed is not None and packed.open and LOW < t < LIMIT and LOW < duration < LIMIT:
+            data = packed.data
+            at = packed.open[-1] * FIELDS
+            if data[at] == seq:  # the innermost open pass ends, as passes do
+                up_at = data[at + PARENT]
+                child_ns = 0 if up_at == NONE else data[up_at * FIELDS + CHILD_NS] + duration
+                if child_ns < LIMIT:
+                    packed.open.pop()
+                    data[at + END] = t
+                    data[at + DURATION] = duration
+                    if up_at == NONE:
+                        assert ctx is not None
+                        ctx.root_ns += duration
+                    else:
+                        data[up_at * FIELDS + CHILD_NS] = child_ns
+                    name = self.packing.strings[data[at + NAME]]
+                    samples = self._samples.get(name)
+                    if samples is None:
+                        self.typical.record(name, duration)
+                    else:
+                        samples.append(duration)
+                    assert comp is not None
+                    comp.version += 1
+                    return
         node = None if ctx is None else ctx.passes.get(seq)
         if node is None:
             node = self._unseen_start(row, t - duration)
@@ -642,7 +745,8 @@ class PassTree:
             up.children = [node]
         else:
             up.children.append(node)
-        self.passes.append(node)
+        self._passes.append(node)
+        self.pass_count += 1
         comp.shape += 1
         return node
 
@@ -740,7 +844,17 @@ def left_out_failure(comp: CompileNode) -> tuple[str, int] | None:
 
 
 def _running_in(comp: CompileNode) -> list[PassNode]:
-    return [node for ctx in comp.context_order for node in ctx.passes.values() if node.status is RUNNING]
+    return [
+        node
+        for ctx in comp.context_order
+        if ctx.packed is None or ctx.packed.open  # packed with none open: none running, none unpacked
+        for node in ctx.passes.values()
+        if node.status is RUNNING
+    ]
+
+
+def _order_of(node: PassNode) -> int:
+    return node.order
 
 
 def _open_step(steps: list[CodegenNode], name: str | None) -> CodegenNode | None:

@@ -187,7 +187,7 @@ class Session:
                 t = None
             if type(t) is int and t > self._last_t_ns:
                 self._last_t_ns = t  # messages arrive in time order; the handlers of rare ones track it too
-        if len(self.tree.passes) > self.max_passes and bound_passes(self.tree, self.max_passes):
+        if self.tree.pass_count > self.max_passes and bound_passes(self.tree, self.max_passes):
             self.tree.shape += 1  # compiles lost their rows below
         self.tree.version += 1
         self.version += 1
