@@ -224,3 +224,39 @@ def _wait(found: Callable[[], T | None], what: str, shown: Callable[[], str]) ->
             return value
         time.sleep(0.2)
     raise AssertionError(f"no {what} after {TIMEOUT_S:g} s; last seen:\n{shown()}")
+
+
+@needs_textual_serve
+@needs_browser
+def test_a_replay_in_a_browser_has_its_timeline_bar_and_a_click_on_it_jumps(served: Served) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.add_init_script(FIND_TERMINAL)
+            page.goto(served.url)
+            bar = _bar(_wait_for(page, "29.5 / 29.5 s"))  # the whole recording played, at full speed
+            assert bar.count("✗") == 2, bar  # its two failed compiles marked
+            left, right = bar.index("│") + 1, bar.rindex("│")
+            box = page.locator(".xterm-screen").bounding_box()
+            assert box is not None
+            columns, rows = page.evaluate("[window.iketPage.terminal.cols, window.iketPage.terminal.rows]")
+            cell_w, cell_h = box["width"] / columns, box["height"] / rows
+            column = left + (right - left) // 4  # a quarter of the way: about 7.4 s
+            page.mouse.click(box["x"] + (column + 0.5) * cell_w, box["y"] + 1.5 * cell_h)
+            jumped = _wait(
+                lambda: (label := _bar(_screen(page)).split("/")[0].strip()) != "29.5" and label,
+                "a jump",
+                lambda: _screen(page),
+            )
+            assert 6.0 < float(jumped) < 9.0, _screen(page)
+        finally:
+            browser.close()
+
+
+def _bar(screen: str) -> str:
+    """The timeline bar's line: the one under the header."""
+    lines = screen.splitlines()
+    return lines[1] if len(lines) > 1 else ""
