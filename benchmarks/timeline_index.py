@@ -16,7 +16,7 @@ from benchmarks.results import Figure
 from iket_tui.model import synthetic
 from iket_tui.model.collector import tune_for_large_trees
 from iket_tui.protocol.codec import encode_batch
-from iket_tui.protocol.messages import Message
+from iket_tui.protocol.messages import Item, row_of
 from iket_tui.sources.recorder import RecordingWriter
 from iket_tui.sources.timeline import scan_timeline
 
@@ -27,13 +27,14 @@ READY_TARGET_S = 0.2
 
 
 def write(path: Path, *, index: bool, pass_events: int = PASS_EVENTS) -> float:
-    """Write the replay benchmark's recording at ``path``; the seconds it took."""
+    """Write the replay benchmark's recording at ``path`` as ``record`` does, handed the
+    messages as its socket decodes them (pass events as pass rows); the seconds it took."""
     t0 = time.perf_counter()
     writer = RecordingWriter(path, source="benchmark", index=index)
     writer.write(synthetic.agent_hello())
-    pending: list[Message] = []
+    pending: list[Item] = []
     for msg in synthetic.bulk(pass_events):
-        pending.append(msg)
+        pending.append(row_of(msg) or msg)
         if len(pending) == FRAME:
             writer.write_frames(encode_batch(pending), pending)
             pending = []

@@ -103,6 +103,7 @@ KERNEL_EVENTS_KEPT = 100_000
 """Kernel events the reading's own model keeps: a launch's quiet warps are known from its
 progress, which it keeps when its events are let go, so a recorder writing the index holds no
 second copy of a long session's kernel events."""
+_PASSES = m.PASS_EVENTS
 _SAMPLED = frozenset({m.HEARTBEAT, m.CHECKPOINT, m.END, m.BYE})
 """Messages at which the model is asked what is stuck or quiet: the recording's steady beats."""
 
@@ -166,6 +167,8 @@ class TimelineBuilder:
                 start = t
             end = max(end, t)
             kind = item.get("type")
+            if kind in _PASSES:  # a pass event as a map: as a row, marked at the next beat
+                continue
             if kind == m.PROCESS or (kind == m.HELLO and self._process is None):
                 self._process = item.get("pid")
             elif kind == m.COMPILE_BEGIN:
