@@ -392,7 +392,8 @@ def _timeline(
             if not (type(item) is list and len(item) == 3):
                 raise _Untrusted("a mark that is not [t_ns, kind, what]")
             t, kind, what = item
-            if type(t) is not int or not start <= t <= upto or kind not in _KINDS or type(what) is not str:
+            known = type(kind) is str and kind in _KINDS  # (a kind that is a list cannot be looked up)
+            if type(t) is not int or not start <= t <= upto or not known or type(what) is not str:
                 raise _Untrusted(f"a mark out of place: {item!r:.80}")
             marks.append(Mark(t, _KINDS[kind], what))
     if reached != end:
