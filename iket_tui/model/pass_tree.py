@@ -13,7 +13,7 @@ event, and a pass event that arrives as a map is turned into a row first.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from iket_tui.model.compile_names import origin_of
@@ -557,6 +557,105 @@ class PassTree:
 
     # Handlers: passes (the hot path), on pass rows
 
+    def take_packed(self, items: Sequence[Any], at: int) -> int:
+        """Apply the pass rows of ``items`` from ``at`` on that the packed form takes (a start
+        or end of a pass in a packed context, in order; see :mod:`~iket_tui.model.packed_passes`),
+        up to the first item that is anything else; where that one is.
+
+        The hot path of a replay: one loop over a run of rows, with the row's compile and
+        context kept from the row before, rather than a call per row. It changes nothing for an
+        item it stops at, which its own handler then takes (checked, and applied to nodes)."""
+        count = len(items)
+        by_id = self._by_id
+        packing = self.packing
+        numbers = packing.numbers
+        strings = packing.strings
+        samples_of = self._samples
+        order = self._order
+        started = 0
+        compile_id = context_id = None
+        comp: CompileNode | None = None
+        ctx: ContextNode | None = None
+        packed: PackedPasses | None = None
+        try:
+            while at < count:
+                row = items[at]
+                if type(row) is not list or len(row) != m.PASS_ROW_LEN:
+                    break
+                kind, row_compile, row_context, name, seq, depth, parent, phase, t, extra = row
+                if type(row_compile) is not int or type(row_context) is not int or type(seq) is not int:
+                    break
+                if row_compile != compile_id or row_context != context_id or packed is None:
+                    comp = by_id.get(row_compile)
+                    ctx = None if comp is None else comp.contexts.get(row_context)
+                    packed = None if ctx is None else ctx.packed
+                    if packed is None:
+                        break
+                    compile_id, context_id = row_compile, row_context
+                assert comp is not None and ctx is not None
+                running = packed.open
+                data = packed.data
+                if kind == m.PASS_START:
+                    if (
+                        type(name) is not str
+                        or type(depth) is not int
+                        or type(t) is not int
+                        or (phase is not None and type(phase) is not str)
+                        or (packed.last_seq is not None and seq <= packed.last_seq)  # told again, maybe
+                    ):
+                        break
+                    if parent is None:
+                        up_at = NONE
+                    elif type(parent) is int and running and data[running[-1] * FIELDS] == parent:
+                        up_at = running[-1]
+                    else:
+                        break  # not the innermost open pass: the nodes decide
+                    name_number = numbers.get(name) or packing.number(name)  # 0 asks again, harmlessly
+                    phase_number = NONE if phase is None else numbers.get(phase) or packing.number(phase)
+                    try:
+                        fields = PACK(seq, depth, up_at, name_number, phase_number, t, NONE, NONE, order + 1, 0)
+                    except struct.error:  # past 64 bits: the nodes take it
+                        break
+                    order += 1
+                    started += 1
+                    running.append(len(data) // FIELDS)
+                    data.frombytes(fields)
+                    packed.last_seq = seq
+                    comp.shape += 1
+                elif kind == m.PASS_END:
+                    if type(t) is not int or type(extra) is not int or not running:
+                        break
+                    if not (LOW < t < LIMIT and LOW < extra < LIMIT):
+                        break
+                    end_at = running[-1] * FIELDS
+                    if data[end_at] != seq:
+                        break  # not the innermost open pass: the nodes decide
+                    up_at = data[end_at + PARENT]
+                    if up_at == NONE:
+                        ctx.root_ns += extra
+                    else:
+                        child_ns = data[up_at * FIELDS + CHILD_NS] + extra
+                        if child_ns >= LIMIT:
+                            break
+                        data[up_at * FIELDS + CHILD_NS] = child_ns
+                    running.pop()
+                    data[end_at + END] = t
+                    data[end_at + DURATION] = extra
+                    name = strings[data[end_at + NAME]]
+                    samples = samples_of.get(name)
+                    if samples is None:
+                        self.typical.record(name, extra)
+                    else:
+                        samples.append(extra)
+                    comp.version += 1
+                else:
+                    break
+                at += 1
+        finally:
+            self._order = order
+            self.pass_count += started
+        return at
+
     def _pass_map(self, msg: dict[str, Any]) -> None:
         """A pass event sent as a map: handled as the row it stands for."""
         get = msg.get
@@ -598,34 +697,9 @@ class PassTree:
             raise _MALFORMED
         comp = self._by_id.get(compile_id) or self._new_compile(compile_id, t)
         ctx = comp.contexts.get(context_id) or self._unannounced_context(comp, context_id, t)
-        packed = ctx.packed
-        if packed is not None:
-            last = packed.last_seq
-            if last is None or seq > last:
-                running = packed.open
-                data = packed.data
-                if parent is None:
-                    up_at = NONE
-                elif running and data[running[-1] * FIELDS] == parent:
-                    up_at = running[-1]
-                else:
-                    up_at = None  # not the innermost open pass: the nodes decide
-                if up_at is not None:
-                    numbers = self.packing.numbers  # a name seen before is a number already (0 asks again)
-                    name_number = numbers.get(name) or self.packing.number(name)
-                    phase_number = NONE if phase is None else numbers.get(phase) or self.packing.number(phase)
-                    try:
-                        fields = PACK(seq, depth, up_at, name_number, phase_number, t, NONE, NONE, self._order + 1, 0)
-                    except struct.error:  # past 64 bits: the nodes take it
-                        fields = None
-                    if fields is not None:
-                        self._order += 1
-                        running.append(len(data) // FIELDS)
-                        data.frombytes(fields)
-                        packed.last_seq = seq
-                        self.pass_count += 1
-                        comp.shape += 1
-                        return
+        if ctx.packed is not None:
+            if self.take_packed((row,), 0):
+                return
             ctx.unpack()
         passes = ctx.passes
         if seq in passes:
@@ -656,31 +730,8 @@ class PassTree:
             raise _MALFORMED
         comp = self._by_id.get(compile_id)
         ctx = None if comp is None else comp.contexts.get(context_id)
-        packed = None if ctx is None else ctx.packed
-        if packed is not None and packed.open and LOW < t < LIMIT and LOW < duration < LIMIT:
-            data = packed.data
-            at = packed.open[-1] * FIELDS
-            if data[at] == seq:  # the innermost open pass ends, as passes do
-                up_at = data[at + PARENT]
-                child_ns = 0 if up_at == NONE else data[up_at * FIELDS + CHILD_NS] + duration
-                if child_ns < LIMIT:
-                    packed.open.pop()
-                    data[at + END] = t
-                    data[at + DURATION] = duration
-                    if up_at == NONE:
-                        assert ctx is not None
-                        ctx.root_ns += duration
-                    else:
-                        data[up_at * FIELDS + CHILD_NS] = child_ns
-                    name = self.packing.strings[data[at + NAME]]
-                    samples = self._samples.get(name)
-                    if samples is None:
-                        self.typical.record(name, duration)
-                    else:
-                        samples.append(duration)
-                    assert comp is not None
-                    comp.version += 1
-                    return
+        if ctx is not None and ctx.packed is not None and self.take_packed((row,), 0):
+            return
         node = None if ctx is None else ctx.passes.get(seq)
         if node is None:
             node = self._unseen_start(row, t - duration)

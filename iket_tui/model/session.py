@@ -155,7 +155,19 @@ class Session:
         session = counters.heartbeats + self._session_messages
         msg: Any = None
         skipped: Any = None  # the latest message counted as unknown or malformed
-        for msg in messages:
+        items = messages if type(messages) is list or type(messages) is tuple else list(messages)
+        take_packed = self.tree.take_packed
+        at, count = 0, len(items)
+        while at < count:
+            msg = items[at]
+            if type(msg) is list:
+                reached = take_packed(items, at)  # a run of pass rows, in one loop
+                if reached > at:
+                    applied += reached - at
+                    msg = items[reached - 1]
+                    at = reached
+                    continue
+            at += 1
             try:
                 handler = row_handlers.get(msg[0]) if type(msg) is list else handlers.get(msg["type"])
             except MALFORMED_ERRORS:

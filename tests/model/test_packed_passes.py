@@ -22,12 +22,12 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
 def _packed_and_nodes(items: list[Any]) -> tuple[Session, Session]:
-    """``items`` applied one at a time to a session that packs, and to one whose contexts are
-    made into nodes after every message (so that each pass after a context's first takes the
-    nodes' own path)."""
+    """``items`` applied in one batch to a session that packs (runs of rows in one loop), and
+    one at a time to a session whose contexts are made into nodes after every message (so that
+    each pass after a context's first takes the nodes' own path)."""
     packed, nodes = Session(), Session()
+    packed.apply(items)
     for item in items:
-        packed.apply([item])
         nodes.apply([item])
         nodes.tree.packing.unpack_all()
     return packed, nodes
