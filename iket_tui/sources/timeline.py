@@ -374,7 +374,7 @@ def _timeline(
         raise _Untrusted("no span")
     marks: list[Mark] = []
     reached = 0
-    for entry in entries:
+    for entry in entries:  # (a mark may come before the first time: a stream's times may go back)
         upto = entry.get("end_ns")
         if (
             entry.get("stuck_after_ns") != stuck_after_ns
@@ -393,7 +393,7 @@ def _timeline(
                 raise _Untrusted("a mark that is not [t_ns, kind, what]")
             t, kind, what = item
             known = type(kind) is str and kind in _KINDS  # (a kind that is a list cannot be looked up)
-            if type(t) is not int or not start <= t <= upto or not known or type(what) is not str:
+            if type(t) is not int or not 0 < t <= upto or not known or type(what) is not str:
                 raise _Untrusted(f"a mark out of place: {item!r:.80}")
             marks.append(Mark(t, _KINDS[kind], what))
     if reached != end:

@@ -1,12 +1,13 @@
-"""A recording's index of its timeline seen from the command line: ``cut`` writes one for what it
-keeps, and ``dump`` prints a recording with an index exactly as the same recording without."""
+"""A recording's index of its timeline seen from the command line: ``record`` writes one as it
+records a process, ``cut`` one for what it keeps, and ``dump`` prints a recording with an index
+exactly as the same recording without."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from cli_helpers import run_iket
+from cli_helpers import FakeAgent, run_iket
 
 from iket_tui.protocol import messages as m
 from iket_tui.sources.reading import RecordingReader
@@ -24,6 +25,25 @@ def _rewrite(path: Path, *, index: bool) -> Path:
             writer.write(msg)
     writer.close("exit")
     return path
+
+
+def _scanned(path: Path) -> list[tuple[int, str, str]]:
+    builder = TimelineBuilder(**DEFAULTS)
+    for chunk in RecordingReader(path, rows=True).chunks():
+        builder.feed(chunk)
+    return [(mark.t_ns, mark.kind.value, mark.what) for mark in builder.finish().marks]
+
+
+def test_record_writes_the_index_of_what_it_records(tmp_path: Path) -> None:
+    out = tmp_path / "session.msgpack"
+    with FakeAgent("normal") as agent:
+        assert run_iket("record", str(agent.pid), "-o", str(out)).returncode == 0
+    timeline = read_index(out, **DEFAULTS)
+    assert timeline is not None, index_problem(out, **DEFAULTS)
+    said = [(mark.t_ns, mark.kind.value, mark.what) for mark in timeline.marks]
+    assert said == _scanned(out)
+    assert [what for _, kind, what in said if kind == "compile"] == ["compile add began"]
+    assert [kind for _, kind, _ in said][-1] == "process event"  # its bye
 
 
 def test_a_cut_holds_the_index_of_its_own_timeline(tmp_path: Path) -> None:
