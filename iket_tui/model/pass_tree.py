@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from iket_tui.model.compile_names import origin_of
 from iket_tui.model.fields import ABSENT as _ABSENT
@@ -573,29 +573,37 @@ class PassTree:
         samples_of = self._samples
         order = self._order
         started = 0
+        start_kind, end_kind, row_len, fields, none, low, limit, pack = (
+            m.PASS_START,
+            m.PASS_END,
+            m.PASS_ROW_LEN,
+            FIELDS,
+            NONE,
+            LOW,
+            LIMIT,
+            PACK,
+        )
         compile_id = context_id = None
-        comp: CompileNode | None = None
-        ctx: ContextNode | None = None
-        packed: PackedPasses | None = None
+        ctx = _NO_CONTEXT  # replaced at the first row, whose ids are never None
+        comp, packed = ctx.compile, _NO_PACKED
+        running, data = packed.open, packed.data
         try:
             while at < count:
                 row = items[at]
-                if type(row) is not list or len(row) != m.PASS_ROW_LEN:
+                if type(row) is not list or len(row) != row_len:
                     break
                 kind, row_compile, row_context, name, seq, depth, parent, phase, t, extra = row
                 if type(row_compile) is not int or type(row_context) is not int or type(seq) is not int:
                     break
-                if row_compile != compile_id or row_context != context_id or packed is None:
-                    comp = by_id.get(row_compile)
-                    ctx = None if comp is None else comp.contexts.get(row_context)
-                    packed = None if ctx is None else ctx.packed
-                    if packed is None:
+                if row_compile != compile_id or row_context != context_id:
+                    found = by_id.get(row_compile)
+                    found_ctx = None if found is None else found.contexts.get(row_context)
+                    if found_ctx is None or found_ctx.packed is None:
                         break
+                    comp, ctx, packed = found_ctx.compile, found_ctx, found_ctx.packed
+                    running, data = packed.open, packed.data
                     compile_id, context_id = row_compile, row_context
-                assert comp is not None and ctx is not None
-                running = packed.open
-                data = packed.data
-                if kind == m.PASS_START:
+                if kind == start_kind:
                     if (
                         type(name) is not str
                         or type(depth) is not int
@@ -605,39 +613,39 @@ class PassTree:
                     ):
                         break
                     if parent is None:
-                        up_at = NONE
-                    elif type(parent) is int and running and data[running[-1] * FIELDS] == parent:
+                        up_at = none
+                    elif type(parent) is int and running and data[running[-1] * fields] == parent:
                         up_at = running[-1]
                     else:
                         break  # not the innermost open pass: the nodes decide
                     name_number = numbers.get(name) or packing.number(name)  # 0 asks again, harmlessly
-                    phase_number = NONE if phase is None else numbers.get(phase) or packing.number(phase)
+                    phase_number = none if phase is None else numbers.get(phase) or packing.number(phase)
                     try:
-                        fields = PACK(seq, depth, up_at, name_number, phase_number, t, NONE, NONE, order + 1, 0)
+                        packed_row = pack(seq, depth, up_at, name_number, phase_number, t, none, none, order + 1, 0)
                     except struct.error:  # past 64 bits: the nodes take it
                         break
                     order += 1
                     started += 1
-                    running.append(len(data) // FIELDS)
-                    data.frombytes(fields)
+                    running.append(len(data) // fields)
+                    data.frombytes(packed_row)
                     packed.last_seq = seq
                     comp.shape += 1
-                elif kind == m.PASS_END:
-                    if type(t) is not int or type(extra) is not int or not running:
+                elif kind == end_kind:
+                    if type(t) is not int or type(extra) is not int or not running or not (low < t < limit):
                         break
-                    if not (LOW < t < LIMIT and LOW < extra < LIMIT):
+                    if not low < extra < limit:
                         break
-                    end_at = running[-1] * FIELDS
+                    end_at = running[-1] * fields
                     if data[end_at] != seq:
                         break  # not the innermost open pass: the nodes decide
                     up_at = data[end_at + PARENT]
-                    if up_at == NONE:
+                    if up_at == none:
                         ctx.root_ns += extra
                     else:
-                        child_ns = data[up_at * FIELDS + CHILD_NS] + extra
-                        if child_ns >= LIMIT:
+                        child_ns = data[up_at * fields + CHILD_NS] + extra
+                        if child_ns >= limit:
                             break
-                        data[up_at * FIELDS + CHILD_NS] = child_ns
+                        data[up_at * fields + CHILD_NS] = child_ns
                     running.pop()
                     data[end_at + END] = t
                     data[end_at + DURATION] = extra
@@ -902,6 +910,11 @@ def _running_in(comp: CompileNode) -> list[PassNode]:
         for node in ctx.passes.values()
         if node.status is RUNNING
     ]
+
+
+_NO_CONTEXT: Final = ContextNode(CompileNode(0, 0, 0, 0), 0, 0, 0)
+_NO_PACKED: Final = PackedPasses(Packing())
+"""What :meth:`PassTree.take_packed` holds before its first row: never written to."""
 
 
 def _order_of(node: PassNode) -> int:
