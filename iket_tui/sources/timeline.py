@@ -252,28 +252,41 @@ def _sample(session: Session, t: int, marks: list[Mark], stuck: set[PassNode], q
 
 # The index a recorder writes
 
+MARKS_PER_FRAME = 100_000
+"""Marks one ``index`` frame holds at most (well within a frame's limits): a stream that makes
+more between two checkpoints gets no index, and its timeline is read from the file."""
+
 
 class TimelineIndexer:
     """What a recorder keeps to write its recording's index: the timeline found so far (the
-    model's default thresholds), and where its last ``index`` frame went."""
+    model's default thresholds), and where its last ``index`` frame went. Past
+    :data:`MARKS_PER_FRAME` marks between two checkpoints it gives up: it writes no more ``index``
+    frames, and without the last one no reader trusts those before it."""
 
     def __init__(self) -> None:
         self._builder = TimelineBuilder()
         self._written = 0  # marks already in an index frame
         self._previous: int | None = None  # offset of the last index frame
+        self.gave_up = False
 
     def feed(self, items: Sequence[m.Item]) -> None:
         """Take the stream's next messages and pass rows, as they are written."""
-        self._builder.feed(items)
+        if not self.gave_up:
+            self._builder.feed(items)
 
     def after_checkpoint(self, checkpoint: m.Message, at: int, offset: int) -> bytes:
         """The ``index`` frame to write at byte ``offset``, right after the ``checkpoint`` frame
-        written at byte ``at``."""
+        written at byte ``at`` (nothing once given up)."""
+        if self.gave_up:
+            return b""
         self._builder.feed([checkpoint])
         return self._frame(offset, place=(checkpoint["t_ns"], at))
 
     def before_end(self, end: m.Message, offset: int) -> bytes:
-        """The last ``index`` frame, written at byte ``offset`` just before the ``end`` frame."""
+        """The last ``index`` frame, written at byte ``offset`` just before the ``end`` frame
+        (nothing once given up)."""
+        if self.gave_up:
+            return b""
         self._builder.feed([end])
         self._builder.finish()
         return self._frame(offset, place=None)
@@ -282,6 +295,10 @@ class TimelineIndexer:
         builder = self._builder
         marks = builder.marks[self._written :]
         self._written = len(builder.marks)
+        if len(marks) > MARKS_PER_FRAME:
+            self.gave_up = True
+            self._builder = TimelineBuilder()  # its model let go
+            return b""
         msg: m.Message = {
             "type": m.INDEX,
             "prev": self._previous,

@@ -21,6 +21,7 @@ from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import encode_message
 from iket_tui.protocol.frames import HEADER, HEADER_SIZE, FrameDecoder
 from iket_tui.protocol.recording import MAGIC
+from iket_tui.sources import timeline
 from iket_tui.sources.reading import RecordingReader, read_recording, recording_notes
 from iket_tui.sources.recorder import RecordingWriter
 from iket_tui.sources.timeline import (
@@ -287,3 +288,23 @@ def test_a_recording_damaged_anywhere_gives_the_index_or_nothing_and_never_an_er
             trusted += 1
             assert _said(timeline) == _said(scan_timeline(DEMO))  # damage outside the index alone
     assert trusted < len(places)
+
+
+def test_a_stream_with_more_marks_between_checkpoints_than_a_frame_holds_gets_no_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(timeline, "MARKS_PER_FRAME", 3)  # the demo makes 9 compiles' marks in a stretch
+    path = tmp_path / "many.msgpack"
+    writer = RecordingWriter(path, source="pid 471: python demo.py", checkpoint_interval_s=math.inf)
+    for msg in RecordingReader(DEMO):
+        if msg["type"] not in (m.RECORDING, m.CHECKPOINT, m.END):
+            writer.write(msg)
+    writer.close("exit")
+    assert index_problem(path, **DEFAULTS) == "no index before the end frame"
+    assert _said(scan_timeline(path)) == _said(scan_timeline(DEMO))
+    messages, info = read_recording(path)
+    assert info.ended and recording_notes(info) == ()
+    own = (m.RECORDING, m.CHECKPOINT, m.END)
+    assert [msg for msg in messages if msg["type"] not in own] == [
+        msg for msg in read_recording(DEMO)[0] if msg["type"] not in own
+    ]
