@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from iket_tui.protocol.messages import Message
+
+if TYPE_CHECKING:
+    from iket_tui.sources.checkpoints import Checkpoint
 
 
 class SourceState(Enum):
@@ -61,6 +64,10 @@ class SourceBatch:
     what was built from the messages before them is to be built anew."""
     jumped_to: int | None = None
     """Set on the last batch of a replay's jump: the time (the recording's clock) it jumped to."""
+    resumed_from: Checkpoint | None = None
+    """On the first batch of a replay's jump that reads on from a checkpoint
+    (:class:`~iket_tui.sources.checkpoints.Checkpoint`): its messages follow the checkpoint's
+    model, not a new one."""
     hosts: tuple[HostState, ...] | None = None
 
 

@@ -9,6 +9,7 @@ intact and says what it skipped in :func:`recording_notes`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,17 @@ class RecordingInfo:
 _T = TypeVar("_T", m.Message, m.Item)
 
 
+@dataclass(frozen=True)
+class ReadPoint:
+    """Where a reader stood between two chunks (:meth:`RecordingReader.point`): a reader made
+    with it reads on from there, as the first would have."""
+
+    offset: int
+    decoder: RecordingDecoder[Any]
+    """A copy of the decoder as it stood: the bytes of a frame begun and not ended, its counts."""
+    info: RecordingInfo
+
+
 class RecordingReader(Generic[_T]):
     """Iterate the messages of one recording file, reading it incrementally.
 
@@ -54,17 +66,35 @@ class RecordingReader(Generic[_T]):
 
     @overload
     def __init__(
-        self: RecordingReader[m.Message], path: Path, *, chunk_size: int = CHUNK_SIZE, rows: Literal[False] = False
+        self: RecordingReader[m.Message],
+        path: Path,
+        *,
+        chunk_size: int = CHUNK_SIZE,
+        rows: Literal[False] = False,
+        start: ReadPoint | None = None,
     ) -> None: ...
 
     @overload
-    def __init__(self: RecordingReader[m.Item], path: Path, *, chunk_size: int = CHUNK_SIZE, rows: bool) -> None: ...
+    def __init__(
+        self: RecordingReader[m.Item],
+        path: Path,
+        *,
+        chunk_size: int = CHUNK_SIZE,
+        rows: bool,
+        start: ReadPoint | None = None,
+    ) -> None: ...
 
-    def __init__(self, path: Path, *, chunk_size: int = CHUNK_SIZE, rows: bool = False) -> None:
+    def __init__(
+        self, path: Path, *, chunk_size: int = CHUNK_SIZE, rows: bool = False, start: ReadPoint | None = None
+    ) -> None:
+        """``start``: read on from where another reader of the same file stood (its
+        :meth:`point`), rather than from the beginning."""
         self.path = Path(path)
-        self.info = RecordingInfo()
+        self.info = RecordingInfo() if start is None else copy.copy(start.info)
         self._chunk_size = chunk_size
         self._rows = rows
+        self._start = start
+        self._decoder: RecordingDecoder[Any] | None = None
 
     def __iter__(self) -> Iterator[_T]:
         for batch in self.chunks():
@@ -72,9 +102,15 @@ class RecordingReader(Generic[_T]):
 
     def chunks(self) -> Iterator[list[_T]]:
         """The messages, one list per chunk of the file read."""
-        decoder: RecordingDecoder[Any] = RecordingDecoder(rows=self._rows)
+        start = self._start
+        decoder: RecordingDecoder[Any] = (
+            RecordingDecoder(rows=self._rows) if start is None else copy.deepcopy(start.decoder)
+        )
+        self._decoder = decoder
         try:
             with open(self.path, "rb") as file:
+                if start is not None:
+                    file.seek(start.offset)
                 while data := file.read(self._chunk_size):
                     self.info.size += len(data)
                     decoder.feed(data)
@@ -91,6 +127,11 @@ class RecordingReader(Generic[_T]):
         if self.info.messages == 0:
             raise SourceError(f"{self.path}: {_nothing_read(decoder)}")
         self.info.cut_at = decoder.cut_at
+
+    def point(self) -> ReadPoint:
+        """Where this reader stands, taken between two chunks of :meth:`chunks`."""
+        assert self._decoder is not None, "taken once reading has begun"
+        return ReadPoint(self.info.size, copy.deepcopy(self._decoder), copy.copy(self.info))
 
     def _account(self, batch: list[Any], decoder: RecordingDecoder[Any]) -> list[Any]:
         info = self.info

@@ -22,10 +22,11 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final, Literal, cast
+from typing import Literal, cast
 
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import NOT_LIVE, SourceBatch, SourceError, SourceState
+from iket_tui.sources.checkpoints import Checkpoint, shown_in_replay
 from iket_tui.sources.reading import RecordingInfo, RecordingReader, read_recording, recording_notes
 
 __all__ = ["RecordingInfo", "RecordingSource", "read_recording"]
@@ -69,6 +70,7 @@ class RecordingSource:
         self._clock_wall = time.monotonic()
         self._seekable = seekable
         self._seek_to: int | None = None  # a jump asked for and not yet made
+        self._seek_from: Checkpoint | None = None  # where that jump starts reading, if not from here
         self._released_t_ns: int | None = None  # the newest timestamp released
         self._shown_anything = False  # whether a message the UI shows has been released yet
         self._at_end = False
@@ -116,12 +118,16 @@ class RecordingSource:
             self._speed = max(0.0, speed)
             self._cond.notify_all()
 
-    def seek(self, t_ns: int) -> None:
+    def seek(self, t_ns: int, start: Checkpoint | None = None) -> None:
         """Jump to the recording's time ``t_ns`` (its own clock): the next batches hold every
         message a replay from the start releases before the first one stamped later, and
-        playback goes on from there at its speed, or stays paused. May be called from any thread."""
+        playback goes on from there at its speed, or stays paused. From ``start``, a checkpoint
+        of the recording no later than ``t_ns``, they hold only the messages after it: the
+        first batch says it (``restart``, ``resumed_from``), and whoever applies them starts
+        from the checkpoint's model. May be called from any thread."""
         with self._cond:
             self._seek_to = t_ns
+            self._seek_from = start
             self._cond.notify_all()
 
     @property
@@ -165,12 +171,13 @@ class RecordingSource:
         while not self._closed:
             with self._cond:
                 seek, self._seek_to = self._seek_to, None
+                start, self._seek_from = self._seek_from, None
             try:
                 if seek is not None:
                     if pending:
                         yield SourceBatch(messages=_batched(pending))
                         pending = []
-                    yield from self._jump(seek)
+                    yield from self._jump(seek, start)
                     continue
                 if self._at_end:
                     self._sleep(math.inf)
@@ -204,15 +211,19 @@ class RecordingSource:
 
     # -- jumps ----------------------------------------------------------------------------
 
-    def _jump(self, t_ns: int) -> Iterator[SourceBatch]:
-        """The batches of a jump to ``t_ns``: from where the replay stands when that is later,
-        else from the file's start, the first batch marked ``restart``."""
-        restart = self._released_t_ns is not None and t_ns < self._released_t_ns
+    def _jump(self, t_ns: int, start: Checkpoint | None = None) -> Iterator[SourceBatch]:
+        """The batches of a jump to ``t_ns``: from ``start`` when given, else from where the
+        replay stands when that is later, else from the file's start; the first batch marked
+        ``restart`` unless the replay goes on from where it stands."""
+        if start is not None and start.t_ns > t_ns:
+            start = None  # holds messages stamped after where the jump goes: not from there
+        restart = start is not None or (self._released_t_ns is not None and t_ns < self._released_t_ns)
         if restart:
-            self._reader = RecordingReader(self.path, rows=True)
+            self._reader = RecordingReader(self.path, rows=True, start=None if start is None else start.read)
             self._chunks = self._reader.chunks()
             self._buffer.clear()
-            self._released_t_ns = None
+            self._released_t_ns = None if start is None else start.t_ns
+            self._shown_anything = self._shown_anything or (start is not None and start.shown)
             self._at_end = False
         skipped = self.info.skipped_bytes
         buffer = self._buffer
@@ -229,7 +240,9 @@ class RecordingSource:
                 buffer.extend(items[cut:])
                 break
             if len(out) >= _MAX_BATCH:
-                yield SourceBatch(messages=_batched(out), restart=restart and first)
+                yield SourceBatch(
+                    messages=_batched(out), restart=restart and first, resumed_from=start if first else None
+                )
                 out, first = [], False
         with self._cond:
             self._clock_t_ns = t_ns
@@ -238,7 +251,14 @@ class RecordingSource:
         skipped = self.info.skipped_bytes - skipped
         notes = (f"the jump passed over {skipped} damaged bytes: what they held is not shown",) if skipped else ()
         state = SourceState.LIVE if restart else None
-        yield SourceBatch(messages=_batched(out), restart=restart and first, state=state, notes=notes, jumped_to=t_ns)
+        yield SourceBatch(
+            messages=_batched(out),
+            restart=restart and first,
+            resumed_from=start if first else None,
+            state=state,
+            notes=notes,
+            jumped_to=t_ns,
+        )
 
     # -- pacing ---------------------------------------------------------------------------
 
@@ -273,7 +293,7 @@ class RecordingSource:
                             return (t_ns - clock) / 1e9 / self._speed
                         self._clock_t_ns, self._clock_wall = t_ns, time.monotonic()  # nothing to wait for
                 self._advance(t_ns)
-                self._shown_anything = self._shown_anything or _shown(buffer[0])
+                self._shown_anything = self._shown_anything or shown_in_replay(buffer[0])
                 pending.append(buffer.popleft())
                 if len(pending) >= _MAX_BATCH:
                     return 0.0
@@ -323,17 +343,6 @@ def _due(items: list[m.Item], t_ns: int) -> tuple[int, int | None]:
             if newest is None or t > newest:
                 newest = t
     return len(items), newest
-
-
-_LEAD_IN: Final = frozenset({m.HELLO, m.HEARTBEAT, m.SYNC, m.DROPPED, m.RECORDING, m.CHECKPOINT, m.PROCESS})
-"""What a program sends before it does anything the UI shows (its compiles, kernels, exit)."""
-
-
-def _shown(item: m.Item) -> bool:
-    """Whether the UI shows something of ``item``: a replay waits real time only from the first
-    such message on, so the seconds a program took to import and reach its first compile pass
-    at once."""
-    return isinstance(item, list) or str(item.get("type")) not in _LEAD_IN
 
 
 def _t_ns(item: m.Item) -> int | None:

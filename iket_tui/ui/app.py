@@ -46,6 +46,7 @@ from iket_tui.sources.base import (
     SourceError,
     SourceState,
 )
+from iket_tui.sources.checkpoints import Checkpoint, ReplayCheckpoints
 from iket_tui.sources.reading import RecordingReader
 from iket_tui.sources.replay import RecordingSource
 from iket_tui.sources.timeline import RecordingTimeline, scan_timeline
@@ -189,6 +190,10 @@ class IketApp(App[int]):
         """The replay that jumps (the timeline bar and the jump keys), or None."""
         self.timeline_bar = TimelineBar(id="timeline")
         self.jumps = ReplayJumps()
+        self.checkpoints = (
+            ReplayCheckpoints(self.seekable.path, self._new_session) if self.seekable is not None else None
+        )
+        """The replay's model kept at points of the recording, for its jumps (made on a thread)."""
 
     # Layout
 
@@ -214,6 +219,8 @@ class IketApp(App[int]):
         self.read_source()
         if self.seekable is not None:
             self.read_timeline(self.seekable.path)
+        if self.checkpoints is not None:
+            self.keep_checkpoints(self.checkpoints)
         if self.sample_path is not None:
             self.read_sample(self.sample_path)
         if self.hint is not None:
@@ -256,6 +263,11 @@ class IketApp(App[int]):
             self.call_from_thread(self.notify, f"no timeline: {exc}", severity="warning")
             return
         self.call_from_thread(self._timeline_read, timeline)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="checkpoints", description="keep the model at points")
+    def keep_checkpoints(self, checkpoints: ReplayCheckpoints) -> None:
+        """Reads the recording once into a model of its own, kept at points for the jumps."""
+        checkpoints.build()
 
     def _timeline_read(self, timeline: RecordingTimeline) -> None:
         self.jumps.timeline = timeline
@@ -322,6 +334,8 @@ class IketApp(App[int]):
         if not self._source_closed:
             self._source_closed = True
             self.source.close()
+            if self.checkpoints is not None:
+                self.checkpoints.close()
 
     @on(BatchArrived)
     def _batch_arrived(self, message: BatchArrived) -> None:
@@ -331,7 +345,7 @@ class IketApp(App[int]):
         self.batches_received += 1
         batch = message.batch
         if batch.restart:
-            self._restart_model()
+            self._restart_model(batch.resumed_from)
         now_s = self.clock()
         self._observe(batch, now_s)
         if batch.state is not None:
@@ -396,22 +410,30 @@ class IketApp(App[int]):
                 self._seen_failed.add(comp)
                 self.rows.reveal(comp.failing or comp.failed_codegen or comp)
 
-    def _restart_model(self) -> None:
-        """The replay jumped back: the model is built anew from the recording's start, with the same settings."""
+    def _new_session(self) -> Session:
+        """A model with the settings of this one (thresholds, ranks, bound on passes)."""
         old = self.session
-        self.session = Session(
-            stuck_after_ns=old.tree.stuck_after_ns, by_rank=old.tree.by_rank, max_passes=old.max_passes
-        )
-        self.session.kernels.stuck_after_ns = old.kernels.stuck_after_ns
+        session = Session(stuck_after_ns=old.tree.stuck_after_ns, by_rank=old.tree.by_rank, max_passes=old.max_passes)
+        session.kernels.stuck_after_ns = old.kernels.stuck_after_ns
+        return session
+
+    def _restart_model(self, start: Checkpoint | None = None) -> None:
+        """The replay jumped back, or far ahead: the model is built anew from the recording's
+        start, with the same settings, or from the checkpoint the jump reads on from."""
+        self.session = self._new_session() if start is None else start.session()
         self.pass_tree = self.session.tree
         self.rows = VisibleRows(self.pass_tree)
         self.pass_search = PassSearch(self.pass_tree)
         self.agent_clock = AgentClock()
         self.notes = []
         self._held = []
-        self._first_t_ns = None
+        self._first_t_ns = None if start is None else start.first_t_ns
         self._seen_failed = set()
         self._timing = None
+        for comp in self.pass_tree.compiles:  # as a replay from the start would have shown them
+            if comp.status is FAILED:
+                self._seen_failed.add(comp)
+                self.rows.reveal(comp.failing or comp.failed_codegen or comp)
         self.view.show_tree(self.pass_tree, self.rows)
 
     def _jump_to(self, t_ns: int, words: str) -> None:
@@ -425,10 +447,16 @@ class IketApp(App[int]):
         if here is not None:
             self.jumps.leave(here)
         replay.set_paused(True)  # to look at what it jumped to; space plays on
-        replay.seek(t_ns)
+        replay.seek(t_ns, self._checkpoint_for(t_ns))
         timeline = self.jumps.timeline
         at = f" at {timeline.seconds(t_ns):.3f} s" if timeline is not None else ""
         self.notify(f"{words}{at}", timeout=3)
+
+    def _checkpoint_for(self, t_ns: int) -> Checkpoint | None:
+        """Where a jump to ``t_ns`` reads on from, if not from where the replay stands or the start."""
+        if self.checkpoints is None or self.seekable is None:
+            return None
+        return self.checkpoints.start_for(t_ns, self.seekable.position_t_ns)
 
     @on(TimelineBar.Jump)
     def _timeline_clicked(self, message: TimelineBar.Jump) -> None:
@@ -460,7 +488,7 @@ class IketApp(App[int]):
         replay = self.seekable
         assert replay is not None
         replay.set_paused(True)
-        replay.seek(back)
+        replay.seek(back, self._checkpoint_for(back))
         timeline = self.jumps.timeline
         self.notify(f"back to {timeline.seconds(back):.3f} s" if timeline is not None else "back", timeout=3)
 

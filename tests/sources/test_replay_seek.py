@@ -15,6 +15,7 @@ from iket_tui.model.session import Session
 from iket_tui.model.visible_rows import VisibleRows
 from iket_tui.protocol import messages as m
 from iket_tui.sources.base import SourceBatch, SourceState
+from iket_tui.sources.checkpoints import ReplayCheckpoints
 from iket_tui.sources.reading import RecordingReader
 from iket_tui.sources.replay import RecordingSource
 
@@ -73,8 +74,10 @@ class _Replay:
     """A paused, seekable replay read on a worker thread as the UI reads it, its batches applied
     to a model that is built anew when a batch says the stream restarts."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, checkpoints: ReplayCheckpoints | None = None) -> None:
         self.source = RecordingSource(path, start_paused=True, seekable=True)
+        self.checkpoints = checkpoints
+        self.resumed = 0
         self.session = Session()
         self.notes: list[str] = []
         self._batches: queue.Queue[SourceBatch] = queue.Queue()
@@ -86,11 +89,13 @@ class _Replay:
             self._batches.put(batch)
 
     def jump(self, t_ns: int) -> None:
-        self.source.seek(t_ns)
+        here = self.source.position_t_ns
+        self.source.seek(t_ns, None if self.checkpoints is None else self.checkpoints.start_for(t_ns, here))
         while True:
             batch = self._batches.get(timeout=WAIT_S)
             if batch.restart:
-                self.session = Session()
+                self.session = Session() if batch.resumed_from is None else batch.resumed_from.session()
+                self.resumed += batch.resumed_from is not None
                 self.notes = []
             self.session.apply(batch.messages)
             self.notes += batch.notes
@@ -114,6 +119,78 @@ def test_every_jump_lands_on_what_a_replay_from_the_start_shows_there(path: Path
             assert _state(replay.session) == _state(_from_start(path, t_ns)), seconds
     finally:
         replay.close()
+
+
+@pytest.mark.parametrize("path", [DEMO, WAITING], ids=["demo", "waiting-kernel"])
+def test_every_jump_from_a_checkpoint_lands_on_what_a_replay_from_the_start_shows_there(path: Path) -> None:
+    checkpoints = ReplayCheckpoints(path, Session, every=40, chunk_size=4096)
+    checkpoints.build()
+    assert checkpoints.done and checkpoints.error is None and checkpoints.count > 5
+    t0 = _t0(path)
+    replay = _Replay(path, checkpoints)
+    try:
+        for seconds in (27.7, 5.4, 18.8, 19.0, 0.5, 40.0, 10.1, 29.4, 2.0):
+            t_ns = t0 + int(seconds * 1e9)
+            replay.jump(t_ns)
+            assert _state(replay.session) == _state(_from_start(path, t_ns)), seconds
+        assert replay.resumed >= 5  # most jumps read on from a checkpoint
+    finally:
+        replay.close()
+
+
+def test_a_checkpoint_is_never_taken_for_a_time_before_what_it_holds() -> None:
+    checkpoints = ReplayCheckpoints(DEMO, Session, every=40, chunk_size=4096)
+    checkpoints.build()
+    t0 = _t0(DEMO)
+    assert checkpoints.before(t0 - 1) is None
+    taken = 0
+    for seconds in (0.5, 1.0, 9.0, 21.5, 40.0):
+        point = checkpoints.before(t0 + int(seconds * 1e9))
+        assert point is None or point.t_ns <= t0 + seconds * 1e9
+        taken += point is not None
+    assert taken >= 3
+    point = checkpoints.before(t0 + 40 * 10**9)
+    assert point is not None
+    # a jump forwards short of the next checkpoint goes on from where the replay stands
+    assert checkpoints.start_for(point.t_ns + 1, here=point.t_ns) is None
+    assert checkpoints.start_for(point.t_ns + 1, here=t0) is point
+    assert checkpoints.start_for(t0 + 1, here=point.t_ns) in (None, checkpoints.before(t0 + 1))
+
+
+def test_checkpoints_past_their_memory_keep_the_latest_and_every_other(tmp_path: Path) -> None:
+    checkpoints = ReplayCheckpoints(DEMO, Session, every=20, max_bytes=1, chunk_size=4096)
+    checkpoints.build()
+    assert checkpoints.done and 1 <= checkpoints.count <= 2
+    whole = Session()
+    whole.apply(list(RecordingReader(DEMO, rows=True)))
+    last = checkpoints.before(1 << 62)
+    assert last is not None and last.t_ns <= whole.last_t_ns
+
+
+def test_a_recording_cut_short_is_kept_at_points_up_to_where_it_was_cut(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.msgpack"
+    cut.write_bytes(DEMO.read_bytes()[: DEMO.stat().st_size * 2 // 3])
+    checkpoints = ReplayCheckpoints(cut, Session, every=40, chunk_size=4096)
+    checkpoints.build()
+    assert checkpoints.done and checkpoints.error is None and checkpoints.count > 2
+    t0 = _t0(cut)
+    replay = _Replay(cut, checkpoints)
+    try:
+        for seconds in (18.0, 3.0, 40.0):
+            t_ns = t0 + int(seconds * 1e9)
+            replay.jump(t_ns)
+            assert _state(replay.session) == _state(_from_start(cut, t_ns)), seconds
+    finally:
+        replay.close()
+
+
+def test_a_file_that_is_not_a_recording_gives_no_checkpoint_and_says_why(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.msgpack"
+    foreign.write_bytes(b"not a recording at all")
+    checkpoints = ReplayCheckpoints(foreign, Session)
+    checkpoints.build()
+    assert checkpoints.done and checkpoints.count == 0
+    assert checkpoints.error is not None and "not an iket-tui recording" in checkpoints.error
 
 
 def test_a_jump_lands_on_the_failure_and_the_kernels_a_user_looks_for() -> None:

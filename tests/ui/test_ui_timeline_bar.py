@@ -11,12 +11,14 @@ from ui_driving import app_test, wait_until
 
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
+from iket_tui.sources.checkpoints import Checkpoint, ReplayCheckpoints
 from iket_tui.sources.reading import RecordingReader
 from iket_tui.sources.replay import RecordingSource
 from iket_tui.sources.timeline import scan_timeline
 from iket_tui.ui.app import IketApp
 from iket_tui.ui.kernels_screen import KernelsScreen
-from iket_tui.ui.timeline_bar import time_label, track_cells
+from iket_tui.ui.timeline_bar import TimelineBar, time_label, track_cells
+from tests.sources.test_replay_seek import _state as state
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "h200-demo.msgpack"
 WIDE = (160, 48)
@@ -122,3 +124,40 @@ async def test_the_jump_keys_type_into_the_search_and_jump_nowhere() -> None:
         assert app.search_bar.query_one(Input).value == "xgou"
         await pilot.pause(0.3)
         assert app.seekable is not None and app.seekable.position_t_ns is None  # no jump was made
+
+
+@app_test
+async def test_jumps_from_the_replays_checkpoints_show_what_a_replay_from_the_start_shows_there() -> None:
+    app = IketApp(RecordingSource(DEMO, start_paused=True, seekable=True))
+    checkpoints = ReplayCheckpoints(DEMO, app._new_session, every=40, chunk_size=4096)
+    app.checkpoints = checkpoints
+    started_from: list[object] = []
+    start_for = checkpoints.start_for
+
+    def spied(t_ns: int, here: int | None) -> Checkpoint | None:
+        point = start_for(t_ns, here)
+        started_from.append(point)
+        return point
+
+    checkpoints.start_for = spied  # type: ignore[method-assign]
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_until(pilot, lambda: app.jumps.timeline is not None and checkpoints.done, "the checkpoints")
+        assert checkpoints.error is None and checkpoints.count > 5
+        timeline = app.jumps.timeline
+        assert timeline is not None
+        replay = app.seekable
+        assert replay is not None
+        # forwards far, back, forwards past the next checkpoint, back to the start, past the failures
+        for fraction in (0.9, 0.3, 0.7, 0.02, 0.75):
+            t_ns = timeline.start_ns + int(timeline.length_ns * fraction)
+            expected = _from_start(t_ns)
+            app.post_message(TimelineBar.Jump(app.timeline_bar, t_ns))
+            last = expected.last_t_ns
+            await wait_until(pilot, lambda last=last: app.session.last_t_ns == last, f"the jump to {fraction}")
+            await pilot.pause()
+            assert state(app.session) == state(expected), fraction
+        assert sum(point is not None for point in started_from) >= 3  # read on from a checkpoint
+        failed = [comp for comp in app.session.tree.compiles if comp.failing is not None]
+        assert failed and all(
+            app.rows.index_of(comp.failing) is not None for comp in failed
+        )  # shown, as from the start
