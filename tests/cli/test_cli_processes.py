@@ -114,9 +114,9 @@ def test_attach_all_without_any_agent_and_a_bad_pid_among_several_are_one_line_e
     assert_one_line_error(run_iket("attach", "--all", "123"), "name no TARGET with it")
 
 
-def test_serve_attach_takes_one_target_and_says_so_for_several() -> None:
-    assert_one_line_error(run_iket("serve", "attach", "999999998", "999999999"), "serve attach shows one TARGET")
-    assert_one_line_error(run_iket("serve", "attach", "--all"), "serve attach shows one TARGET")
+def test_serve_attach_of_dead_pids_or_all_is_one_line() -> None:
+    assert_one_line_error(run_iket("serve", "attach", "999999998", "999999999"), "no process with pid 999999998")
+    assert_one_line_error(run_iket("serve", "attach", "--all"), "serve attach has no --all")
     assert_one_line_error(run_iket("serve", "attach", "999999999"), "no process with pid 999999999")
 
 

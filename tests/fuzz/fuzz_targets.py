@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from peak_memory import PeakMemory, Way, best_way
+from peak_memory import TRACED_SLOWDOWN, PeakMemory
 from perfetto_reader import Trace, decode
 
 from iket_tui.export import (
@@ -48,8 +48,6 @@ SECONDS_PER_MB = 1.0
 SECONDS_FLOOR = 1.0
 MEMORY_FLOOR = 256 * 1024 * 1024
 MEMORY_PER_BYTE = 64
-MEMORY_BY: Way = best_way()
-"""How each stretch's peak is read: the resident set's high-water mark, else tracemalloc."""
 
 Target = Callable[[bytes], None]
 
@@ -62,13 +60,13 @@ def within_bounds(size: int, passes: int = 1) -> Iterator[None]:
     """Fail when what runs inside takes more than its time or memory for ``size`` input bytes,
     read ``passes`` times over (every export format is a pass of its own, each read back). The
     memory is this stretch's own peak, however high an earlier input took the process's."""
-    peak = PeakMemory(MEMORY_BY)
+    peak = PeakMemory()
     peak.start()
     start = time.process_time()  # the work done, whatever else the machine runs meanwhile
     yield
     elapsed = time.process_time() - start
     grew = peak.grew()
-    allowed = passes * (SECONDS_FLOOR + SECONDS_PER_MB * size / 1e6)
+    allowed = passes * (SECONDS_FLOOR + SECONDS_PER_MB * size / 1e6) * TRACED_SLOWDOWN
     assert elapsed <= allowed, f"took {elapsed:.2f} s of CPU for {size:,} bytes (at most {allowed:.2f} s)"
     bound = MEMORY_FLOOR + MEMORY_PER_BYTE * size
     assert grew <= bound, f"peak memory grew {grew:,} bytes for {size:,} bytes (at most {bound:,}, by {peak.way})"

@@ -1,34 +1,22 @@
 """The fuzz targets' memory bound measures each input's own peak: an input that takes more than
-the bound is caught even after something earlier took the process higher, read by the resident
-set's high-water mark and by the tracemalloc stand-in alike."""
+the bound is caught even after something earlier took the process higher."""
 
 from __future__ import annotations
 
 import fuzz_targets
-import peak_memory
 import pytest
 from fuzz_targets import within_bounds
-from peak_memory import PeakMemory, Way, best_way
+from peak_memory import PeakMemory
 
 MIB = 1 << 20
 FLOOR = 16 * MIB
 FRESH = 40 * MIB
-"""Above glibc's largest mmap threshold (32 MiB): an allocation this size always takes fresh
-pages, never memory the allocator kept resident from before, so the resident set rises by it."""
 SLACK = 4 * MIB
-"""What else the process takes or gives back meanwhile (the interpreter's own pages)."""
-
-WAYS = [
-    pytest.param(
-        "VmHWM",
-        marks=pytest.mark.skipif(best_way() != "VmHWM", reason="this kernel lets no process reset its peak"),
-    ),
-    "tracemalloc",
-]
+"""What else the process takes or gives back meanwhile."""
 
 
 def _touched(size: int) -> bytes:
-    """``size`` bytes, every page written (resident, not merely reserved)."""
+    """``size`` bytes, every page written."""
     return b"\x01" * size
 
 
@@ -38,15 +26,14 @@ def small_floor(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("small_floor")
-@pytest.mark.parametrize("way", WAYS)
-def test_an_input_over_the_bound_is_caught_after_an_earlier_larger_peak(
-    way: Way, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(fuzz_targets, "MEMORY_BY", way)
-    earlier = _touched(3 * FRESH)  # the process's all-time peak, raised well above what follows
-    del earlier
+def test_an_input_over_the_bound_is_caught_after_an_earlier_larger_peak() -> None:
+    earlier = PeakMemory()
+    earlier.start()
+    big = _touched(3 * FRESH)  # the process's peak, raised well above what follows
+    del big
+    assert earlier.grew() > 3 * FRESH - SLACK
     with (
-        pytest.raises(AssertionError, match=rf"peak memory grew .* \(at most {FLOOR:,}, by {way}\)"),
+        pytest.raises(AssertionError, match=rf"peak memory grew .* \(at most {FLOOR:,}, by tracemalloc\)"),
         within_bounds(0),
     ):
         later = _touched(FRESH)
@@ -56,26 +43,14 @@ def test_an_input_over_the_bound_is_caught_after_an_earlier_larger_peak(
         del small
 
 
-@pytest.mark.parametrize("way", WAYS)
-def test_each_stretch_has_a_peak_of_its_own(way: Way) -> None:
-    first = PeakMemory(way)
+def test_each_stretch_has_a_peak_of_its_own() -> None:
+    first = PeakMemory()
     first.start()
     big = _touched(2 * FRESH)
     del big
     assert first.grew() > 2 * FRESH - SLACK  # held, then freed: still its peak
-    second = PeakMemory(way)
+    second = PeakMemory()
     second.start()
     small = _touched(FRESH)
     assert FRESH - SLACK < second.grew() < FRESH + SLACK
     del small
-
-
-def test_a_reset_the_kernel_takes_and_ignores_means_tracemalloc(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A sandboxed kernel may accept the write to ``clear_refs`` and keep the mark: then each
-    stretch would read the process's old peak, so the stand-in is used."""
-    monkeypatch.setattr(peak_memory, "_reset_high_water_mark", lambda: None)
-    peak_memory.best_way.cache_clear()
-    try:
-        assert best_way() == "tracemalloc"
-    finally:
-        peak_memory.best_way.cache_clear()
