@@ -57,7 +57,6 @@ def bound_passes(tree: PassTree, max_passes: int) -> int:
         if settled:
             tree.summarise_from = position
     if done:
-        tree.pass_count = held
         tree.drop_summarised_passes()
         tree.summarised += done
     return done

@@ -151,17 +151,23 @@ class PassTree:
         packing = self.packing
         if packing.contexts:
             packing.unpack_all()
-        if packing.made:
-            self._passes += packing.made
+        made = packing.made
+        if made:
             packing.made = []
-            self._passes.sort(key=_order_of)
-            self.pass_list_version += 1
+            in_order = self._passes[-1].order < min(map(_order_of, made)) if self._passes else True
+            self._passes += made
+            if not in_order or any(made[at].order > made[at + 1].order for at in range(len(made) - 1)):
+                self._passes.sort(key=_order_of)
+                self.pass_list_version += 1  # not only appended to: a search scans it again
         return self._passes
 
     def drop_summarised_passes(self) -> None:
-        """Take the passes of summarised compiles out of :attr:`passes`."""
+        """Take the passes of summarised compiles out of :attr:`passes`, and out of the count
+        (late ones of a compile summarised before were counted as they came)."""
+        packing = self.packing
         self._passes = [node for node in self._passes if node.compile.summary is None]
-        self.packing.made = [node for node in self.packing.made if node.compile.summary is None]
+        packing.made = [node for node in packing.made if node.compile.summary is None]
+        self.pass_count = len(self._passes) + len(packing.made) + sum(len(ctx.packed or ()) for ctx in packing.contexts)
         self.pass_list_version += 1
 
     def forget_passes(self) -> None:
@@ -643,7 +649,7 @@ class PassTree:
                         ctx.root_ns += extra
                     else:
                         child_ns = data[up_at * fields + CHILD_NS] + extra
-                        if child_ns >= limit:
+                        if not low < child_ns < limit:
                             break
                         data[up_at * fields + CHILD_NS] = child_ns
                     running.pop()

@@ -223,9 +223,9 @@ class RecordingSource:
             self._chunks = self._reader.chunks()
             self._buffer.clear()
             self._released_t_ns = None if start is None else start.t_ns
-            self._shown_anything = self._shown_anything or (start is not None and start.shown)
+            self._shown_anything = start is not None and start.shown
             self._at_end = False
-        skipped = self.info.skipped_bytes
+        skipped = 0 if restart else self.info.skipped_bytes  # a checkpoint's reader counts what came before it
         buffer = self._buffer
         out: list[m.Item] = []
         first = True
@@ -233,7 +233,10 @@ class RecordingSource:
             items = list(buffer)
             buffer.clear()
             cut, newest = _due(items, t_ns)
-            out += items[:cut] if cut < len(items) else items
+            released = items[:cut] if cut < len(items) else items
+            out += released
+            if not self._shown_anything:
+                self._shown_anything = any(shown_in_replay(item) for item in released)
             if newest is not None and (self._released_t_ns is None or newest > self._released_t_ns):
                 self._released_t_ns = newest
             if cut < len(items):

@@ -425,6 +425,8 @@ class IketApp(App[int]):
         self.rows = VisibleRows(self.pass_tree)
         self.pass_search = PassSearch(self.pass_tree)
         self.agent_clock = AgentClock()
+        if start is not None:  # the clock as the messages before the checkpoint left it
+            self.agent_clock.observe(self.session.last_t_ns, self.clock())
         self.notes = []
         self._held = []
         self._first_t_ns = None if start is None else start.first_t_ns

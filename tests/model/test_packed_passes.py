@@ -75,7 +75,7 @@ def _row(kind: str, seq: int, parent: int | None, t: int, extra: Any = None, *, 
     return [kind, 1, context, f"p{seq % 5}", seq, 0 if parent is None else 1, parent, "lower", t, extra]
 
 
-_HUGE = st.sampled_from([2**62 - 1, 2**62, 2**63 - 1, 2**63, 2**70, -(2**63)])
+_HUGE = st.sampled_from([2**62 - 1, 2**62, 2**63 - 1, 2**63, 2**70, -(2**63), -(2**62 - 1), -(2**62), -(2**70)])
 _SEQ = st.one_of(st.integers(0, 12), _HUGE, st.just(True))
 _TIME = st.one_of(st.integers(0, 10**6), _HUGE)
 
@@ -151,3 +151,52 @@ def test_durations_whose_sum_leaves_64_bits_are_summed_exactly() -> None:
     packed, nodes = _packed_and_nodes(stream)
     _same(packed, nodes)
     assert packed.tree.passes[0].child_ns == 3 * big
+
+
+def test_durations_whose_sum_falls_below_64_bits_are_summed_exactly() -> None:
+    low = -(2**62 - 1)
+    stream: list[Any] = [agent_hello(), _row(m.PASS_START, 0, None, 1)]
+    for seq in (1, 2, 3):
+        stream += [_row(m.PASS_START, seq, 0, 2), _row(m.PASS_END, seq, 0, 3, low)]
+    packed, nodes = _packed_and_nodes(stream)
+    _same(packed, nodes)
+    assert packed.tree.passes[0].child_ns == 3 * low
+
+
+def test_late_passes_of_a_summarised_compile_leave_the_count_when_let_go() -> None:
+    """A catch-up backlog repeats passes of a compile summarised since: they are counted as they
+    come, and no longer once the bound lets them go, so the bound summarises no more than it must."""
+    session = Session(max_passes=300)
+    session.apply([agent_hello()])
+    first: list[Any] = []
+    t = 1_000
+    for compile_id in range(1, 9):
+        lowering = Lowering(compile=compile_id, kernel=f"k{compile_id}", start_ns=t)
+        rows = [m.row_of(msg) or msg for msg in lowering.messages()]
+        first = first or [row for row in rows if type(row) is list][:50]
+        session.apply(rows)
+        t = lowering.end_ns() + 1
+        if session.tree.summarised:
+            session.apply([[*row[:8], t, row[9]] for row in first])
+        assert session.tree.pass_count >= len(session.tree.passes)
+    tree = session.tree
+    assert tree.pass_count == len(tree.passes) <= 300
+    assert tree.summarised < len(tree.compiles) - 1  # the newest compiles keep their passes
+
+
+def test_passes_that_come_after_those_read_are_appended_to_the_list_not_sorted_into_it() -> None:
+    """A search scans the list of every pass once, then only what was appended: passes packed
+    after it was read come after it in tree order, so the list grows without being rebuilt."""
+    session = Session()
+    session.apply([agent_hello()])
+    t = 1_000
+    for compile_id in (1, 2, 3):
+        lowering = Lowering(compile=compile_id, kernel=f"k{compile_id}", start_ns=t)
+        session.apply([m.row_of(msg) or msg for msg in lowering.messages()])
+        t = lowering.end_ns() + 1
+        if compile_id == 1:
+            read = len(session.tree.passes)
+            version = session.tree.pass_list_version
+    passes = session.tree.passes
+    assert len(passes) == 3 * read and session.tree.pass_list_version == version
+    assert [node.order for node in passes] == sorted(node.order for node in passes)

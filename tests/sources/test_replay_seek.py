@@ -267,3 +267,23 @@ def test_a_jump_into_the_damage_lands_on_the_last_complete_message_before_it_and
         assert t0 < replay.source.position_t_ns
     finally:
         replay.close()
+
+
+def test_a_jump_from_a_checkpoint_over_damage_says_what_a_jump_from_the_start_says(tmp_path: Path) -> None:
+    data = bytearray(DEMO.read_bytes())
+    at = len(data) * 9 // 10
+    data[at : at + 40] = b"\xc1" * 40
+    damaged = tmp_path / "damaged.msgpack"
+    damaged.write_bytes(bytes(data))
+    checkpoints = ReplayCheckpoints(damaged, Session, every=40, chunk_size=4096)
+    checkpoints.build()
+    target = max(t for t in map(m.t_ns_of, RecordingReader(damaged, rows=True)) if t is not None) - 1
+    notes = []
+    for with_checkpoints in (False, True):
+        replay = _Replay(damaged, checkpoints if with_checkpoints else None)
+        try:
+            replay.jump(target)
+            notes.append(replay.notes)
+        finally:
+            replay.close()
+    assert notes[0] == notes[1] and "damaged bytes" in notes[0][0]

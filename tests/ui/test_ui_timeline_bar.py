@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from textual.widgets import DataTable, Input
-from ui_driving import app_test, wait_until
+from ui_driving import app_test, tree_text, wait_until
 
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
@@ -161,3 +161,27 @@ async def test_jumps_from_the_replays_checkpoints_show_what_a_replay_from_the_st
         assert failed and all(
             app.rows.index_of(comp.failing) is not None for comp in failed
         )  # shown, as from the start
+
+
+async def _jumped_screen(target: int, *, checkpoints: bool) -> tuple[int, str]:
+    app = IketApp(RecordingSource(DEMO, start_paused=True, seekable=True))
+    app.checkpoints = ReplayCheckpoints(DEMO, app._new_session, every=40, chunk_size=4096) if checkpoints else None
+    async with app.run_test(size=WIDE) as pilot:
+        made = app.checkpoints
+        await wait_until(pilot, lambda: app.jumps.timeline is not None and (made is None or made.done), "ready")
+        app.post_message(TimelineBar.Jump(app.timeline_bar, target))
+        await wait_until(pilot, lambda: app.seekable is not None and app.seekable.position_t_ns == target, "the jump")
+        await pilot.pause()
+        return app.now_ns(), tree_text(app)
+
+
+@app_test
+async def test_a_jump_to_where_a_checkpoint_stands_shows_the_running_times_a_replay_from_the_start_shows() -> None:
+    made = ReplayCheckpoints(DEMO, Session, every=40, chunk_size=4096)
+    made.build()
+    point = made.before(1 << 62)
+    assert point is not None
+    target = point.t_ns  # nothing to apply after the checkpoint: the clock must come from it
+    from_start = await _jumped_screen(target, checkpoints=False)
+    from_checkpoint = await _jumped_screen(target, checkpoints=True)
+    assert from_checkpoint == from_start and from_start[0] >= target
