@@ -301,6 +301,7 @@ class TimelineIndexer:
             return b""
         msg: m.Message = {
             "type": m.INDEX,
+            "at": offset,
             "prev": self._previous,
             "start_ns": builder.start_ns,
             "end_ns": builder.end_ns,
@@ -354,6 +355,8 @@ def _read_index(path: Path, stuck_after_ns: int, kernel_stuck_after_ns: int) -> 
         if header.get("type") != m.RECORDING or not isinstance(proto, list) or proto[:1] != [m.PROTOCOL_VERSION[0]]:
             raise _Untrusted("no readable header")
         last_offset, last, end = _last_index(file, size)
+        if last.get("at") != last_offset:  # its recording does not begin the file (one appended to another)
+            raise _Untrusted(f"an index written for byte {last.get('at')!r}, found at byte {last_offset}")
         if last.get("end_ns") != end.get("t_ns"):
             raise _Untrusted("an index that ends elsewhere than its recording")
         entries = [last]
@@ -363,7 +366,7 @@ def _read_index(path: Path, stuck_after_ns: int, kernel_stuck_after_ns: int) -> 
             if type(previous) is not int or not len(MAGIC) <= previous < offsets[-1]:
                 raise _Untrusted(f"an index frame points at byte {previous!r}")
             entry = _frame_at(file, previous, offsets[-1])
-            if entry.get("type") != m.INDEX:
+            if entry.get("type") != m.INDEX or entry.get("at") != previous:
                 raise _Untrusted(f"no index frame at byte {previous}")
             entries.append(entry)
             offsets.append(previous)

@@ -16,6 +16,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from iket_tui.model.synthetic import Lowering, agent_hello
 from iket_tui.protocol import codec
 from iket_tui.protocol import messages as m
 from iket_tui.protocol.codec import encode_message
@@ -25,6 +26,7 @@ from iket_tui.sources import timeline
 from iket_tui.sources.reading import RecordingReader, read_recording, recording_notes
 from iket_tui.sources.recorder import RecordingWriter
 from iket_tui.sources.timeline import (
+    MarkKind,
     RecordingTimeline,
     TimelineBuilder,
     index_problem,
@@ -308,3 +310,27 @@ def test_a_stream_with_more_marks_between_checkpoints_than_a_frame_holds_gets_no
     assert [msg for msg in messages if msg["type"] not in own] == [
         msg for msg in read_recording(DEMO)[0] if msg["type"] not in own
     ]
+
+
+def test_a_recording_appended_to_another_in_one_file_is_not_indexed_by_its_own_index(tmp_path: Path) -> None:
+    """Two recordings in one file (``record -o - >> FILE`` twice): the second's index counts its
+    offsets from its own start and knows nothing of the first, so the whole file is read."""
+    first, second = tmp_path / "a.msgpack", tmp_path / "b.msgpack"
+    for path, start, fail in ((first, 1_000_000, "tl.LayoutInference"), (second, 9_000_000_000, None)):
+        writer = RecordingWriter(path, source="test")
+        writer.write(agent_hello())
+        for msg in Lowering(compile=1, kernel="k", start_ns=start, fail_in=fail).messages():
+            writer.write(msg)
+        writer.close("done")
+    both = tmp_path / "both.msgpack"
+    both.write_bytes(first.read_bytes() + second.read_bytes())
+    builder = TimelineBuilder()
+    for chunk in RecordingReader(both, rows=True).chunks():
+        builder.feed(chunk)
+    whole = builder.finish()
+    assert index_problem(
+        both, stuck_after_ns=builder.stuck_after_ns, kernel_stuck_after_ns=builder.kernel_stuck_after_ns
+    )
+    timeline = scan_timeline(both)
+    assert (timeline.start_ns, timeline.marks) == (whole.start_ns, whole.marks)
+    assert any(mark.kind is MarkKind.FAILURE for mark in timeline.marks)
