@@ -572,6 +572,9 @@ class IketApp(App[int]):
         )
         if connection is Connection.ENDED:
             shown = "ended" if self.playback is not None else "disconnected"
+        elif self.playback is not None and connection is not Connection.FAILED:
+            shown = ""  # a recording plays or waits paused, as its target and mode say: nothing live, nothing unresponsive
+            connection = Connection.LIVE
         else:
             shown = connection.value
         message = self.source_error or self._behind_line() or (self.notes[-1] if self.notes else "")

@@ -374,7 +374,7 @@ async def test_replay_keys_pause_step_and_change_speed() -> None:
     app = IketApp(source, clock=FrozenClock())
     async with app.run_test(size=WIDE) as pilot:
         await wait_for_batches(pilot, app, 1)
-        assert header(app).startswith("1 compile failed  live  replay demo.msgpack  ·  pid 4242")
+        assert header(app).startswith("1 compile failed  replay demo.msgpack  ·  pid 4242")  # no connection to tell
         assert "speed 1x" in header(app)
         rows = len(app.rows)
 

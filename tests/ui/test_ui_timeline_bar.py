@@ -8,6 +8,7 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Input
 from ui_driving import app_test, tree_text, wait_until
+from ui_fakes import FrozenClock
 
 from iket_tui.model.session import Session
 from iket_tui.protocol import messages as m
@@ -185,3 +186,22 @@ async def test_a_jump_to_where_a_checkpoint_stands_shows_the_running_times_a_rep
     from_start = await _jumped_screen(target, checkpoints=False)
     from_checkpoint = await _jumped_screen(target, checkpoints=True)
     assert from_checkpoint == from_start and from_start[0] >= target
+
+
+@app_test
+async def test_a_replay_paused_for_a_minute_is_neither_live_nor_unresponsive() -> None:
+    clock = FrozenClock()
+    app = IketApp(RecordingSource(DEMO, start_paused=True, seekable=True), clock=clock)
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_until(pilot, lambda: app.jumps.timeline is not None, "the timeline")
+        await pilot.press("g")  # the first compile, then nothing more arrives while paused
+        await wait_until(pilot, lambda: len(app.session.tree.compiles) == 1, "compile 1")
+        clock.advance(60)
+        state = app._header_state()
+        assert (state.connection, state.silent_for) == ("", "")
+        line = app.header.text()
+        assert (
+            "unresponsive" not in line
+            and "live" not in line
+            and line.startswith("recording h200-demo.msgpack of pid 471")
+        )
