@@ -573,7 +573,7 @@ class IketApp(App[int]):
         if connection is Connection.ENDED:
             shown = "ended" if self.playback is not None else "disconnected"
         elif self.playback is not None and connection is not Connection.FAILED:
-            shown = ""  # a recording plays or waits paused, as its target and mode say: nothing live, nothing unresponsive
+            shown = ""  # a recording plays or waits paused (its target and mode say so): not live, not unresponsive
             connection = Connection.LIVE
         else:
             shown = connection.value

@@ -41,13 +41,14 @@ class DetailPane(VerticalScroll):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._shown: tuple[Any, ...] | None = None
+        self._body = Static(id="detail-body")  # held, not queried: a tick may come while the app tears it down
         self.details: Details | None = None
         self.recording: Path | None = None
         """The file this session's stream is in (replayed, or written by --record): reproducers
         of its failures are made from it."""
 
     def compose(self) -> ComposeResult:
-        yield Static(id="detail-body")
+        yield self._body
 
     def show(self, session: Session, node: Node, now_ns: int) -> None:
         """Describe ``node``; a no-op when nothing it shows has changed."""
@@ -62,7 +63,7 @@ class DetailPane(VerticalScroll):
         moved = self._shown is None or self._shown[0] is not node
         self._shown = key
         self.details = describe(session, node, now_ns, self.recording)
-        self.query_one("#detail-body", Static).update(self._render_details(self.details))
+        self._body.update(self._render_details(self.details))
         if moved:
             self.scroll_home(animate=False)
 
