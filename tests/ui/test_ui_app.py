@@ -482,3 +482,17 @@ async def test_compile_without_begin_is_still_shown() -> None:
         await wait_for_batches(pilot, app, 1)
         await pilot.press("home", "down")
         assert cursor_row(app).startswith("▼ ✓ late ")  # named from its label
+
+
+@app_test
+async def test_a_tick_while_the_detail_pane_is_torn_down_is_no_error() -> None:
+    """The app closing removes the pane's body before its last tick may run."""
+    app, _ = live_app(live_stream())
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for_batches(pilot, app, 1)
+        await app.detail.query_one(Static).remove()
+        shown = app.detail.details
+        app.following = False
+        app.view.select(app.pass_tree.compiles[0])
+        app.refresh_views()  # the cursor moved: the pane describes another row
+        assert app.detail.details is not shown
