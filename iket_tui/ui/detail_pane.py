@@ -41,7 +41,7 @@ class DetailPane(VerticalScroll):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._shown: tuple[Any, ...] | None = None
-        self._body = Static(id="detail-body")  # held, not queried: a tick may come while the app tears it down
+        self._body = Static(id="detail-body")
         self.details: Details | None = None
         self.recording: Path | None = None
         """The file this session's stream is in (replayed, or written by --record): reproducers
@@ -51,7 +51,10 @@ class DetailPane(VerticalScroll):
         yield self._body
 
     def show(self, session: Session, node: Node, now_ns: int) -> None:
-        """Describe ``node``; a no-op when nothing it shows has changed."""
+        """Describe ``node``; a no-op when nothing it shows has changed, or while the pane is
+        torn down (the app closing may still tick)."""
+        if not (self.is_attached and self._body.is_attached):
+            return
         if isinstance(node, ProcessNode):
             key: tuple[Any, ...] = (node, session.version)
         else:
