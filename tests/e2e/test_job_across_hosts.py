@@ -468,11 +468,16 @@ def test_record_keeps_every_process_of_every_host_apart_for_replay_dump_and_expo
     log = tmp_path / "record.log"
 
     def processes() -> set[tuple[str, int]]:
+        """The processes the recording names so far, once as many hellos (which name their
+        ranks) are in it: a process is named when its messages first follow another's, which
+        may be before its hello was written."""
         try:
             msgs, _ = read_recording(out)
         except SourceError:
             return set()
-        return {(msg["host"], msg["pid"]) for msg in msgs if msg["type"] == m.PROCESS}
+        named = {(msg["host"], msg["pid"]) for msg in msgs if msg["type"] == m.PROCESS}
+        hellos = sum(1 for msg in msgs if msg["type"] == m.HELLO and msg.get("role", "agent") == "agent")
+        return named if hellos >= len(named) else set()
 
     with log.open("w") as said:
         record = subprocess.Popen(
